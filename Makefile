@@ -1,0 +1,112 @@
+# Softcast top-level Makefile (plain make, Redis style).
+#   make            install missing system packages (deploy/install-deps.sh), build all
+#   make test       build with ASan+UBSan and run every test (last line: N passed, N failed)
+#   make run        build, then run the default scene
+#   make bench      run the volume benches
+#   make cuda-check compile every .cu with warnings as errors (no GPU needed)
+# Knobs: OPT=-O2, SANITIZE=address,undefined (test build), NVCC=nvcc, CUDA=0 to skip it.
+
+CC       ?= cc
+OPT      ?= -O2
+BUILD    ?= build
+SANITIZE ?= address,undefined
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+
+WARN   = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+         -Wvla -Wformat=2 -Wdouble-promotion -Werror
+CSTD   = -std=c11 -D_POSIX_C_SOURCE=200809L
+# Same float results on every build: no FMA contraction (CUDA side: --fmad=false).
+FPFLAGS = -ffp-contract=off
+CFLAGS_BASE = $(CSTD) $(WARN) $(FPFLAGS) -fopenmp -MMD -MP -I.
+
+# NIfTI support when Debian's NIfTI C library is installed (the GPU machine may lack it).
+NIFTI_H := $(wildcard /usr/include/nifti/nifti1_io.h)
+ifneq ($(NIFTI_H),)
+  NIFTI_CFLAGS = -DSIM_HAVE_NIFTI=1 -I/usr/include/nifti
+  NIFTI_LIBS   = -lniftiio -lznz -lz
+endif
+
+# CUDA backend when nvcc exists (CUDA=0 forces it off).
+ifeq ($(CUDA),0)
+  NVCC :=
+endif
+ifneq ($(NVCC),)
+  CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
+  CUDA_CFLAGS  = -DSIM_HAVE_CUDA=1
+  CUDA_LIBS    = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+endif
+NVFLAGS = -std=c++17 -O2 --fmad=false -I. -Xcompiler -Wall,-Wextra -Werror all-warnings $(CUDA_ARCH)
+
+SIM_C    := $(wildcard sim/*/*.c)
+SIM_CU   := $(wildcard sim/cuda/*.cu)
+TEST_C   := $(wildcard tests/*.c tests/sim/*.c)
+BENCH_C  := $(wildcard tests/bench/*.c)
+
+LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
+
+# Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
+REL  = $(BUILD)/rel
+TST  = $(BUILD)/test
+REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
+             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+
+REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
+TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
+
+.PHONY: all deps test run bench cuda-check clean sim bench-bin
+all: deps $(BUILD)/softcast-bench
+
+deps:
+	@deploy/install-deps.sh
+
+sim: $(BUILD)/libsoftcast-sim.a
+
+$(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+$(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
+	$(CC) -fopenmp -o $@ $^ $(LIBS)
+
+bench-bin: $(BUILD)/softcast-bench
+
+$(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(TST_SIM_O)
+	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(LIBS)
+
+$(REL)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(REL_CFLAGS) -c -o $@ $<
+
+$(TST)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(TST_CFLAGS) -c -o $@ $<
+
+$(REL)/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
+
+test: deps $(BUILD)/softcast-tests cuda-check
+	tests/run-tests.sh $(BUILD)
+
+run: all
+	$(BUILD)/softcast-bench volume --frames 120 --scenario release --condition C
+
+bench: all
+	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull
+	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull
+	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 2 --scenario pull
+	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario release --condition B
+	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario release --condition C
+
+# Compile every .cu with warnings as errors; needs nvcc, not a GPU.
+cuda-check:
+	@if [ -z "$(NVCC)" ]; then echo "cuda-check: nvcc not found (install the CUDA Toolkit); skipped"; \
+	else for f in $(SIM_CU) tests/gpu/kernels_compile.cu; do \
+	  echo "nvcc $$f"; $(NVCC) $(NVFLAGS) -c -o /dev/null $$f || exit 1; done; fi
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Install the Debian 12 packages the build and tests need, only those missing.
+# Idempotent and quick when everything is there. As root it installs; otherwise it
+# prints the exact command to run and fails.
+set -eu
+
+PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev"
+[ "${SOFTCAST_TEST_DEPS:-0}" = 1 ] && PKGS="$PKGS binutils"
+
+missing=""
+for p in $PKGS; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$st" in
+    *"install ok installed"*) ;;
+    *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+    echo "softcast: missing packages:$missing" >&2
+    echo "softcast: run:  sudo apt-get update && sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "softcast: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,44 @@
+/* harness.h: a small test harness. Tests register themselves:
+ *
+ *   TEST(volume_band_holds) { ... CHECK(x < 1e-5f); REQUIRE(ptr != NULL); }
+ *
+ * CHECK records a failure and goes on; REQUIRE records it and leaves the test;
+ * SKIP leaves the test and counts it skipped, with its reason printed. The runner
+ * (test_main.c) ends with "N passed, N failed, N skipped". */
+#ifndef TESTS_HARNESS_H
+#define TESTS_HARNESS_H
+
+#include <stdio.h>
+
+typedef void (*th_fn)(void);
+void th_register(const char *name, th_fn fn, const char *file);
+int th_check(int ok, const char *expr, const char *file, int line);
+void th_checkf(int ok, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void th_skip(const char *reason);
+int th_skipped(void);
+/* Print a measured figure in the test log: "  note: ...". */
+void th_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TEST(name)                                                                        \
+    static void name(void);                                                               \
+    __attribute__((constructor)) static void name##_register(void)                        \
+    {                                                                                     \
+        th_register(#name, name, __FILE__);                                               \
+    }                                                                                     \
+    static void name(void)
+
+#define CHECK(c) ((void)th_check(!!(c), #c, __FILE__, __LINE__))
+#define CHECKF(c, ...) th_checkf(!!(c), __FILE__, __LINE__, __VA_ARGS__)
+#define REQUIRE(c)                                                                        \
+    do {                                                                                  \
+        if (!th_check(!!(c), #c, __FILE__, __LINE__))                                     \
+            return;                                                                       \
+    } while (0)
+#define SKIP(reason)                                                                      \
+    do {                                                                                  \
+        th_skip(reason);                                                                  \
+        return;                                                                           \
+    } while (0)
+
+#endif
