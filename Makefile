@@ -40,8 +40,8 @@ NVFLAGS = -std=c++17 -O2 --fmad=false -I. -Xcompiler -Wall,-Wextra -Werror all-w
 
 SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/cuda/*.cu)
-TEST_C   := $(wildcard tests/*.c tests/sim/*.c)
-BENCH_C  := $(wildcard tests/bench/*.c)
+TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c)
+BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
 LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
 

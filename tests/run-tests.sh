@@ -21,4 +21,5 @@ fi
 export SOFTCAST_DATA="$DATA"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+shift 2>/dev/null || true
 exec "$BUILD/softcast-tests" "$@"

@@ -1,0 +1,138 @@
+/* volume_internal.h: the volume scene's model, state and backend interface, shared by
+ * volume_model.c, volume_state.c and the backends. Not part of the public surface. */
+#ifndef SIM_VOLUME_INTERNAL_H
+#define SIM_VOLUME_INTERNAL_H
+
+#include "../kernels/chainmail.h"
+#include "../sim.h"
+#include "surface.h"
+
+/* Blocks of 8^3 elements: the unit of activity tracking (relaxation and velocity run
+ * only on blocks where something moved), as SP-ChainMail's active blocks. */
+#define VOL_BLOCK_SHIFT 3
+#define VOL_BLOCK 8
+#define VOL_QUEUE_CAP 256
+#define VOL_MAX_GRAB 65536
+
+struct sim_volume_model {
+    sim_volume vol;                           /* rest volume, HU */
+    sim_surface_data surf[SIM_NSURFACE];
+    sim_surface view[SIM_NSURFACE]; /* public read-only views of surf */
+    sim_volume_model_options opt;
+};
+
+typedef struct sim_volume_backend_i sim_volume_backend_i;
+
+struct sim_backend {
+    sim_backend_kind kind;
+    int threads;
+    const sim_volume_backend_i *volume; /* the volume scene's entry points */
+    void *ctx;                          /* backend-wide context (CUDA device) */
+};
+
+/* Block activity flags (bits of blk_flags). */
+#define BLK_DIRTY 1u    /* something in the block moved since relaxation last converged */
+#define BLK_TOUCHED 2u  /* moved this frame: the velocity step must visit it */
+#define BLK_VEL 4u      /* holds a non-zero velocity */
+#define BLK_ACTIVE 8u   /* relax this iteration */
+#define BLK_MOVED 16u   /* relaxation moved something this iteration */
+
+struct sim_volume_state {
+    const sim_volume_model *m;
+    sim_backend *be;
+    sim_volume_params params;
+    cm_kparams kp;
+    int64_t nelem;
+
+    /* Host arrays. On CUDA the device copy is authoritative and host_valid says
+     * whether pos/vel here are current. */
+    float *pos;      /* (nelem x 3) X, lattice units */
+    float *pos_prev; /* (nelem x 3) X- of the next frame (== pos between frames) */
+    float *vel;      /* (nelem x 3) V, lattice units per frame */
+    uint8_t *flags;  /* (nelem) class | CM_FLAG_GRABBED */
+    float *t_reach;  /* (nelem) wave arrival time, CM_UNREACHED if not reached */
+    int host_valid;
+    int64_t class_count[SIM_NTISSUE];
+
+    /* Grab. */
+    uint32_t *grab_idx;  /* (ngrab) */
+    float *grab_start;   /* (ngrab x 3) positions when grabbed */
+    uint32_t *grab_old;  /* (VOL_MAX_GRAB) scratch: the set just released */
+    int ngrab;
+    float grab_anchor[3]; /* lattice units */
+    int grab_moved;       /* a move was applied this frame: seed the wave */
+
+    /* Propagation wave (CPU frontier lists; CUDA keeps its own). */
+    float clock;
+    int wave_active;
+    uint32_t *cand, *cand_next; /* (nelem) candidate elements of this / next pass */
+    int64_t ncand;
+    uint32_t *cand_stamp;       /* (nelem) pass id that last queued the element */
+    uint32_t pass_id;
+    uint32_t *reached;          /* (nelem) elements the wave moved */
+    int64_t nreached;
+    uint32_t *moved_frame;      /* (nelem) frame+1 that last moved the element by propagation */
+    float *scratch_pos;         /* (nelem x 3) */
+    float *scratch_t;           /* (nelem) */
+    uint8_t *scratch_status;    /* (nelem) */
+
+    /* Blocks. */
+    int bx, by, bz;
+    int64_t nblocks;
+    uint8_t *blk_flags;   /* (nblocks) BLK_* */
+    uint32_t *blk_list;   /* (nblocks) scratch list of block ids */
+    float *relax_tmp;     /* (nelem x 3) Jacobi target buffer */
+    double *blk_kinetic;  /* (nblocks) per-block sums, reduced in block order */
+    float *blk_maxdisp;   /* (nblocks) */
+    double *blk_speed;    /* (nblocks x SIM_NTISSUE) */
+
+    /* Events. */
+    sim_volume_event queue[VOL_QUEUE_CAP];
+    int qhead, qcount;
+
+    uint64_t frame;
+    uint32_t last_seq;
+    int settled;
+    sim_volume_metrics last;
+
+    void *dev; /* backend private state */
+};
+
+/* What one frame asks of the backend after the events are applied. */
+typedef struct vol_frame_in {
+    int deform; /* a grab moved this frame: seed and run propagation */
+} vol_frame_in;
+
+/* The volume scene's backend entry points (ggml's backend_i). Called on the state's
+ * thread. The generic layer applies events on the host arrays and then calls
+ * sync_grab so the backend can take the grabbed elements' positions and flags. */
+struct sim_volume_backend_i {
+    const char *name;
+    sim_status (*init)(sim_volume_state *s, char *err, size_t err_sz);
+    void (*fini)(sim_volume_state *s);
+    /* All host arrays changed (create, reset, reclassification). */
+    sim_status (*upload_all)(sim_volume_state *s, char *err, size_t err_sz);
+    /* The grabbed set, its flags or positions changed on the host. old_idx/nold: the
+     * elements that were grabbed before (their flags changed back). */
+    sim_status (*sync_grab)(sim_volume_state *s, const uint32_t *old_idx, int nold, char *err,
+                            size_t err_sz);
+    /* Propagate (when in->deform or a wave is pending), relax, velocity; fill metrics. */
+    sim_status (*frame)(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt,
+                        char *err, size_t err_sz);
+    /* Make host pos/vel current. */
+    sim_status (*download)(sim_volume_state *s, char *err, size_t err_sz);
+};
+
+extern const sim_volume_backend_i vol_cpu_backend;
+#if SIM_HAVE_CUDA
+extern const sim_volume_backend_i vol_cuda_backend;
+/* Implemented in sim/cuda/: device probe and backend context. */
+int vol_cuda_device_count(void);
+#endif
+
+/* Flatten params into kernel tables (model dims from m). */
+void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volume *vol);
+/* Tissue class of a HU value under the thresholds. */
+int vol_classify(const sim_volume_params *p, float hu);
+
+#endif

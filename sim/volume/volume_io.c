@@ -1,0 +1,843 @@
+/* volume_io.c: CT volumes in, checked: the procedural phantom, NIfTI-1, raw int16,
+ * block-average downsampling and validation.
+ *
+ * Phantom layout (axes follow NIfTI's RAS+ convention):
+ *   x: patient left (x = 0) to patient right (x = nx-1); the liver is at high x.
+ *   y: posterior (y = 0, the back and the spine) to anterior (y = ny-1): the belly front
+ *      is at HIGH y, the spine at LOW y.
+ *   z: inferior (z = 0, toward the pelvis) to superior (z = nz-1, toward the chest): the
+ *      ribs, liver and spleen are in the upper part, at high z.
+ * The field of view is fixed in millimetres and the spacing scales with the dims, so the
+ * anatomy is the same at any size: spacing_mm = {400/nx, 400/ny, 300/nz}. At the default
+ * 128x128x75 that is 3.125 x 3.125 x 4 mm, which is a 512x512x300 scan at
+ * 0.78 x 0.78 x 1 mm (a 400 mm square field of view) downsampled by 4.
+ * The body is an elliptical cylinder 340 mm wide (x) and 260 mm deep (y), centred in the
+ * x-y field of view and cut by both z ends (300 mm long), like a real abdominal scan.
+ * From the outside in: air -1000 HU; skin 3 mm at +10; subcutaneous fat 20 mm at -100;
+ * the muscle wall 12 mm at +50 (ribs at +600 in it for z > 165 mm); the cavity. In the
+ * cavity: the lumbar spine (posterior, midline: vertebral bodies +700 every 34 mm with
+ * +80 discs between, the neural arch and spinous and transverse processes), aorta and
+ * vena cava, kidneys +40 in perirenal fat, liver +60 (right, upper), spleen +48 (left,
+ * upper), stomach +40 with a gas cap at its front, psoas and back muscles +50, and
+ * bowel elsewhere: a smooth hash-based field splits it into bowel +40, mesenteric fat
+ * -90 and a little gas -950. Each element samples its centre (no partial volume), then
+ * gets a deterministic hash-based noise in [-10, +10) HU. Every value stays at least
+ * 5 HU away from the default class edges (-400, 25, 375 HU).
+ *
+ * Loaders: every error names the file and the problem; on error *out is left zeroed.
+ * NIfTI-1 is read with the NIfTI C library's header reader (nifti_read_header) and its
+ * znzlib streams (.nii and .nii.gz), and decoded here byte by byte. We do not use
+ * nifti_image_read/nifti_image_load for this: they silently replace NaN/Inf voxels and a
+ * NaN scl_slope by 0, and this loader must report those instead.
+ */
+#include "../sim.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../core/sc_base.h"
+
+#if SIM_HAVE_NIFTI
+#include <nifti1_io.h>
+#endif
+
+enum { SIM_DEFAULT_MAX_DIM = 4096 };
+#define SIM_DEFAULT_MAX_ELEMENTS ((size_t)64 << 20)
+
+sim_volume_limits sim_default_volume_limits(void)
+{
+    sim_volume_limits lim;
+    lim.max_elements = SIM_DEFAULT_MAX_ELEMENTS;
+    lim.max_dim = SIM_DEFAULT_MAX_DIM;
+    return lim;
+}
+
+/* NULL means defaults; so does a zero field, so a zeroed struct is usable. */
+static sim_volume_limits effective_limits(const sim_volume_limits *lim)
+{
+    sim_volume_limits d = sim_default_volume_limits();
+    if (lim) {
+        if (lim->max_elements > 0)
+            d.max_elements = lim->max_elements;
+        if (lim->max_dim > 0)
+            d.max_dim = lim->max_dim;
+    }
+    return d;
+}
+
+/* Dims against limits. bad_dim_status: what a dim < 1 is (an argument or a file fault). */
+static sim_status check_dims(const char *name, long long nx, long long ny, long long nz,
+                             const sim_volume_limits *lim, sim_status bad_dim_status,
+                             char *err, size_t err_sz)
+{
+    if (nx < 1 || ny < 1 || nz < 1)
+        return sc_fail(err, err_sz, bad_dim_status,
+                       "%s: dims %lldx%lldx%lld: every axis must be >= 1", name, nx, ny, nz);
+    if (nx > lim->max_dim || ny > lim->max_dim || nz > lim->max_dim)
+        return sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                       "%s: dims %lldx%lldx%lld: an axis is longer than the limit %d", name,
+                       nx, ny, nz, lim->max_dim);
+    /* Each factor is <= max_dim <= INT_MAX, so the product fits in 64 bits unsigned. */
+    unsigned long long n = (unsigned long long)nx * (unsigned long long)ny *
+                           (unsigned long long)nz;
+    if (n > (unsigned long long)lim->max_elements)
+        return sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                       "%s: dims %lldx%lldx%lld: %llu elements exceed the limit %zu", name, nx,
+                       ny, nz, n, lim->max_elements);
+    return SIM_OK;
+}
+
+static int spacing_ok(float s) { return isfinite(s) && s > 0.0f; }
+
+static sim_status check_spacing(const char *name, const float sp[3], sim_status status,
+                                char *err, size_t err_sz)
+{
+    if (!spacing_ok(sp[0]) || !spacing_ok(sp[1]) || !spacing_ok(sp[2]))
+        return sc_fail(err, err_sz, status,
+                       "%s: spacing %g x %g x %g mm: each must be finite and > 0", name,
+                       (double)sp[0], (double)sp[1], (double)sp[2]);
+    return SIM_OK;
+}
+
+static size_t volume_count(const sim_volume *v)
+{
+    return (size_t)v->nx * (size_t)v->ny * (size_t)v->nz;
+}
+
+/* Report element i of an nx x ny volume as its index and its coordinates. */
+static sim_status bad_value(const char *name, size_t i, int nx, int ny, const char *what,
+                            char *err, size_t err_sz)
+{
+    size_t plane = (size_t)nx * (size_t)ny;
+    return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: element %zu (x=%zu, y=%zu, z=%zu) is %s",
+                   name, i, i % (size_t)nx, (i % plane) / (size_t)nx, i / plane, what);
+}
+
+static const char *nonfinite_name(double d)
+{
+    return isnan(d) ? "NaN" : "infinite";
+}
+
+void sim_volume_free(sim_volume *v)
+{
+    if (!v)
+        return;
+    free(v->hu);
+    memset(v, 0, sizeof *v);
+}
+
+sim_status sim_volume_validate(const sim_volume *v, const sim_volume_limits *lim, const char *name,
+                               char *err, size_t err_sz)
+{
+    const char *nm = name ? name : "volume";
+    if (!v)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "%s: volume is NULL", nm);
+    sim_volume_limits l = effective_limits(lim);
+    sim_status st = check_dims(nm, v->nx, v->ny, v->nz, &l, SIM_ERR_ARG, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    st = check_spacing(nm, v->spacing_mm, SIM_ERR_ARG, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    if (!v->hu)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "%s: hu is NULL", nm);
+    size_t n = volume_count(v);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v->hu[i]))
+            return bad_value(nm, i, v->nx, v->ny, nonfinite_name((double)v->hu[i]), err, err_sz);
+    return SIM_OK;
+}
+
+/* ------------------------------------------------------------------ phantom */
+
+/* Field of view of the phantom in mm (see the top comment). */
+#define PH_FOV_X 400.0f
+#define PH_FOV_Y 400.0f
+#define PH_FOV_Z 300.0f
+
+/* Body and layer sizes, mm. */
+#define PH_BODY_A 170.0f /* half width (x) */
+#define PH_BODY_B 130.0f /* half depth (y) */
+#define PH_SKIN 3.0f
+#define PH_FAT 20.0f
+#define PH_WALL 12.0f
+
+/* Tissue values, HU. */
+#define HU_AIR (-1000.0f)
+#define HU_GAS (-950.0f)
+#define HU_FAT (-100.0f)
+#define HU_VFAT (-90.0f)
+#define HU_SKIN 10.0f
+#define HU_MUSCLE 50.0f
+#define HU_BOWEL 40.0f
+#define HU_KIDNEY 40.0f
+#define HU_LIVER 60.0f
+#define HU_SPLEEN 48.0f
+#define HU_BLOOD 45.0f
+#define HU_CORD 40.0f
+#define HU_DISC 80.0f
+#define HU_VERTEBRA 700.0f
+#define HU_RIB 600.0f
+#define HU_NOISE 10.0f
+
+static uint32_t hash_u32(uint32_t h)
+{
+    /* lowbias32 (Chris Wellons): a cheap, well-mixed 32-bit integer hash. */
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    return h;
+}
+
+static uint32_t hash3(int32_t x, int32_t y, int32_t z, uint32_t seed)
+{
+    uint32_t h = hash_u32(seed ^ (uint32_t)x);
+    h = hash_u32(h ^ (uint32_t)y);
+    return hash_u32(h ^ (uint32_t)z);
+}
+
+/* Uniform in [0, 1) from the top 24 bits. */
+static float unit_from_hash(uint32_t h) { return (float)(h >> 8) * (1.0f / 16777216.0f); }
+
+static float smooth01(float t) { return t * t * (3.0f - 2.0f * t); }
+
+static float lerpf(float a, float b, float t) { return a + (b - a) * t; }
+
+/* Smooth value noise in [0, 1) on a lattice of `cell` mm, in patient mm, so the pattern
+ * is the same at every resolution. */
+static float value_noise(float u, float v, float w, float cell, uint32_t seed)
+{
+    float gx = u / cell, gy = v / cell, gz = w / cell;
+    float fx = floorf(gx), fy = floorf(gy), fz = floorf(gz);
+    int32_t ix = (int32_t)fx, iy = (int32_t)fy, iz = (int32_t)fz;
+    float tx = smooth01(gx - fx), ty = smooth01(gy - fy), tz = smooth01(gz - fz);
+    float c[2][2][2];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < 2; i++)
+                c[k][j][i] = unit_from_hash(hash3(ix + i, iy + j, iz + k, seed));
+    float y0 = lerpf(lerpf(c[0][0][0], c[0][0][1], tx), lerpf(c[0][1][0], c[0][1][1], tx), ty);
+    float y1 = lerpf(lerpf(c[1][0][0], c[1][0][1], tx), lerpf(c[1][1][0], c[1][1][1], tx), ty);
+    return lerpf(y0, y1, tz);
+}
+
+/* (u/a)^2 + (v/b)^2: <= 1 inside the ellipse. */
+static float ell2(float u, float v, float a, float b)
+{
+    float p = u / a, q = v / b;
+    return p * p + q * q;
+}
+
+static float ell3(float u, float v, float w, float a, float b, float c)
+{
+    float r = w / c;
+    return ell2(u, v, a, b) + r * r;
+}
+
+/* Is (u, v) inside the body ellipse shrunk by depth t mm (an offset ellipse, close to
+ * a layer of uniform thickness t for these aspect ratios)? */
+static int inside_depth(float u, float v, float t)
+{
+    return ell2(u, v, PH_BODY_A - t, PH_BODY_B - t) <= 1.0f;
+}
+
+/* Position within a repeating period, in [0, period). */
+static float wrapf(float x, float period) { return x - period * floorf(x / period); }
+
+/* Spine at patient mm (u, v, w): returns 1 and the value when the point is spine. */
+static int spine_hu(float u, float v, float w, float *hu)
+{
+    const float body_v = -50.0f, body_r = 20.0f; /* vertebral body */
+    const float canal_v = -80.0f, canal_r = 8.0f, arch_r = 14.0f;
+    int in_disc = wrapf(w, 34.0f) < 8.0f; /* 8 mm disc, then 26 mm of bone */
+    float du = u, dv = v - body_v;
+    if (du * du + dv * dv <= body_r * body_r) {
+        *hu = in_disc ? HU_DISC : HU_VERTEBRA;
+        return 1;
+    }
+    dv = v - canal_v;
+    float r2 = du * du + dv * dv;
+    if (r2 <= canal_r * canal_r) {
+        *hu = HU_CORD;
+        return 1;
+    }
+    if (in_disc)
+        return 0;
+    int arch = r2 <= arch_r * arch_r;
+    int spinous = u >= -4.0f && u <= 4.0f && v >= -112.0f && v <= canal_v;
+    int transverse = u >= -38.0f && u <= 38.0f && v >= -85.0f && v <= -75.0f;
+    if (arch || spinous || transverse) {
+        *hu = HU_VERTEBRA;
+        return 1;
+    }
+    return 0;
+}
+
+/* Ribs: 12 mm bands every 30 mm inside the muscle wall above z = 165 mm, sloping down
+ * toward the front, with a gap at the front midline (cartilage) and at the spine. */
+static int rib_at(float u, float v, float w)
+{
+    if (w < 165.0f)
+        return 0;
+    if (!inside_depth(u, v, PH_SKIN + PH_FAT + 2.0f) || inside_depth(u, v, PH_SKIN + PH_FAT + 10.0f))
+        return 0;
+    if (v > 0.0f && u > -45.0f && u < 45.0f)
+        return 0;
+    if (v < 0.0f && u > -30.0f && u < 30.0f)
+        return 0;
+    return wrapf(w + 0.25f * v, 30.0f) < 12.0f;
+}
+
+/* Contents of the cavity inside the muscle wall. */
+static float cavity_hu(float u, float v, float w)
+{
+    /* Aorta (left of midline) and vena cava (right), in front of the spine. */
+    if (ell2(u + 18.0f, v + 20.0f, 11.0f, 11.0f) <= 1.0f)
+        return HU_BLOOD;
+    if (ell2(u - 22.0f, v + 18.0f, 12.0f, 10.0f) <= 1.0f)
+        return HU_BLOOD;
+    /* Kidneys: the left one sits a little higher; perirenal fat around each. */
+    for (int side = -1; side <= 1; side += 2) {
+        float ku = u - (float)side * 70.0f, kv = v + 55.0f;
+        float kw = w - (side > 0 ? 175.0f : 187.0f);
+        if (ell3(ku, kv, kw, 25.0f, 18.0f, 55.0f) <= 1.0f)
+            return HU_KIDNEY;
+        if (ell3(ku, kv, kw, 35.0f, 28.0f, 65.0f) <= 1.0f)
+            return HU_VFAT;
+    }
+    if (ell3(u - 60.0f, v - 5.0f, w - 250.0f, 85.0f, 80.0f, 95.0f) <= 1.0f)
+        return HU_LIVER;
+    if (ell3(u + 95.0f, v + 35.0f, w - 240.0f, 28.0f, 40.0f, 45.0f) <= 1.0f)
+        return HU_SPLEEN;
+    /* Stomach: gas rises to the front of a supine patient. */
+    if (ell3(u + 45.0f, v - 35.0f, w - 235.0f, 45.0f, 40.0f, 45.0f) <= 1.0f)
+        return v > 57.0f ? HU_GAS : HU_BOWEL;
+    /* Psoas muscles beside the spine, thickening downward. */
+    if (w < 170.0f) {
+        float r = 8.0f + 17.0f * (170.0f - w) / 170.0f;
+        if (ell2(u - 42.0f, v + 50.0f, r, r) <= 1.0f || ell2(u + 42.0f, v + 50.0f, r, r) <= 1.0f)
+            return HU_MUSCLE;
+    }
+    /* Back muscles behind the transverse processes. */
+    if (v < -72.0f)
+        return HU_MUSCLE;
+    /* Bowel loops, mesenteric fat between them, a little gas in them. */
+    float f = value_noise(u, v, w, 16.0f, 0x5eed0001u);
+    if (f < 0.36f)
+        return HU_VFAT;
+    float g = value_noise(u, v, w, 9.0f, 0x5eed0002u);
+    return (f > 0.55f && g > 0.82f) ? HU_GAS : HU_BOWEL;
+}
+
+/* The noiseless phantom at patient mm: u left-right from the centre (+ = patient right),
+ * v posterior-anterior from the centre (+ = anterior), w from the inferior end. */
+static float phantom_base_hu(float u, float v, float w)
+{
+    if (!inside_depth(u, v, 0.0f))
+        return HU_AIR;
+    float hu;
+    if (spine_hu(u, v, w, &hu))
+        return hu;
+    if (!inside_depth(u, v, PH_SKIN))
+        return HU_SKIN;
+    if (!inside_depth(u, v, PH_SKIN + PH_FAT))
+        return HU_FAT;
+    if (rib_at(u, v, w))
+        return HU_RIB;
+    if (!inside_depth(u, v, PH_SKIN + PH_FAT + PH_WALL))
+        return HU_MUSCLE;
+    return cavity_hu(u, v, w);
+}
+
+sim_status sim_volume_phantom(sim_volume *out, int nx, int ny, int nz, char *err, size_t err_sz)
+{
+    if (!out)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "phantom: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (nx < 8 || ny < 8 || nz < 8)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "phantom: dims %dx%dx%d: every axis must be >= 8",
+                       nx, ny, nz);
+    sim_volume_limits lim = sim_default_volume_limits();
+    sim_status st = check_dims("phantom", nx, ny, nz, &lim, SIM_ERR_ARG, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    size_t n = (size_t)nx * (size_t)ny * (size_t)nz;
+    float *hu = (float *)sc_calloc(n, sizeof *hu);
+    if (!hu)
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "phantom: out of memory for %zu elements", n);
+    float sx = PH_FOV_X / (float)nx, sy = PH_FOV_Y / (float)ny, sz = PH_FOV_Z / (float)nz;
+    size_t i = 0;
+    for (int z = 0; z < nz; z++) {
+        float w = ((float)z + 0.5f) * sz;
+        for (int y = 0; y < ny; y++) {
+            float v = ((float)y + 0.5f) * sy - 0.5f * PH_FOV_Y;
+            for (int x = 0; x < nx; x++, i++) {
+                float u = ((float)x + 0.5f) * sx - 0.5f * PH_FOV_X;
+                float noise = (unit_from_hash(hash3(x, y, z, 0x7a11c0deu)) * 2.0f - 1.0f) *
+                              HU_NOISE;
+                hu[i] = phantom_base_hu(u, v, w) + noise;
+            }
+        }
+    }
+    out->nx = nx;
+    out->ny = ny;
+    out->nz = nz;
+    out->spacing_mm[0] = sx;
+    out->spacing_mm[1] = sy;
+    out->spacing_mm[2] = sz;
+    out->hu = hu;
+    return SIM_OK;
+}
+
+/* ------------------------------------------------------------------ raw int16 */
+
+/* stat() a file that must exist and be a regular file. */
+static sim_status stat_regular(const char *path, struct stat *st, char *err, size_t err_sz)
+{
+    if (stat(path, st) != 0)
+        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st->st_mode))
+        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: not a regular file", path);
+    return SIM_OK;
+}
+
+sim_status sim_volume_load_raw_i16(sim_volume *out, const char *path, int nx, int ny, int nz,
+                                   const float spacing_mm[3], const sim_volume_limits *lim,
+                                   char *err, size_t err_sz)
+{
+    const char *name = path ? path : "raw";
+    if (!out)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "%s: out is NULL", name);
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "raw: path is NULL");
+    if (!spacing_mm)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "%s: spacing is NULL", path);
+    sim_volume_limits l = effective_limits(lim);
+    sim_status st = check_dims(path, nx, ny, nz, &l, SIM_ERR_ARG, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    st = check_spacing(path, spacing_mm, SIM_ERR_ARG, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    struct stat sb;
+    st = stat_regular(path, &sb, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    size_t n = (size_t)nx * (size_t)ny * (size_t)nz;
+    unsigned long long want = (unsigned long long)n * 2u;
+    unsigned long long have = (unsigned long long)sb.st_size;
+    if (have < want)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: truncated: %dx%dx%d int16 needs %llu bytes, the file has %llu", path,
+                       nx, ny, nz, want, have);
+    if (have > want)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: has %llu extra bytes: %dx%dx%d int16 needs %llu bytes, the file "
+                       "has %llu",
+                       path, have - want, nx, ny, nz, want, have);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
+    float *hu = (float *)sc_calloc(n, sizeof *hu);
+    if (!hu) {
+        fclose(f);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory for %zu elements", path, n);
+    }
+    unsigned char buf[1 << 16];
+    size_t done = 0;
+    while (done < n) {
+        size_t want_n = n - done < sizeof buf / 2 ? n - done : sizeof buf / 2;
+        size_t got = fread(buf, 2, want_n, f);
+        /* Little-endian on disk, decoded by hand so the host's byte order is irrelevant. */
+        for (size_t k = 0; k < got; k++) {
+            int32_t v = (int32_t)buf[2 * k] | ((int32_t)buf[2 * k + 1] << 8);
+            if (v >= 32768)
+                v -= 65536;
+            hu[done + k] = (float)v;
+        }
+        done += got;
+        if (got < want_n) {
+            int e = ferror(f) ? errno : 0;
+            fclose(f);
+            free(hu);
+            return sc_fail(err, err_sz, SIM_ERR_IO, "%s: short read at element %zu of %zu%s%s",
+                           path, done, n, e ? ": " : " (file shrank?)", e ? strerror(e) : "");
+        }
+    }
+    fclose(f);
+    out->nx = nx;
+    out->ny = ny;
+    out->nz = nz;
+    memcpy(out->spacing_mm, spacing_mm, sizeof out->spacing_mm);
+    out->hu = hu;
+    return SIM_OK;
+}
+
+/* ------------------------------------------------------------------ NIfTI-1 */
+
+#if SIM_HAVE_NIFTI
+
+_Static_assert(sizeof(nifti_1_header) == 348, "nifti_1_header must be the 348 on-disk bytes");
+
+static int ends_with_ci(const char *s, const char *suffix)
+{
+    size_t ls = strlen(s), lx = strlen(suffix);
+    if (ls < lx)
+        return 0;
+    s += ls - lx;
+    for (size_t i = 0; i < lx; i++) {
+        char a = s[i], b = suffix[i];
+        if (a >= 'A' && a <= 'Z')
+            a = (char)(a - 'A' + 'a');
+        if (a != b)
+            return 0;
+    }
+    return 1;
+}
+
+/* Bytes per element of the datatypes we load; 0 for the rest. */
+static int nifti_elem_bytes(int datatype)
+{
+    switch (datatype) {
+    case DT_UINT8:
+    case DT_INT8: return 1;
+    case DT_INT16:
+    case DT_UINT16: return 2;
+    case DT_INT32:
+    case DT_UINT32:
+    case DT_FLOAT32: return 4;
+    case DT_FLOAT64: return 8;
+    default: return 0;
+    }
+}
+
+/* One element of nbyper bytes in the file's byte order, as an unsigned integer. */
+static uint64_t load_uint(const unsigned char *b, int nbyper, int little_endian)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < nbyper; k++) {
+        int idx = little_endian ? nbyper - 1 - k : k;
+        v = (v << 8) | b[idx];
+    }
+    return v;
+}
+
+static double decode_elem(const unsigned char *b, int datatype, int little_endian)
+{
+    switch (datatype) {
+    case DT_UINT8: return (double)b[0];
+    case DT_INT8: return (double)((int)b[0] - (b[0] >= 128 ? 256 : 0));
+    case DT_UINT16: return (double)load_uint(b, 2, little_endian);
+    case DT_INT16: {
+        int32_t v = (int32_t)load_uint(b, 2, little_endian);
+        return (double)(v >= 32768 ? v - 65536 : v);
+    }
+    case DT_UINT32: return (double)load_uint(b, 4, little_endian);
+    case DT_INT32: {
+        int64_t v = (int64_t)load_uint(b, 4, little_endian);
+        return (double)(v >= 2147483648LL ? v - 4294967296LL : v);
+    }
+    case DT_FLOAT32: {
+        uint32_t u = (uint32_t)load_uint(b, 4, little_endian);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return (double)f;
+    }
+    case DT_FLOAT64: {
+        uint64_t u = load_uint(b, 8, little_endian);
+        double d;
+        memcpy(&d, &u, sizeof d);
+        return d;
+    }
+    default: return 0.0; /* unreachable: the datatype was checked */
+    }
+}
+
+/* Header checks, in the order a reader of the message would want them. Fills the dims,
+ * element size, spacing and data offset. */
+static sim_status nifti_check_header(const char *path, const nifti_1_header *h,
+                                     const sim_volume_limits *lim, long long size_on_disk,
+                                     int gz, int dims[3], int *nbyper, float spacing[3],
+                                     long long *offset, char *err, size_t err_sz)
+{
+    if (h->sizeof_hdr != 348)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: not a NIfTI-1 file (sizeof_hdr %d, expected 348)", path,
+                       h->sizeof_hdr);
+    if (memcmp(h->magic, "ni1", 4) == 0)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: a two-file NIfTI-1 header (.hdr/.img): only single-file .nii or "
+                       ".nii.gz is supported",
+                       path);
+    if (memcmp(h->magic, "n+1", 4) != 0)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: not a NIfTI-1 file (no \"n+1\" magic; ANALYZE 7.5 is not supported)",
+                       path);
+    int ndim = h->dim[0];
+    if (ndim < 1 || ndim > 7)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: dim[0] = %d: must be 1..7", path, ndim);
+    if (ndim < 3)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: a %dD image: need a 3D volume", path,
+                       ndim);
+    sim_status st = check_dims(path, h->dim[1], h->dim[2], h->dim[3], lim, SIM_ERR_FORMAT, err,
+                               err_sz);
+    if (st != SIM_OK)
+        return st;
+    for (int d = 4; d <= ndim; d++)
+        if (h->dim[d] != 1)
+            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                           "%s: a %dD image with dim[%d] = %d: need a single 3D volume (3D, "
+                           "or 4D with nt = 1)",
+                           path, ndim, d, h->dim[d]);
+    int nb = nifti_elem_bytes(h->datatype);
+    if (nb == 0)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: unsupported datatype %s (code %d): need uint8, int8, int16, uint16, "
+                       "int32, uint32, float32 or float64",
+                       path, nifti_datatype_string(h->datatype), h->datatype);
+    float scale = 1.0f;
+    switch (XYZT_TO_SPACE(h->xyzt_units)) {
+    case NIFTI_UNITS_METER: scale = 1000.0f; break;
+    case NIFTI_UNITS_MICRON: scale = 0.001f; break;
+    default: break; /* mm, or unknown: NIfTI readers take unknown as mm */
+    }
+    for (int a = 0; a < 3; a++)
+        spacing[a] = h->pixdim[a + 1] * scale;
+    if (!spacing_ok(h->pixdim[1]) || !spacing_ok(h->pixdim[2]) || !spacing_ok(h->pixdim[3]) ||
+        !spacing_ok(spacing[0]) || !spacing_ok(spacing[1]) || !spacing_ok(spacing[2]))
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: pixdim %g x %g x %g: spacing must be finite and > 0", path,
+                       (double)h->pixdim[1], (double)h->pixdim[2], (double)h->pixdim[3]);
+    if (!isfinite(h->scl_slope))
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: scl_slope is %s", path,
+                       nonfinite_name((double)h->scl_slope));
+    if (h->scl_slope != 0.0f && !isfinite(h->scl_inter))
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: scl_inter is %s", path,
+                       nonfinite_name((double)h->scl_inter));
+    float vo = h->vox_offset;
+    if (!isfinite(vo) || vo < 352.0f || vo > 1e12f || vo != floorf(vo))
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: vox_offset %g: must be a whole number >= 352", path, (double)vo);
+    unsigned long long n = (unsigned long long)h->dim[1] * (unsigned long long)h->dim[2] *
+                           (unsigned long long)h->dim[3];
+    unsigned long long need = (unsigned long long)vo + n * (unsigned long long)nb;
+    if (!gz && need > (unsigned long long)size_on_disk)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: truncated: the header needs %llu bytes (offset %.0f + %llu elements "
+                       "x %d bytes), the file has %lld",
+                       path, need, (double)vo, n, nb, size_on_disk);
+    dims[0] = h->dim[1];
+    dims[1] = h->dim[2];
+    dims[2] = h->dim[3];
+    *nbyper = nb;
+    *offset = (long long)vo;
+    return SIM_OK;
+}
+
+/* Stream the data in chunks, decode, scale, check finite. */
+static sim_status nifti_read_data(const char *path, znzFile fp, const nifti_1_header *h,
+                                  int little_endian, int nbyper, const int dims[3], float *hu,
+                                  char *err, size_t err_sz)
+{
+    size_t n = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
+    double slope = (double)h->scl_slope, inter = (double)h->scl_inter;
+    int scaled = h->scl_slope != 0.0f; /* slope 0: no scaling, per the NIfTI-1 standard */
+    unsigned char *buf = (unsigned char *)malloc((size_t)1 << 20);
+    if (!buf)
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory for a read buffer", path);
+    size_t per_chunk = ((size_t)1 << 20) / (size_t)nbyper;
+    size_t done = 0;
+    sim_status st = SIM_OK;
+    while (done < n && st == SIM_OK) {
+        size_t want = n - done < per_chunk ? n - done : per_chunk;
+        size_t got = znzread(buf, (size_t)nbyper, want, fp);
+        if (got < want) {
+            st = sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                         "%s: truncated or corrupt: read %zu of %zu elements", path, done + got,
+                         n);
+            break;
+        }
+        for (size_t k = 0; k < got; k++) {
+            double d = decode_elem(buf + k * (size_t)nbyper, h->datatype, little_endian);
+            if (scaled)
+                d = d * slope + inter;
+            if (!isfinite(d) || d > (double)FLT_MAX || d < -(double)FLT_MAX) {
+                st = bad_value(path, done + k, dims[0], dims[1],
+                               isnan(d)      ? (scaled ? "NaN after scaling" : "NaN")
+                               : isinf(d)    ? (scaled ? "infinite after scaling" : "infinite")
+                                             : "outside the float range",
+                               err, err_sz);
+                break;
+            }
+            hu[done + k] = (float)d;
+        }
+        done += got;
+    }
+    free(buf);
+    return st;
+}
+
+#endif /* SIM_HAVE_NIFTI */
+
+sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_volume_limits *lim,
+                                 char *err, size_t err_sz)
+{
+    const char *name = path ? path : "nifti";
+    if (!out)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "%s: out is NULL", name);
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "nifti: path is NULL");
+#if !SIM_HAVE_NIFTI
+    (void)lim;
+    return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                   "%s: this build has no NIfTI support (built without the NIfTI C library, "
+                   "nifti1_io.h)",
+                   path);
+#else
+    struct stat sb;
+    sim_status st = stat_regular(path, &sb, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    int gz = ends_with_ci(path, ".nii.gz");
+    if (!gz && !ends_with_ci(path, ".nii"))
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: expected a .nii or .nii.gz file", path);
+    if (gz && !nifti_compiled_with_zlib())
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: this NIfTI library was built without zlib: cannot read .nii.gz",
+                       path);
+    /* One stream for header and data, opened on exactly this path (the library's
+     * nifti_read_header would also try other extensions). */
+    znzFile fp = znzopen(path, "rb", gz);
+    if (znz_isnull(fp))
+        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    nifti_1_header h;
+    size_t got = znzread(&h, 1, sizeof h, fp);
+    if (got < sizeof h) {
+        znzclose(fp);
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: truncated or corrupt: read %zu of the %zu header bytes", path, got,
+                       sizeof h);
+    }
+    /* A header written on a host of the other byte order reads sizeof_hdr swapped. */
+    int swapped = 0;
+    if (h.sizeof_hdr != 348) {
+        nifti_1_header t = h;
+        swap_nifti_header(&t, 1);
+        if (t.sizeof_hdr == 348) {
+            h = t;
+            swapped = 1;
+        }
+    }
+    /* Every header check before the big allocation. */
+    sim_volume_limits l = effective_limits(lim);
+    int dims[3] = {0, 0, 0}, nbyper = 1;
+    float spacing[3] = {0.0f, 0.0f, 0.0f};
+    long long offset = 0;
+    st = nifti_check_header(path, &h, &l, (long long)sb.st_size, gz, dims, &nbyper, spacing,
+                            &offset, err, err_sz);
+    if (st != SIM_OK) {
+        znzclose(fp);
+        return st;
+    }
+    size_t n = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
+    float *hu = (float *)sc_calloc(n, sizeof *hu);
+    if (!hu) {
+        znzclose(fp);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory for %zu elements", path, n);
+    }
+    if (znzseek(fp, (znz_off_t)offset, SEEK_SET) < 0) {
+        znzclose(fp);
+        free(hu);
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: truncated or corrupt: cannot seek to the data at byte %lld", path,
+                       offset);
+    }
+    /* The data has the header's byte order; the header was swapped iff it differs from
+     * the host's. */
+    const uint16_t probe = 1;
+    unsigned char probe_lo;
+    memcpy(&probe_lo, &probe, 1);
+    int host_le = probe_lo == 1;
+    int file_le = swapped ? !host_le : host_le;
+    st = nifti_read_data(path, fp, &h, file_le, nbyper, dims, hu, err, err_sz);
+    znzclose(fp);
+    if (st != SIM_OK) {
+        free(hu);
+        return st;
+    }
+    out->nx = dims[0];
+    out->ny = dims[1];
+    out->nz = dims[2];
+    memcpy(out->spacing_mm, spacing, sizeof out->spacing_mm);
+    out->hu = hu;
+    return SIM_OK;
+#endif
+}
+
+/* ------------------------------------------------------------------ downsample */
+
+sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, int fy, int fz,
+                                 char *err, size_t err_sz)
+{
+    if (!out)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "downsample: out is NULL");
+    /* Zeroing *out first would wipe the input when they alias. */
+    if (out == in)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "downsample: out must not be the input");
+    memset(out, 0, sizeof *out);
+    if (!in || !in->hu)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "downsample: input volume is empty");
+    if (fx < 1 || fy < 1 || fz < 1)
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "downsample: factors %dx%dx%d: each must be >= 1", fx, fy, fz);
+    sim_volume_limits l = effective_limits(NULL);
+    l.max_elements = SIZE_MAX; /* the output is never bigger than the input */
+    l.max_dim = 0x7fffffff;
+    sim_status st = check_dims("downsample", in->nx, in->ny, in->nz, &l, SIM_ERR_ARG, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    int nx = in->nx, ny = in->ny, nz = in->nz;
+    /* ceil(n / f) without overflow near INT_MAX */
+    int ox = nx / fx + (nx % fx != 0), oy = ny / fy + (ny % fy != 0), oz = nz / fz + (nz % fz != 0);
+    size_t n = (size_t)ox * (size_t)oy * (size_t)oz;
+    float *hu = (float *)sc_calloc(n, sizeof *hu);
+    if (!hu)
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "downsample: out of memory for %zu elements",
+                       n);
+    size_t o = 0;
+    for (int bz = 0; bz < oz; bz++) {
+        int z0 = bz * fz, z1 = nz - z0 < fz ? nz : z0 + fz;
+        for (int by = 0; by < oy; by++) {
+            int y0 = by * fy, y1 = ny - y0 < fy ? ny : y0 + fy;
+            for (int bx = 0; bx < ox; bx++, o++) {
+                int x0 = bx * fx, x1 = nx - x0 < fx ? nx : x0 + fx;
+                double sum = 0.0;
+                for (int z = z0; z < z1; z++)
+                    for (int y = y0; y < y1; y++) {
+                        const float *row = in->hu + (size_t)nx * ((size_t)y + (size_t)ny * (size_t)z);
+                        for (int x = x0; x < x1; x++)
+                            sum += (double)row[x];
+                    }
+                double cnt = (double)(x1 - x0) * (double)(y1 - y0) * (double)(z1 - z0);
+                hu[o] = (float)(sum / cnt);
+            }
+        }
+    }
+    out->nx = ox;
+    out->ny = oy;
+    out->nz = oz;
+    out->spacing_mm[0] = in->spacing_mm[0] * (float)fx;
+    out->spacing_mm[1] = in->spacing_mm[1] * (float)fy;
+    out->spacing_mm[2] = in->spacing_mm[2] * (float)fz;
+    out->hu = hu;
+    return SIM_OK;
+}

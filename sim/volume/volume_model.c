@@ -1,0 +1,197 @@
+/* volume_model.c: parameters of the volume scene and its immutable model.
+ *
+ * Classification rule (see sim/volume/README.md): air < t0 <= skin_fat < t1 <=
+ * muscle_organ < t2 <= bone. The reference experiment quotes -1000, 25 and 375 HU;
+ * taken as strict bin edges, real CT air (about -1000 HU with noise of tens of HU) would
+ * fall half into skin and fat, so our air edge is -400 HU: half-way between air and fat
+ * (about -100), far from both with any CT noise. Lung (-500 to -900) counts as air. */
+#include <math.h>
+#include <string.h>
+
+#include "volume_internal.h"
+
+static const char *const k_tissue_names[SIM_NTISSUE] = {"air", "skin_fat", "muscle_organ", "bone"};
+
+const char *sim_tissue_name(int tissue)
+{
+    return (tissue >= 0 && tissue < SIM_NTISSUE) ? k_tissue_names[tissue] : "unknown";
+}
+
+sim_volume_params sim_default_volume_params(void)
+{
+    sim_volume_params p;
+    memset(&p, 0, sizeof p);
+    p.hu_threshold[0] = -400.0f;
+    p.hu_threshold[1] = 25.0f;
+    p.hu_threshold[2] = 375.0f;
+    /*                       min   max   shear speed inv_mass b1 */
+    sim_tissue_params air = {0.2f, 3.0f, 1.5f, 0.25f, 1.0f, 0.0f};
+    sim_tissue_params skin = {0.6f, 1.5f, 0.4f, 0.5f, 0.9f, 0.05f};
+    sim_tissue_params muscle = {0.8f, 1.25f, 0.2f, 0.5f, 0.5f, 0.1f};
+    sim_tissue_params bone = {1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.3f};
+    p.tissue[SIM_TISSUE_AIR] = air;
+    p.tissue[SIM_TISSUE_SKIN_FAT] = skin;
+    p.tissue[SIM_TISSUE_MUSCLE_ORGAN] = muscle;
+    p.tissue[SIM_TISSUE_BONE] = bone;
+    p.condition = SIM_CONDITION_C;
+    p.alpha = 0.85f;
+    p.b0 = 0.2f;
+    p.inertia_gain = 1.0f;
+    p.v_max = 2.0f;
+    p.dead_zone = 1e-3f;
+    p.boundary_margin = 4.0f;
+    p.relax_iterations = 4;
+    p.relax_step = 0.5f;
+    p.relax_threshold = 0.01f;
+    p.max_passes = 64;
+    return p;
+}
+
+static int in_range(float v, float lo, float hi) { return isfinite(v) && v >= lo && v <= hi; }
+
+sim_status sim_volume_params_validate(const sim_volume_params *p, char *err, size_t err_sz)
+{
+#define RANGE(field, lo, hi)                                                                   \
+    if (!in_range((float)(field), lo, hi))                                                     \
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be in [%g, %g]",      \
+                               #field, (double)(field), (double)(lo), (double)(hi))
+    for (int t = 0; t < 3; t++)
+        RANGE(p->hu_threshold[t], -4000.0f, 40000.0f);
+    if (!(p->hu_threshold[0] < p->hu_threshold[1] && p->hu_threshold[1] < p->hu_threshold[2]))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                   "hu_threshold %g, %g, %g: must increase strictly",
+                                   (double)p->hu_threshold[0], (double)p->hu_threshold[1],
+                                   (double)p->hu_threshold[2]);
+    for (int c = 0; c < SIM_NTISSUE; c++) {
+        const sim_tissue_params *t = &p->tissue[c];
+        RANGE(t->min_len, 0.01f, 1.0f);
+        RANGE(t->max_len, 1.0f, 10.0f);
+        RANGE(t->shear, 0.0f, 10.0f);
+        RANGE(t->speed, 0.01f, 1.0f);
+        RANGE(t->inv_mass, 0.0f, 1.0f);
+        RANGE(t->b1, 0.0f, 1.0f);
+    }
+    if (p->condition != SIM_CONDITION_A && p->condition != SIM_CONDITION_B &&
+        p->condition != SIM_CONDITION_C)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "condition %d: must be A, B or C",
+                                   (int)p->condition);
+    RANGE(p->alpha, 0.0f, 1.0f);
+    RANGE(p->b0, 0.0f, 1.0f);
+    RANGE(p->inertia_gain, 0.0f, 1.0f);
+    RANGE(p->v_max, 1e-3f, 100.0f);
+    RANGE(p->dead_zone, 0.0f, 1.0f);
+    RANGE(p->boundary_margin, 0.0f, 1000.0f);
+    RANGE(p->relax_iterations, 0.0f, 100.0f);
+    RANGE(p->relax_step, 0.01f, 1.0f);
+    RANGE(p->relax_threshold, 0.0f, 10.0f);
+    RANGE(p->max_passes, 1.0f, 100000.0f);
+#undef RANGE
+    return SIM_OK;
+}
+
+int vol_classify(const sim_volume_params *p, float hu)
+{
+    if (hu < p->hu_threshold[0])
+        return SIM_TISSUE_AIR;
+    if (hu < p->hu_threshold[1])
+        return SIM_TISSUE_SKIN_FAT;
+    if (hu < p->hu_threshold[2])
+        return SIM_TISSUE_MUSCLE_ORGAN;
+    return SIM_TISSUE_BONE;
+}
+
+void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volume *vol)
+{
+    memset(kp, 0, sizeof *kp);
+    kp->nx = vol->nx;
+    kp->ny = vol->ny;
+    kp->nz = vol->nz;
+    for (int a = 0; a < CM_NCLASS; a++) {
+        const sim_tissue_params *ta = &p->tissue[a];
+        for (int b = 0; b < CM_NCLASS; b++) {
+            const sim_tissue_params *tb = &p->tissue[b];
+            int k = a * CM_NCLASS + b;
+            /* A link is as tight as its tighter end, so limits are symmetric in the pair. */
+            kp->link_min[k] = fmaxf(ta->min_len, tb->min_len);
+            kp->link_max[k] = fminf(ta->max_len, tb->max_len);
+            kp->link_shear[k] = fminf(ta->shear, tb->shear);
+            kp->link_tau[k] = 0.5f * (1.0f / ta->speed + 1.0f / tb->speed);
+        }
+        float tol = (ta->max_len - ta->min_len) + 2.0f * ta->shear;
+        kp->relax_w[a] = 1.0f / fmaxf(tol, CM_MIN_TOLERANCE);
+        kp->inv_mass[a] = ta->inv_mass;
+        kp->b1[a] = ta->b1;
+    }
+    kp->condition = (int)p->condition;
+    kp->alpha = p->alpha;
+    kp->b0 = p->b0;
+    kp->k = p->inertia_gain;
+    kp->v_max = p->v_max;
+    kp->dead_zone = p->dead_zone;
+    kp->margin = p->boundary_margin;
+    kp->relax_step = p->relax_step;
+    kp->relax_threshold = p->relax_threshold;
+}
+
+sim_volume_model_options sim_default_volume_model_options(void)
+{
+    sim_volume_model_options o;
+    o.skin_iso_hu = -400.0f;
+    o.bone_iso_hu = 375.0f;
+    return o;
+}
+
+sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol,
+                                   const sim_volume_model_options *opt, char *err, size_t err_sz)
+{
+    *out = NULL;
+    sim_status st = sim_volume_validate(vol, NULL, "volume", err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    sim_volume_model *m = sc_calloc(1, sizeof *m);
+    if (!m)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "model: out of memory");
+    m->opt = opt ? *opt : sim_default_volume_model_options();
+    size_t n = (size_t)vol->nx * (size_t)vol->ny * (size_t)vol->nz;
+    m->vol = *vol;
+    m->vol.hu = sc_calloc(n, sizeof(float));
+    if (!m->vol.hu) {
+        free(m);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "model: out of memory for %zu elements", n);
+    }
+    memcpy(m->vol.hu, vol->hu, n * sizeof(float));
+    float iso[SIM_NSURFACE] = {m->opt.skin_iso_hu, m->opt.bone_iso_hu};
+    for (int k = 0; k < SIM_NSURFACE; k++) {
+        st = sim_surface_extract(&m->surf[k], &m->vol, iso[k], err, err_sz);
+        if (st != SIM_OK) {
+            sim_volume_model_destroy(m);
+            return st;
+        }
+        m->view[k].nvert = m->surf[k].nvert;
+        m->view[k].ntri = m->surf[k].ntri;
+        m->view[k].tri = m->surf[k].tri;
+        m->view[k].vert_cell = m->surf[k].vert_cell;
+        m->view[k].vert_frac = m->surf[k].vert_frac;
+    }
+    *out = m;
+    return SIM_OK;
+}
+
+void sim_volume_model_destroy(sim_volume_model *m)
+{
+    if (!m)
+        return;
+    for (int k = 0; k < SIM_NSURFACE; k++)
+        sim_surface_data_free(&m->surf[k]);
+    free(m->vol.hu);
+    free(m);
+}
+
+const sim_volume *sim_volume_model_volume(const sim_volume_model *m) { return &m->vol; }
+
+const sim_surface *sim_volume_model_surface(const sim_volume_model *m, sim_surface_kind kind)
+{
+    if ((int)kind < 0 || kind >= SIM_NSURFACE)
+        return NULL;
+    return &m->view[kind];
+}

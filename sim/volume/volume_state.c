@@ -1,0 +1,458 @@
+/* volume_state.c: a session's volume state. Events are queued by push_event and applied
+ * at the next frame boundary by step, on the host arrays; the backend then runs the
+ * frame (propagation, relaxation, velocity layer). Everything here runs on the
+ * state's thread. */
+#include <math.h>
+#include <string.h>
+
+#include "slice.h"
+#include "volume_internal.h"
+
+static int64_t block_of(const sim_volume_state *s, int64_t i)
+{
+    int x, y, z;
+    cm_coords(&s->kp, i, &x, &y, &z);
+    return (x >> VOL_BLOCK_SHIFT) +
+           (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
+}
+
+static void mark_block(sim_volume_state *s, int64_t i, uint8_t f) { s->blk_flags[block_of(s, i)] |= f; }
+
+static void set_rest(sim_volume_state *s)
+{
+    for (int64_t i = 0; i < s->nelem; i++) {
+        int x, y, z;
+        cm_coords(&s->kp, i, &x, &y, &z);
+        s->pos[i * 3 + 0] = (float)x;
+        s->pos[i * 3 + 1] = (float)y;
+        s->pos[i * 3 + 2] = (float)z;
+        s->t_reach[i] = CM_UNREACHED;
+        s->moved_frame[i] = 0;
+    }
+    memcpy(s->pos_prev, s->pos, (size_t)s->nelem * 3 * sizeof(float));
+    memset(s->vel, 0, (size_t)s->nelem * 3 * sizeof(float));
+    memset(s->blk_flags, 0, (size_t)s->nblocks);
+    memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
+    s->ngrab = 0;
+    s->grab_moved = 0;
+    s->clock = 0.0f;
+    s->wave_active = 0;
+    s->ncand = 0;
+    s->nreached = 0;
+    s->settled = 1;
+    s->host_valid = 1;
+}
+
+/* Tissue class of every element under the current thresholds (keeps the grab bit). */
+static void classify_all(sim_volume_state *s)
+{
+    memset(s->class_count, 0, sizeof s->class_count);
+    const float *hu = s->m->vol.hu;
+    for (int64_t i = 0; i < s->nelem; i++) {
+        int c = vol_classify(&s->params, hu[i]);
+        s->flags[i] = (uint8_t)((s->flags[i] & CM_FLAG_GRABBED) | (uint8_t)c);
+        s->class_count[c]++;
+    }
+}
+
+sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
+                                   sim_backend *b, char *err, size_t err_sz)
+{
+    *out = NULL;
+    if (!m || !b)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "state: model and backend required");
+    sim_volume_state *s = sc_calloc(1, sizeof *s);
+    if (!s)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "state: out of memory");
+    s->m = m;
+    s->be = b;
+    s->params = sim_default_volume_params();
+    vol_pack_kparams(&s->kp, &s->params, &m->vol);
+    s->nelem = (int64_t)m->vol.nx * m->vol.ny * m->vol.nz;
+    s->bx = (m->vol.nx + VOL_BLOCK - 1) / VOL_BLOCK;
+    s->by = (m->vol.ny + VOL_BLOCK - 1) / VOL_BLOCK;
+    s->bz = (m->vol.nz + VOL_BLOCK - 1) / VOL_BLOCK;
+    s->nblocks = (int64_t)s->bx * s->by * s->bz;
+    size_t n = (size_t)s->nelem, nb = (size_t)s->nblocks;
+    s->pos = sc_calloc(n * 3, sizeof(float));
+    s->pos_prev = sc_calloc(n * 3, sizeof(float));
+    s->vel = sc_calloc(n * 3, sizeof(float));
+    s->flags = sc_calloc(n, 1);
+    s->t_reach = sc_calloc(n, sizeof(float));
+    s->grab_idx = sc_calloc(VOL_MAX_GRAB, sizeof(uint32_t));
+    s->grab_start = sc_calloc(VOL_MAX_GRAB * 3, sizeof(float));
+    s->grab_old = sc_calloc(VOL_MAX_GRAB, sizeof(uint32_t));
+    s->cand = sc_calloc(n, sizeof(uint32_t));
+    s->cand_next = sc_calloc(n, sizeof(uint32_t));
+    s->cand_stamp = sc_calloc(n, sizeof(uint32_t));
+    s->reached = sc_calloc(n, sizeof(uint32_t));
+    s->moved_frame = sc_calloc(n, sizeof(uint32_t));
+    s->scratch_pos = sc_calloc(n * 3, sizeof(float));
+    s->scratch_t = sc_calloc(n, sizeof(float));
+    s->scratch_status = sc_calloc(n, 1);
+    s->blk_flags = sc_calloc(nb, 1);
+    s->blk_list = sc_calloc(nb, sizeof(uint32_t));
+    s->relax_tmp = sc_calloc(n * 3, sizeof(float));
+    s->blk_kinetic = sc_calloc(nb, sizeof(double));
+    s->blk_maxdisp = sc_calloc(nb, sizeof(float));
+    s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
+    if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
+        !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp || !s->reached ||
+        !s->moved_frame || !s->scratch_pos || !s->scratch_t || !s->scratch_status ||
+        !s->blk_flags || !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp ||
+        !s->blk_speed) {
+        sim_volume_state_destroy(s);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
+                                   "state: out of memory for %zu elements", n);
+    }
+    classify_all(s);
+    set_rest(s);
+    sim_status st = b->volume->init(s, err, err_sz);
+    if (st == SIM_OK)
+        st = b->volume->upload_all(s, err, err_sz);
+    if (st != SIM_OK) {
+        sim_volume_state_destroy(s);
+        return st;
+    }
+    *out = s;
+    return SIM_OK;
+}
+
+void sim_volume_state_destroy(sim_volume_state *s)
+{
+    if (!s)
+        return;
+    if (s->dev)
+        s->be->volume->fini(s);
+    free(s->pos);
+    free(s->pos_prev);
+    free(s->vel);
+    free(s->flags);
+    free(s->t_reach);
+    free(s->grab_idx);
+    free(s->grab_start);
+    free(s->grab_old);
+    free(s->cand);
+    free(s->cand_next);
+    free(s->cand_stamp);
+    free(s->reached);
+    free(s->moved_frame);
+    free(s->scratch_pos);
+    free(s->scratch_t);
+    free(s->scratch_status);
+    free(s->blk_flags);
+    free(s->blk_list);
+    free(s->relax_tmp);
+    free(s->blk_kinetic);
+    free(s->blk_maxdisp);
+    free(s->blk_speed);
+    free(s);
+}
+
+/* ------------------------------------------------------------------ events */
+
+static int finite3(const float *p) { return isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2]); }
+
+sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                                 size_t err_sz)
+{
+    if (s->qcount >= VOL_QUEUE_CAP)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                                   "event queue full (%d events): step before pushing more",
+                                   VOL_QUEUE_CAP);
+    switch (ev->type) {
+    case SIM_EV_GRAB:
+        if (!(isfinite(ev->radius) && ev->radius > 0.0f))
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                       "grab: radius %g must be finite and > 0", (double)ev->radius);
+        /* fall through */
+    case SIM_EV_MOVE:
+        if (!finite3(ev->point))
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s: point must be finite",
+                                       ev->type == SIM_EV_GRAB ? "grab" : "move");
+        if (ev->space != SIM_SPACE_LATTICE && ev->space != SIM_SPACE_WORLD)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "space %d: must be lattice or world",
+                                       (int)ev->space);
+        break;
+    case SIM_EV_SET_PARAMS: {
+        sim_status st = sim_volume_params_validate(&ev->params, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+        break;
+    }
+    case SIM_EV_SET_CONDITION:
+        if (ev->condition != SIM_CONDITION_A && ev->condition != SIM_CONDITION_B &&
+            ev->condition != SIM_CONDITION_C)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "condition %d: must be A, B or C",
+                                       (int)ev->condition);
+        break;
+    case SIM_EV_RELEASE:
+    case SIM_EV_RESET:
+        break;
+    default:
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown", (int)ev->type);
+    }
+    s->queue[(s->qhead + s->qcount) % VOL_QUEUE_CAP] = *ev;
+    s->qcount++;
+    return SIM_OK;
+}
+
+static void to_lattice(const sim_volume_state *s, sim_space space, const float *in, float *out)
+{
+    for (int b = 0; b < 3; b++)
+        out[b] = space == SIM_SPACE_WORLD ? in[b] / s->m->vol.spacing_mm[b] : in[b];
+}
+
+/* Let go of the grabbed set; its indices go to old (capacity VOL_MAX_GRAB). */
+static int release_grab(sim_volume_state *s, uint32_t *old)
+{
+    int nold = s->ngrab;
+    for (int g = 0; g < s->ngrab; g++) {
+        old[g] = s->grab_idx[g];
+        s->flags[s->grab_idx[g]] &= (uint8_t)~CM_FLAG_GRABBED;
+    }
+    s->ngrab = 0;
+    return nold;
+}
+
+static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, uint32_t *old,
+                             char *err, size_t err_sz)
+{
+    sim_status st = s->be->volume->download(s, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    int nold = release_grab(s, old);
+    float c[3], w[3];
+    to_lattice(s, ev->space, ev->point, c);
+    for (int b = 0; b < 3; b++)
+        w[b] = ev->space == SIM_SPACE_WORLD ? s->m->vol.spacing_mm[b] : 1.0f;
+    float r2 = ev->radius * ev->radius;
+    int n = 0;
+    for (int64_t i = 0; i < s->nelem; i++) {
+        if ((s->flags[i] & CM_CLASS_MASK) == SIM_TISSUE_AIR)
+            continue; /* grabbing air moves nothing anyone can see */
+        float d2 = 0.0f;
+        for (int b = 0; b < 3; b++) {
+            float d = (s->pos[i * 3 + b] - c[b]) * w[b];
+            d2 += d * d;
+        }
+        if (d2 > r2)
+            continue;
+        if (n == VOL_MAX_GRAB) {
+            for (int g = 0; g < n; g++)
+                s->flags[s->grab_idx[g]] &= (uint8_t)~CM_FLAG_GRABBED;
+            s->ngrab = 0;
+            s->be->volume->sync_grab(s, old, nold, NULL, 0);
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                                       "grab: radius %g selects more than %d elements",
+                                       (double)ev->radius, VOL_MAX_GRAB);
+        }
+        s->grab_idx[n] = (uint32_t)i;
+        memcpy(&s->grab_start[n * 3], &s->pos[i * 3], 3 * sizeof(float));
+        s->flags[i] |= CM_FLAG_GRABBED;
+        n++;
+    }
+    s->ngrab = n;
+    memcpy(s->grab_anchor, c, sizeof c);
+    return s->be->volume->sync_grab(s, old, nold, err, err_sz);
+}
+
+static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                             size_t err_sz)
+{
+    if (s->ngrab == 0)
+        return SIM_OK; /* nothing held: a move is a no-op (the grab found no tissue) */
+    float t[3], off[3], hi[3];
+    to_lattice(s, ev->space, ev->point, t);
+    hi[0] = (float)(s->kp.nx - 1) + s->kp.margin;
+    hi[1] = (float)(s->kp.ny - 1) + s->kp.margin;
+    hi[2] = (float)(s->kp.nz - 1) + s->kp.margin;
+    for (int b = 0; b < 3; b++)
+        off[b] = t[b] - s->grab_anchor[b];
+    for (int g = 0; g < s->ngrab; g++) {
+        uint32_t i = s->grab_idx[g];
+        for (int b = 0; b < 3; b++) {
+            float p = s->grab_start[g * 3 + b] + off[b];
+            s->pos[(size_t)i * 3 + b] = cm_minf(cm_maxf(p, -s->kp.margin), hi[b]);
+        }
+        mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
+    }
+    s->grab_moved = 1;
+    return s->be->volume->sync_grab(s, NULL, 0, err, err_sz);
+}
+
+static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, char *err,
+                               size_t err_sz)
+{
+    int reclass = memcmp(p->hu_threshold, s->params.hu_threshold, sizeof p->hu_threshold) != 0;
+    s->params = *p;
+    vol_pack_kparams(&s->kp, &s->params, &s->m->vol);
+    sim_status st = s->be->volume->download(s, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    if (reclass)
+        classify_all(s);
+    /* Links changed: everything must be looked at again by relaxation. */
+    for (int64_t b = 0; b < s->nblocks; b++)
+        s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED;
+    return s->be->volume->upload_all(s, err, err_sz);
+}
+
+static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, uint32_t *scratch,
+                              char *err, size_t err_sz)
+{
+    sim_status st = SIM_OK;
+    switch (ev->type) {
+    case SIM_EV_GRAB:
+        st = apply_grab(s, ev, scratch, err, err_sz);
+        break;
+    case SIM_EV_MOVE:
+        st = apply_move(s, ev, err, err_sz);
+        break;
+    case SIM_EV_RELEASE: {
+        int nold = release_grab(s, scratch);
+        st = s->be->volume->sync_grab(s, scratch, nold, err, err_sz);
+        break;
+    }
+    case SIM_EV_SET_PARAMS:
+        st = apply_params(s, &ev->params, err, err_sz);
+        break;
+    case SIM_EV_SET_CONDITION:
+        s->params.condition = ev->condition;
+        s->kp.condition = (int)ev->condition;
+        break;
+    case SIM_EV_RESET:
+        for (int64_t i = 0; i < s->nelem; i++)
+            s->flags[i] &= CM_CLASS_MASK;
+        set_rest(s);
+        st = s->be->volume->upload_all(s, err, err_sz);
+        break;
+    }
+    s->last_seq = ev->seq;
+    s->settled = 0;
+    return st;
+}
+
+sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
+                           size_t err_sz)
+{
+    double t0 = sc_now_ms();
+    int had_events = s->qcount > 0;
+    s->grab_moved = 0;
+    sim_status st = SIM_OK;
+    uint32_t *scratch = s->grab_old;
+    while (s->qcount > 0 && st == SIM_OK) {
+        sim_volume_event ev = s->queue[s->qhead];
+        s->qhead = (s->qhead + 1) % VOL_QUEUE_CAP;
+        s->qcount--;
+        st = apply_event(s, &ev, scratch, err, err_sz);
+    }
+    sim_volume_metrics mt;
+    memset(&mt, 0, sizeof mt);
+    if (st == SIM_OK) {
+        if (!had_events && s->settled) {
+            /* Nothing moves and nothing asked to: the frame costs nothing. */
+            mt = s->last;
+            mt.skipped = 1;
+            mt.passes = 0;
+            mt.moved_elements = 0;
+            mt.max_violation = 0.0f;
+            mt.active_blocks = 0;
+            mt.propagate_ms = mt.relax_ms = mt.velocity_ms = 0.0;
+        } else {
+            vol_frame_in in;
+            in.deform = s->grab_moved;
+            st = s->be->volume->frame(s, &in, &mt, err, err_sz);
+        }
+    }
+    s->frame++;
+    mt.frame = s->frame;
+    mt.last_seq = s->last_seq;
+    mt.grabbed = s->ngrab;
+    mt.total_ms = sc_now_ms() - t0;
+    s->last = mt;
+    if (metrics)
+        *metrics = mt;
+    return st;
+}
+
+/* ----------------------------------------------------------------- outputs */
+
+sim_volume_params sim_volume_get_params(const sim_volume_state *s) { return s->params; }
+int sim_volume_is_settled(const sim_volume_state *s) { return s->settled && s->qcount == 0; }
+int sim_volume_grabbed_count(const sim_volume_state *s) { return s->ngrab; }
+
+static void ensure_host(sim_volume_state *s)
+{
+    if (!s->host_valid)
+        (void)s->be->volume->download(s, NULL, 0);
+}
+
+const float *sim_volume_positions(sim_volume_state *s)
+{
+    ensure_host(s);
+    return s->pos;
+}
+
+const float *sim_volume_velocities(sim_volume_state *s)
+{
+    ensure_host(s);
+    return s->vel;
+}
+
+const uint8_t *sim_volume_classes(sim_volume_state *s)
+{
+    /* The grab bit lives in the same byte; callers get the class alone. */
+    for (int64_t i = 0; i < s->nelem; i++)
+        s->scratch_status[i] = s->flags[i] & CM_CLASS_MASK;
+    return s->scratch_status;
+}
+
+uint64_t sim_volume_state_hash(sim_volume_state *s)
+{
+    ensure_host(s);
+    uint64_t h = SC_HASH_SEED;
+    h = sc_hash_bytes(h, s->pos, (size_t)s->nelem * 3 * sizeof(float));
+    h = sc_hash_bytes(h, s->vel, (size_t)s->nelem * 3 * sizeof(float));
+    return h;
+}
+
+float sim_volume_max_violation(sim_volume_state *s)
+{
+    ensure_host(s);
+    float worst = 0.0f;
+    for (int64_t i = 0; i < s->nelem; i++) {
+        int x, y, z;
+        cm_coords(&s->kp, i, &x, &y, &z);
+        for (int d = 1; d < 6; d += 2) { /* +x, +y, +z: each link once */
+            int64_t j = cm_neighbour(&s->kp, x, y, z, d);
+            if (j >= 0)
+                worst = cm_maxf(worst, cm_link_violation(&s->kp, i, j, d, s->pos, s->flags));
+        }
+    }
+    return worst;
+}
+
+sim_status sim_volume_surface_positions(sim_volume_state *s, sim_surface_kind kind, float *out)
+{
+    if ((int)kind < 0 || kind >= SIM_NSURFACE)
+        return SIM_ERR_ARG;
+    ensure_host(s);
+    sim_surface_eval(&s->m->surf[kind], s->m->vol.nx, s->m->vol.ny, s->pos, s->m->vol.spacing_mm,
+                     out);
+    return SIM_OK;
+}
+
+void sim_volume_slice_size(const sim_volume_model *m, sim_plane plane, int *w, int *h)
+{
+    sim_slice_size(m->vol.nx, m->vol.ny, m->vol.nz, plane, w, h);
+}
+
+sim_status sim_volume_slice(sim_volume_state *s, sim_plane plane, int index, float level_hu,
+                            float width_hu, float *hu_out, uint8_t *img_out, char *err,
+                            size_t err_sz)
+{
+    ensure_host(s);
+    return sim_slice_resample(&s->m->vol, s->pos, plane, index, level_hu, width_hu, hu_out,
+                              img_out, err, err_sz);
+}

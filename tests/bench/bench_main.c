@@ -1,0 +1,304 @@
+/* softcast-bench: benches of the simulation, one JSON object per line.
+ *
+ *   softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]
+ *                         [--downsample N] [--frames N] [--threads N] [--backend cpu|cuda]
+ *                         [--condition A|B|C] [--scenario pull|release] [--pull L]
+ *   softcast-bench parity [--dims WxHxD] [--frames N]   CUDA against CPU, same script
+ *
+ * Needs only the sim library: it runs on the GPU machines too. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "tests/scenes/volume_scenes.h"
+
+typedef struct bench_opts {
+    int nx, ny, nz;
+    const char *volume, *raw_dims;
+    float spacing[3];
+    int downsample;
+    int frames, threads;
+    sim_backend_kind backend;
+    sim_condition condition;
+    const char *scenario;
+    float pull;
+} bench_opts;
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]\n"
+            "                             [--downsample N] [--frames N] [--threads N]\n"
+            "                             [--backend cpu|cuda] [--condition A|B|C]\n"
+            "                             [--scenario pull|release] [--pull L]\n"
+            "       softcast-bench parity [--dims WxHxD] [--frames N]\n");
+    exit(2);
+}
+
+static int parse_dims(const char *s, int *x, int *y, int *z)
+{
+    char tail;
+    return sscanf(s, "%dx%dx%d%c", x, y, z, &tail) == 3 && *x > 0 && *y > 0 && *z > 0;
+}
+
+static void parse_args(int argc, char **argv, bench_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->nx = 128;
+    o->ny = 128;
+    o->nz = 75;
+    o->downsample = 1;
+    o->frames = 120;
+    o->threads = 0;
+    o->backend = SIM_BACKEND_CPU;
+    o->condition = SIM_CONDITION_C;
+    o->scenario = "pull";
+    o->pull = 8.0f;
+    o->spacing[0] = o->spacing[1] = o->spacing[2] = 1.0f;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(a, "--dims")) {
+            if (!parse_dims(v, &o->nx, &o->ny, &o->nz))
+                usage();
+        } else if (!strcmp(a, "--volume")) {
+            o->volume = v;
+        } else if (!strcmp(a, "--raw")) {
+            o->raw_dims = v;
+        } else if (!strcmp(a, "--spacing")) {
+            if (sscanf(v, "%f,%f,%f", &o->spacing[0], &o->spacing[1], &o->spacing[2]) != 3)
+                usage();
+        } else if (!strcmp(a, "--downsample")) {
+            o->downsample = atoi(v);
+        } else if (!strcmp(a, "--frames")) {
+            o->frames = atoi(v);
+        } else if (!strcmp(a, "--threads")) {
+            o->threads = atoi(v);
+        } else if (!strcmp(a, "--backend")) {
+            int k = sim_backend_kind_parse(v);
+            if (k < 0)
+                usage();
+            o->backend = (sim_backend_kind)k;
+        } else if (!strcmp(a, "--condition")) {
+            if (strlen(v) != 1 || v[0] < 'A' || v[0] > 'C')
+                usage();
+            o->condition = (sim_condition)(v[0] - 'A');
+        } else if (!strcmp(a, "--scenario")) {
+            if (strcmp(v, "pull") && strcmp(v, "release"))
+                usage();
+            o->scenario = v;
+        } else if (!strcmp(a, "--pull")) {
+            o->pull = (float)atof(v);
+        } else {
+            usage();
+        }
+    }
+    if (o->frames < 1 || o->downsample < 1)
+        usage();
+}
+
+static int load_volume(const bench_opts *o, sim_volume *v)
+{
+    char err[512];
+    sim_status st;
+    if (!o->volume) {
+        st = sim_volume_phantom(v, o->nx, o->ny, o->nz, err, sizeof err);
+    } else if (o->raw_dims) {
+        int x, y, z;
+        if (!parse_dims(o->raw_dims, &x, &y, &z))
+            usage();
+        st = sim_volume_load_raw_i16(v, o->volume, x, y, z, o->spacing, NULL, err, sizeof err);
+    } else {
+        st = sim_volume_load_nifti(v, o->volume, NULL, err, sizeof err);
+    }
+    if (st == SIM_OK && o->downsample > 1) {
+        sim_volume d;
+        st = sim_volume_downsample(&d, v, o->downsample, o->downsample, o->downsample, err,
+                                   sizeof err);
+        sim_volume_free(v);
+        *v = d;
+    }
+    if (st != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 0;
+    }
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void print_common(const bench_opts *o, const vs_scene *sc, const sim_volume *v)
+{
+    printf("{\"scene\":\"volume\",\"backend\":\"%s\",\"threads\":%d,\"dims\":\"%dx%dx%d\","
+           "\"elements\":%lld,\"condition\":\"%c\",\"scenario\":\"%s\",\"frames\":%d",
+           sim_backend_name(sc->backend), sim_backend_threads(sc->backend), v->nx, v->ny, v->nz,
+           (long long)v->nx * v->ny * v->nz, 'A' + (int)o->condition, o->scenario, o->frames);
+}
+
+/* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames. */
+static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    char err[512];
+    sim_volume_params p = sim_volume_get_params(sc->state);
+    float g[3], t[3];
+    vs_belly_point(v, p.hu_threshold[0], g);
+    memcpy(t, g, sizeof t);
+    vs_push(sc->state, SIM_EV_GRAB, g, 2.5f);
+    double *ms = calloc((size_t)o->frames, sizeof(double));
+    double prop = 0, relax = 0, vel = 0, moved = 0;
+    float viol = 0;
+    int half = o->frames / 2 > 0 ? o->frames / 2 : 1;
+    for (int f = 0; f < o->frames; f++) {
+        float phase = f < half ? (float)(f + 1) / (float)half : (float)(o->frames - f - 1) / (float)half;
+        t[1] = g[1] + o->pull * phase;
+        vs_push(sc->state, SIM_EV_MOVE, t, 0);
+        sim_volume_metrics mt;
+        if (sim_volume_step(sc->state, &mt, err, sizeof err) != SIM_OK) {
+            fprintf(stderr, "softcast-bench: step: %s\n", err);
+            free(ms);
+            return 0;
+        }
+        ms[f] = mt.total_ms;
+        prop += mt.propagate_ms;
+        relax += mt.relax_ms;
+        vel += mt.velocity_ms;
+        moved += (double)mt.moved_elements;
+        if (mt.max_violation > viol)
+            viol = mt.max_violation;
+    }
+    qsort(ms, (size_t)o->frames, sizeof(double), cmp_double);
+    double med = ms[o->frames / 2], p90 = ms[(o->frames * 9) / 10];
+    print_common(o, sc, v);
+    printf(",\"ms_per_frame_median\":%.3f,\"ms_per_frame_p90\":%.3f,\"frames_per_s\":%.1f,"
+           "\"propagate_ms\":%.3f,\"relax_ms\":%.3f,\"velocity_ms\":%.3f,"
+           "\"moved_elements\":%.0f,\"max_violation\":%.6f,\"pull\":%.2f}\n",
+           med, p90, med > 0 ? 1000.0 / med : 0.0, prop / o->frames, relax / o->frames,
+           vel / o->frames, moved / o->frames, (double)viol, (double)o->pull);
+    free(ms);
+    return 1;
+}
+
+static int bench_release(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    char err[512];
+    vs_release_opts ro = vs_default_release_opts();
+    ro.pull = o->pull;
+    ro.max_after = o->frames;
+    vs_release_result r;
+    if (vs_run_release(sc->state, v, &ro, &r, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: release: %s\n", err);
+        return 0;
+    }
+    sim_volume_metrics mt;
+    sim_volume_step(sc->state, &mt, NULL, 0);
+    int ran = ro.pull_frames + ro.hold_frames + (r.settle_frames > 0 ? r.settle_frames : ro.max_after);
+    print_common(o, sc, v);
+    printf(",\"ms_per_frame_mean\":%.3f,\"settle_frames\":%d,\"sign_changes\":%d,"
+           "\"peak_residual\":%.4f,\"probe_release_disp\":%.3f,\"probe_final_disp\":%.3f,"
+           "\"max_bone_speed\":%g,\"mean_speed_by_class\":{",
+           r.frame_ms_sum / ran, r.settle_frames, r.sign_changes, (double)r.peak_residual,
+           (double)r.probe_release_y, (double)r.probe_final_y, (double)r.max_bone_speed);
+    for (int c = 0; c < SIM_NTISSUE; c++)
+        printf("%s\"%s\":%.5f", c ? "," : "", sim_tissue_name(c), (double)r.mean_speed[c]);
+    printf("}}\n");
+    return 1;
+}
+
+static int run_volume(const bench_opts *o)
+{
+    sim_volume v;
+    if (!load_volume(o, &v))
+        return 1;
+    vs_scene sc;
+    char err[512];
+    if (vs_scene_create(&sc, &v, o->backend, o->threads, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        sim_volume_free(&v);
+        return 1;
+    }
+    sim_volume_params p = sim_volume_get_params(sc.state);
+    p.condition = o->condition;
+    vs_set_params(sc.state, &p);
+    int ok = !strcmp(o->scenario, "pull") ? bench_pull(o, &sc, &v) : bench_release(o, &sc, &v);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+    return ok ? 0 : 1;
+}
+
+/* The same scripted pull and release on CPU (1 thread) and CUDA; prints the largest
+ * position and velocity differences after the frames. */
+static int run_parity(const bench_opts *o)
+{
+    if (!sim_cuda_available()) {
+        printf("{\"parity\":\"skipped\",\"reason\":\"no CUDA device answers\"}\n");
+        return 0;
+    }
+    sim_volume v;
+    if (!load_volume(o, &v))
+        return 1;
+    vs_scene sc[2];
+    char err[512];
+    sim_backend_kind kinds[2] = {SIM_BACKEND_CPU, SIM_BACKEND_CUDA};
+    for (int k = 0; k < 2; k++)
+        if (vs_scene_create(&sc[k], &v, kinds[k], 1, err, sizeof err) != SIM_OK) {
+            fprintf(stderr, "softcast-bench: %s\n", err);
+            return 1;
+        }
+    for (int cond = 0; cond < 3; cond++) {
+        vs_release_result r[2];
+        for (int k = 0; k < 2; k++) {
+            vs_push(sc[k].state, SIM_EV_RESET, NULL, 0);
+            sim_volume_params p = sim_volume_get_params(sc[k].state);
+            p.condition = (sim_condition)cond;
+            vs_set_params(sc[k].state, &p);
+            vs_release_opts ro = vs_default_release_opts();
+            ro.max_after = o->frames - ro.pull_frames - ro.hold_frames;
+            if (ro.max_after < 1)
+                ro.max_after = 1;
+            vs_run_release(sc[k].state, &v, &ro, &r[k], err, sizeof err);
+        }
+        size_t n = (size_t)v.nx * v.ny * v.nz * 3;
+        const float *pa = sim_volume_positions(sc[0].state), *pb = sim_volume_positions(sc[1].state);
+        const float *va = sim_volume_velocities(sc[0].state), *vb = sim_volume_velocities(sc[1].state);
+        double dp = 0, dv = 0;
+        size_t ndiff = 0;
+        for (size_t i = 0; i < n; i++) {
+            dp = fmax(dp, fabs((double)pa[i] - pb[i]));
+            dv = fmax(dv, fabs((double)va[i] - vb[i]));
+            ndiff += pa[i] != pb[i];
+        }
+        printf("{\"parity\":\"volume\",\"dims\":\"%dx%dx%d\",\"condition\":\"%c\",\"frames\":%d,"
+               "\"max_pos_diff\":%.3g,\"max_vel_diff\":%.3g,\"differing_values\":%zu,"
+               "\"cpu_hash\":\"%016llx\",\"cuda_hash\":\"%016llx\"}\n",
+               v.nx, v.ny, v.nz, 'A' + cond, o->frames, dp, dv, ndiff,
+               (unsigned long long)sim_volume_state_hash(sc[0].state),
+               (unsigned long long)sim_volume_state_hash(sc[1].state));
+    }
+    for (int k = 0; k < 2; k++)
+        vs_scene_destroy(&sc[k]);
+    sim_volume_free(&v);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        usage();
+    bench_opts o;
+    parse_args(argc, argv, &o);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(argv[1], "volume"))
+        return run_volume(&o);
+    if (!strcmp(argv[1], "parity"))
+        return run_parity(&o);
+    usage();
+    return 2;
+}

@@ -1,0 +1,560 @@
+/* test_chainmail.c: physical invariants of the volume scene on the CPU backend. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "tests/harness.h"
+#include "tests/scenes/volume_scenes.h"
+
+#define HU_SKIN 0.0f
+#define HU_BONE 1000.0f
+
+static sim_volume_params params_no_relax(sim_condition c)
+{
+    sim_volume_params p = sim_default_volume_params();
+    p.relax_iterations = 0;
+    p.condition = c;
+    p.max_passes = 100000;
+    return p;
+}
+
+/* Step until the wave has stopped (bounded). Returns the frames taken or -1. */
+static int step_until_wave_done(sim_volume_state *s, int max_frames)
+{
+    sim_volume_metrics mt;
+    for (int f = 0; f < max_frames; f++) {
+        if (sim_volume_step(s, &mt, NULL, 0) != SIM_OK)
+            return -1;
+        if (!mt.propagation_pending)
+            return f + 1;
+    }
+    return -1;
+}
+
+TEST(chainmail_band_holds_and_grab_exact_homogeneous)
+{
+    sim_volume v;
+    REQUIRE(vs_uniform_volume(&v, 20, 20, 20, HU_SKIN) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, NULL, 0) == SIM_OK);
+    sim_volume_params p = params_no_relax(SIM_CONDITION_A);
+    p.max_passes = 8; /* force the wave across several frames */
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    float g[3] = {10, 10, 10}, t[3] = {13.5f, 8.25f, 11.0f};
+    REQUIRE(vs_push(sc.state, SIM_EV_GRAB, g, 1.5f) == SIM_OK);
+    REQUIRE(vs_push(sc.state, SIM_EV_MOVE, t, 0) == SIM_OK);
+    int frames = step_until_wave_done(sc.state, 200);
+    CHECKF(frames > 1, "wave should need several frames at 8 passes, took %d", frames);
+    float viol = sim_volume_max_violation(sc.state);
+    CHECKF(viol <= 1e-4f, "max band violation %g", (double)viol);
+    /* Grabbed elements sit exactly at start + offset. */
+    const float *pos = sim_volume_positions(sc.state);
+    int ngrab = 0;
+    float worst = 0;
+    for (int z = 0; z < 20; z++)
+        for (int y = 0; y < 20; y++)
+            for (int x = 0; x < 20; x++) {
+                float d2 = (float)((x - 10) * (x - 10) + (y - 10) * (y - 10) + (z - 10) * (z - 10));
+                if (d2 > 1.5f * 1.5f)
+                    continue;
+                ngrab++;
+                int64_t i = x + 20 * (y + 20 * z);
+                float want[3] = {(float)x + 3.5f, (float)y - 1.75f, (float)z + 1.0f};
+                for (int b = 0; b < 3; b++)
+                    worst = fmaxf(worst, fabsf(pos[i * 3 + b] - want[b]));
+            }
+    CHECK(ngrab == sim_volume_grabbed_count(sc.state));
+    CHECKF(worst == 0.0f, "grabbed elements off target by %g", (double)worst);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+TEST(chainmail_band_holds_heterogeneous_phantom)
+{
+    sim_volume v;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&v, 40, 40, 24, err, sizeof err) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, err, sizeof err) == SIM_OK);
+    sim_volume_params p = params_no_relax(SIM_CONDITION_A);
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    CHECK(sim_volume_max_violation(sc.state) == 0.0f); /* rest satisfies every band */
+    float g[3], t[3];
+    vs_belly_point(&v, p.hu_threshold[0], g);
+    memcpy(t, g, sizeof t);
+    t[1] += 6.0f;
+    t[0] -= 2.0f;
+    REQUIRE(vs_push(sc.state, SIM_EV_GRAB, g, 2.0f) == SIM_OK);
+    REQUIRE(vs_push(sc.state, SIM_EV_MOVE, t, 0) == SIM_OK);
+    REQUIRE(step_until_wave_done(sc.state, 100) > 0);
+    float viol = sim_volume_max_violation(sc.state);
+    CHECKF(viol <= 1e-4f, "max band violation %g after a pull", (double)viol);
+    sim_volume_metrics mt;
+    REQUIRE(sim_volume_step(sc.state, &mt, NULL, 0) == SIM_OK);
+    CHECK(mt.max_displacement > 5.9f);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+/* The sequential 3D ChainMail of Gibson 1997 as a reference: a FIFO of (candidate,
+ * sponsor) pairs from the grabbed element; a candidate that violates its sponsor's box
+ * is moved minimally, component by component, marked, and queues its unmoved
+ * neighbours. Homogeneous material, so one band for every link. */
+static void reference_chainmail(int n, float *pos, int grabbed, const float target[3], float mn,
+                                float mx, float sh)
+{
+    int64_t ne = (int64_t)n * n * n;
+    int64_t *qc = malloc((size_t)ne * 6 * sizeof(int64_t)), *qs = malloc((size_t)ne * 6 * sizeof(int64_t));
+    int *qd = malloc((size_t)ne * 6 * sizeof(int));
+    char *moved = calloc((size_t)ne, 1);
+    int64_t head = 0, tail = 0;
+    memcpy(&pos[grabbed * 3], target, 3 * sizeof(float));
+    moved[grabbed] = 1;
+    int64_t stride[3] = {1, n, (int64_t)n * n};
+#define PUSH_NEIGHBOURS(e)                                                                      \
+    do {                                                                                        \
+        int c_[3] = {(int)((e) % n), (int)(((e) / n) % n), (int)((e) / ((int64_t)n * n))};       \
+        for (int dd_ = 0; dd_ < 6; dd_++) {                                                           \
+            int aa_ = dd_ >> 1, sgn = (dd_ & 1) ? 1 : -1;                                             \
+            if (c_[aa_] + sgn < 0 || c_[aa_] + sgn >= n)                                            \
+                continue;                                                                       \
+            int64_t j = (e) + sgn * stride[aa_];                                                  \
+            if (moved[j])                                                                       \
+                continue;                                                                       \
+            qc[tail] = j;                                                                       \
+            qs[tail] = (e);                                                                     \
+            qd[tail] = dd_;                                                                       \
+            tail++;                                                                             \
+        }                                                                                       \
+    } while (0)
+    PUSH_NEIGHBOURS((int64_t)grabbed);
+    while (head < tail) {
+        int64_t c = qc[head], s = qs[head];
+        int d = qd[head];
+        head++;
+        if (moved[c])
+            continue;
+        int a = d >> 1;
+        int plus = d & 1; /* candidate is on the plus side of its sponsor */
+        int changed = 0;
+        for (int b = 0; b < 3; b++) {
+            float lo, hi, ps = pos[s * 3 + b];
+            if (b == a) {
+                lo = plus ? ps + mn : ps - mx;
+                hi = plus ? ps + mx : ps - mn;
+            } else {
+                lo = ps - sh;
+                hi = ps + sh;
+            }
+            float v = pos[c * 3 + b];
+            float nv = v < lo ? lo : v > hi ? hi : v;
+            if (fabsf(nv - v) > 1e-5f) {
+                pos[c * 3 + b] = nv;
+                changed = 1;
+            }
+        }
+        if (changed) {
+            moved[c] = 1;
+            PUSH_NEIGHBOURS(c);
+        }
+    }
+#undef PUSH_NEIGHBOURS
+    free(qc);
+    free(qs);
+    free(qd);
+    free(moved);
+}
+
+TEST(chainmail_parallel_equals_sequential_reference)
+{
+    const int n = 13;
+    sim_volume v;
+    REQUIRE(vs_uniform_volume(&v, n, n, n, HU_SKIN) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, NULL, 0) == SIM_OK);
+    sim_volume_params p = params_no_relax(SIM_CONDITION_A);
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    const sim_tissue_params *t = &p.tissue[SIM_TISSUE_SKIN_FAT];
+    float moves[3][3] = {{4.0f, 0.0f, 0.0f}, {-3.0f, 2.5f, 1.0f}, {1.2f, -4.4f, 3.3f}};
+    int64_t ne = (int64_t)n * n * n;
+    float *ref = malloc((size_t)ne * 3 * sizeof(float));
+    for (int k = 0; k < 3; k++) {
+        REQUIRE(vs_push(sc.state, SIM_EV_RESET, NULL, 0) == SIM_OK);
+        float g[3] = {6, 6, 6}, tg[3] = {6 + moves[k][0], 6 + moves[k][1], 6 + moves[k][2]};
+        REQUIRE(vs_push(sc.state, SIM_EV_GRAB, g, 0.5f) == SIM_OK);
+        REQUIRE(vs_push(sc.state, SIM_EV_MOVE, tg, 0) == SIM_OK);
+        REQUIRE(step_until_wave_done(sc.state, 10) > 0);
+        CHECK(sim_volume_grabbed_count(sc.state) == 1);
+        for (int64_t i = 0; i < ne; i++) {
+            ref[i * 3 + 0] = (float)(i % n);
+            ref[i * 3 + 1] = (float)((i / n) % n);
+            ref[i * 3 + 2] = (float)(i / (n * n));
+        }
+        int grabbed = 6 + n * (6 + n * 6);
+        reference_chainmail(n, ref, grabbed, tg, t->min_len, t->max_len, t->shear);
+        const float *pos = sim_volume_positions(sc.state);
+        float worst = 0.0f;
+        int64_t nmoved = 0;
+        for (int64_t i = 0; i < ne * 3; i++) {
+            worst = fmaxf(worst, fabsf(pos[i] - ref[i]));
+            if (i % 3 == 0 && (ref[i] != (float)(i / 3 % n)))
+                nmoved++;
+        }
+        CHECKF(worst <= 1e-4f, "move %d: parallel differs from sequential by %g", k, (double)worst);
+        CHECKF(nmoved > 10, "move %d: reference moved only %lld elements in x", k, (long long)nmoved);
+    }
+    free(ref);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+TEST(chainmail_bone_moves_rigidly_and_never_gets_velocity)
+{
+    sim_volume v;
+    REQUIRE(vs_uniform_volume(&v, 14, 14, 14, HU_BONE) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, NULL, 0) == SIM_OK);
+    sim_volume_params p = sim_default_volume_params();
+    p.condition = SIM_CONDITION_B; /* the least damped: any leak of velocity would show */
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    float g[3] = {3, 4, 5}, t[3] = {3, 4, 5};
+    REQUIRE(vs_push(sc.state, SIM_EV_GRAB, g, 1.0f) == SIM_OK);
+    float worst_v = 0.0f;
+    for (int f = 0; f < 20; f++) {
+        t[0] += 0.15f;
+        t[2] -= 0.1f;
+        REQUIRE(vs_push(sc.state, SIM_EV_MOVE, t, 0) == SIM_OK);
+        REQUIRE(sim_volume_step(sc.state, NULL, NULL, 0) == SIM_OK);
+        const float *vel = sim_volume_velocities(sc.state);
+        for (int64_t i = 0; i < 14 * 14 * 14 * 3; i++)
+            worst_v = fmaxf(worst_v, fabsf(vel[i]));
+    }
+    REQUIRE(step_until_wave_done(sc.state, 100) > 0);
+    const float *pos = sim_volume_positions(sc.state);
+    float off[3] = {t[0] - g[0], t[1] - g[1], t[2] - g[2]}, spread = 0.0f;
+    for (int64_t i = 0; i < 14 * 14 * 14; i++) {
+        float rest[3] = {(float)(i % 14), (float)(i / 14 % 14), (float)(i / 196)};
+        for (int b = 0; b < 3; b++)
+            spread = fmaxf(spread, fabsf(pos[i * 3 + b] - rest[b] - off[b]));
+    }
+    CHECKF(spread <= 1e-4f, "bone displacement differs from the grab's by %g", (double)spread);
+    CHECKF(worst_v == 0.0f, "bone got velocity %g", (double)worst_v);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+/* Pull-and-release on the phantom under one condition. */
+static int run_condition(sim_condition c, float pull, vs_release_result *r)
+{
+    sim_volume v;
+    char err[256];
+    if (sim_volume_phantom(&v, 48, 48, 28, err, sizeof err) != SIM_OK)
+        return 0;
+    vs_scene sc;
+    if (vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, err, sizeof err) != SIM_OK) {
+        sim_volume_free(&v);
+        return 0;
+    }
+    sim_volume_params p = sim_default_volume_params();
+    p.condition = c;
+    vs_set_params(sc.state, &p);
+    vs_release_opts o = vs_default_release_opts();
+    o.pull = pull;
+    sim_status st = vs_run_release(sc.state, &v, &o, r, err, sizeof err);
+    th_note("condition %c pull %.0f: settle %d frames, sign changes %d, peak residual %.3f, "
+            "probe stop %d, release y %.2f final y %.2f, speed skin %.4f muscle %.4f bone %.4f",
+            'A' + (int)c, (double)pull, r->settle_frames, r->sign_changes,
+            (double)r->peak_residual, r->probe_stop_frame, (double)r->probe_release_y,
+            (double)r->probe_final_y, (double)r->mean_speed[SIM_TISSUE_SKIN_FAT],
+            (double)r->mean_speed[SIM_TISSUE_MUSCLE_ORGAN], (double)r->mean_speed[SIM_TISSUE_BONE]);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+    return st == SIM_OK;
+}
+
+TEST(condition_a_stops_dead_without_overshoot)
+{
+    vs_release_result a;
+    REQUIRE(run_condition(SIM_CONDITION_A, 8.0f, &a));
+    CHECK(a.grabbed > 0);
+    CHECKF(a.probe_stop_frame <= 8, "probe still moving %d frames after release", a.probe_stop_frame);
+    CHECK(a.probe_monotone);
+    CHECKF(a.peak_residual == 0.0f, "overshoot %g", (double)a.peak_residual);
+    CHECK(a.max_speed == 0.0f);
+    CHECK(a.settle_frames > 0);
+}
+
+TEST(condition_b_rings_and_settles_later_than_c)
+{
+    vs_release_result b, c;
+    REQUIRE(run_condition(SIM_CONDITION_B, 8.0f, &b));
+    REQUIRE(run_condition(SIM_CONDITION_C, 8.0f, &c));
+    CHECKF(b.sign_changes >= 3, "B: probe velocity changed sign only %d times", b.sign_changes);
+    CHECKF(b.settle_frames > 0 && c.settle_frames > 0, "B settled %d, C settled %d", b.settle_frames,
+           c.settle_frames);
+    CHECKF(b.settle_frames > c.settle_frames, "B settled in %d frames, C in %d", b.settle_frames,
+           c.settle_frames);
+    for (int k = 0; k < 2; k++) {
+        const vs_release_result *r = k ? &c : &b;
+        CHECKF(r->mean_speed[SIM_TISSUE_SKIN_FAT] > r->mean_speed[SIM_TISSUE_MUSCLE_ORGAN],
+               "%c: skin speed %g <= muscle %g", k ? 'C' : 'B',
+               (double)r->mean_speed[SIM_TISSUE_SKIN_FAT],
+               (double)r->mean_speed[SIM_TISSUE_MUSCLE_ORGAN]);
+        CHECK(r->mean_speed[SIM_TISSUE_MUSCLE_ORGAN] > 0.0f);
+        CHECK(r->mean_speed[SIM_TISSUE_BONE] == 0.0f);
+        CHECK(r->max_bone_speed == 0.0f);
+    }
+}
+
+TEST(condition_c_cuts_residual_after_large_pull)
+{
+    vs_release_result b, c;
+    REQUIRE(run_condition(SIM_CONDITION_B, 14.0f, &b));
+    REQUIRE(run_condition(SIM_CONDITION_C, 14.0f, &c));
+    CHECKF(b.peak_residual > 0.0f, "B shows no residual oscillation");
+    CHECKF(c.peak_residual < b.peak_residual, "C residual %g not below B's %g",
+           (double)c.peak_residual, (double)b.peak_residual);
+}
+
+TEST(idle_frames_do_not_drift_after_settling)
+{
+    sim_volume v;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&v, 32, 32, 20, err, sizeof err) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, err, sizeof err) == SIM_OK);
+    vs_release_opts o = vs_default_release_opts();
+    o.pull = 6.0f;
+    vs_release_result r;
+    REQUIRE(vs_run_release(sc.state, &v, &o, &r, err, sizeof err) == SIM_OK);
+    REQUIRE(r.settle_frames > 0);
+    size_t n = (size_t)32 * 32 * 20 * 3;
+    float *settled = malloc(n * sizeof(float));
+    memcpy(settled, sim_volume_positions(sc.state), n * sizeof(float));
+    sim_volume_params p = sim_volume_get_params(sc.state);
+    int skipped = 0, forced = 0;
+    float drift = 0.0f;
+    for (int f = 0; f < 1000; f++) {
+        /* Every 50 frames a parameter event makes the whole volume relax and integrate
+         * again, so the check also covers frames that really run. */
+        if (f % 50 == 0) {
+            REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+            forced++;
+        }
+        sim_volume_metrics mt;
+        REQUIRE(sim_volume_step(sc.state, &mt, NULL, 0) == SIM_OK);
+        skipped += mt.skipped;
+        const float *pos = sim_volume_positions(sc.state);
+        for (size_t i = 0; i < n; i++)
+            drift = fmaxf(drift, fabsf(pos[i] - settled[i]));
+    }
+    CHECKF(drift <= p.dead_zone, "drifted %g (dead zone %g)", (double)drift, (double)p.dead_zone);
+    CHECKF(skipped >= 1000 - 2 * forced, "only %d of 1000 idle frames were free", skipped);
+    free(settled);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+/* xorshift: a fixed random sequence for the stress tests. */
+static uint32_t rng_next(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+static float rng_unit(uint32_t *s) { return (float)(rng_next(s) & 0xffffff) / (float)0x1000000; }
+
+TEST(random_grabs_10000_frames_no_nan_no_overspeed)
+{
+    sim_volume v;
+    char err[256];
+    const int nx = 24, ny = 24, nz = 16;
+    REQUIRE(sim_volume_phantom(&v, nx, ny, nz, err, sizeof err) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, err, sizeof err) == SIM_OK);
+    uint32_t rng = 12345;
+    size_t n = (size_t)nx * ny * nz;
+    sim_volume_params p = sim_volume_get_params(sc.state);
+    int nan_seen = 0, grabs = 0;
+    float vmax_seen = 0.0f;
+    float target[3] = {0, 0, 0};
+    for (int f = 0; f < 10000; f++) {
+        int phase = f % 40;
+        if (phase == 0) {
+            /* Switch condition now and then: all three must stay finite and bounded. */
+            sim_volume_event ev;
+            memset(&ev, 0, sizeof ev);
+            ev.type = SIM_EV_SET_CONDITION;
+            ev.condition = (sim_condition)((f / 40) % 3);
+            REQUIRE(sim_volume_push_event(sc.state, &ev, NULL, 0) == SIM_OK);
+            float g[3] = {rng_unit(&rng) * (float)(nx - 1), rng_unit(&rng) * (float)(ny - 1),
+                          rng_unit(&rng) * (float)(nz - 1)};
+            REQUIRE(vs_push(sc.state, SIM_EV_GRAB, g, 1.0f + 2.0f * rng_unit(&rng)) == SIM_OK);
+            memcpy(target, g, sizeof target);
+            grabs++;
+        } else if (phase < 25) {
+            for (int b = 0; b < 3; b++)
+                target[b] += (rng_unit(&rng) - 0.5f) * 3.0f;
+            REQUIRE(vs_push(sc.state, SIM_EV_MOVE, target, 0) == SIM_OK);
+        } else if (phase == 25) {
+            REQUIRE(vs_push(sc.state, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
+        }
+        REQUIRE(sim_volume_step(sc.state, NULL, NULL, 0) == SIM_OK);
+        const float *pos = sim_volume_positions(sc.state), *vel = sim_volume_velocities(sc.state);
+        for (size_t i = 0; i < n; i++) {
+            float sp = sqrtf(vel[i * 3] * vel[i * 3] + vel[i * 3 + 1] * vel[i * 3 + 1] +
+                             vel[i * 3 + 2] * vel[i * 3 + 2]);
+            if (!isfinite(sp) || !isfinite(pos[i * 3]) || !isfinite(pos[i * 3 + 1]) ||
+                !isfinite(pos[i * 3 + 2]))
+                nan_seen++;
+            vmax_seen = fmaxf(vmax_seen, sp);
+        }
+    }
+    CHECK(grabs == 250);
+    CHECKF(nan_seen == 0, "%d non-finite values", nan_seen);
+    CHECKF(vmax_seen <= p.v_max * (1.0f + 1e-5f), "speed %g above clamp %g", (double)vmax_seen,
+           (double)p.v_max);
+    CHECK(vmax_seen > 0.0f); /* the test did exercise the velocity layer */
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+static uint64_t scripted_hash(int threads, sim_condition c)
+{
+    sim_volume v;
+    char err[256];
+    if (sim_volume_phantom(&v, 40, 40, 24, err, sizeof err) != SIM_OK)
+        return 0;
+    vs_scene sc;
+    if (vs_scene_create(&sc, &v, SIM_BACKEND_CPU, threads, err, sizeof err) != SIM_OK) {
+        sim_volume_free(&v);
+        return 0;
+    }
+    sim_volume_params p = sim_default_volume_params();
+    p.condition = c;
+    vs_set_params(sc.state, &p);
+    vs_release_opts o = vs_default_release_opts();
+    o.max_after = 40;
+    vs_release_result r;
+    vs_run_release(sc.state, &v, &o, &r, err, sizeof err);
+    uint64_t h = sim_volume_state_hash(sc.state);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+    return h;
+}
+
+TEST(same_state_hash_with_1_and_2_threads)
+{
+    for (int c = 0; c < 3; c++) {
+        uint64_t h1 = scripted_hash(1, (sim_condition)c), h2 = scripted_hash(2, (sim_condition)c);
+        CHECK(h1 != 0);
+        CHECKF(h1 == h2, "condition %c: 1 thread %016llx, 2 threads %016llx", 'A' + c,
+               (unsigned long long)h1, (unsigned long long)h2);
+    }
+}
+
+TEST(settled_volume_skips_frames_and_events_wake_it)
+{
+    sim_volume v;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&v, 24, 24, 16, err, sizeof err) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+    sim_volume_metrics mt;
+    REQUIRE(sim_volume_step(sc.state, &mt, NULL, 0) == SIM_OK);
+    CHECK(mt.skipped == 1); /* at rest from the start */
+    float g[3];
+    vs_belly_point(&v, -400.0f, g);
+    REQUIRE(vs_push(sc.state, SIM_EV_GRAB, g, 2.0f) == SIM_OK);
+    g[1] += 3.0f;
+    REQUIRE(vs_push(sc.state, SIM_EV_MOVE, g, 0) == SIM_OK);
+    REQUIRE(sim_volume_step(sc.state, &mt, NULL, 0) == SIM_OK);
+    CHECK(mt.skipped == 0);
+    CHECK(mt.moved_elements > 0);
+    CHECK(mt.passes > 0);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+TEST(params_are_validated_and_thresholds_reclassify)
+{
+    sim_volume v;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&v, 24, 24, 16, err, sizeof err) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+    sim_volume_params p = sim_default_volume_params();
+    p.tissue[SIM_TISSUE_BONE].speed = 0.0f;
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_EV_SET_PARAMS;
+    ev.params = p;
+    err[0] = 0;
+    CHECK(sim_volume_push_event(sc.state, &ev, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(strstr(err, "speed") != NULL, "message: %s", err);
+    p = sim_default_volume_params();
+    p.alpha = NAN;
+    ev.params = p;
+    CHECK(sim_volume_push_event(sc.state, &ev, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(strstr(err, "alpha") != NULL, "message: %s", err);
+    /* Count bone before and after raising the bone threshold. */
+    size_t n = (size_t)24 * 24 * 16;
+    int64_t bone0 = 0, bone1 = 0;
+    const uint8_t *cls = sim_volume_classes(sc.state);
+    for (size_t i = 0; i < n; i++)
+        bone0 += cls[i] == SIM_TISSUE_BONE;
+    p = sim_default_volume_params();
+    p.hu_threshold[2] = 30000.0f;
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    REQUIRE(sim_volume_step(sc.state, NULL, NULL, 0) == SIM_OK);
+    cls = sim_volume_classes(sc.state);
+    for (size_t i = 0; i < n; i++)
+        bone1 += cls[i] == SIM_TISSUE_BONE;
+    CHECK(bone0 > 0);
+    CHECK(bone1 == 0);
+    CHECK(sim_volume_get_params(sc.state).hu_threshold[2] == 30000.0f);
+    /* Bad events. */
+    float nanpt[3] = {NAN, 0, 0};
+    CHECK(vs_push(sc.state, SIM_EV_GRAB, nanpt, 1.0f) == SIM_ERR_ARG);
+    float ok[3] = {1, 1, 1};
+    CHECK(vs_push(sc.state, SIM_EV_GRAB, ok, -1.0f) == SIM_ERR_ARG);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
+
+TEST(grab_in_world_space_equals_lattice_space)
+{
+    sim_volume v;
+    REQUIRE(vs_uniform_volume(&v, 16, 16, 16, HU_SKIN) == SIM_OK);
+    v.spacing_mm[0] = v.spacing_mm[1] = v.spacing_mm[2] = 2.0f;
+    uint64_t h[2];
+    int ngrab[2];
+    for (int k = 0; k < 2; k++) {
+        vs_scene sc;
+        REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, NULL, 0) == SIM_OK);
+        float scale = k ? 2.0f : 1.0f;
+        sim_volume_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = SIM_EV_GRAB;
+        ev.space = k ? SIM_SPACE_WORLD : SIM_SPACE_LATTICE;
+        ev.point[0] = 8.0f * scale;
+        ev.point[1] = 7.0f * scale;
+        ev.point[2] = 8.0f * scale;
+        ev.radius = 1.5f * scale;
+        REQUIRE(sim_volume_push_event(sc.state, &ev, NULL, 0) == SIM_OK);
+        ev.type = SIM_EV_MOVE;
+        ev.point[1] += 3.0f * scale;
+        REQUIRE(sim_volume_push_event(sc.state, &ev, NULL, 0) == SIM_OK);
+        REQUIRE(sim_volume_step(sc.state, NULL, NULL, 0) == SIM_OK);
+        ngrab[k] = sim_volume_grabbed_count(sc.state);
+        h[k] = sim_volume_state_hash(sc.state);
+        vs_scene_destroy(&sc);
+    }
+    CHECK(ngrab[0] == 19); /* lattice points within 1.5 of a lattice point */
+    CHECK(ngrab[0] == ngrab[1]);
+    CHECK(h[0] == h[1]);
+    sim_volume_free(&v);
+}
