@@ -73,7 +73,7 @@ typedef struct sim_volume_limits {
     int max_dim;         ///< refuse any axis longer than this
 } sim_volume_limits;
 
-/// Defaults: 64M elements, 4096 per axis.
+/// Defaults: 128M elements (a 512x512x300 CT is 79M), 4096 per axis.
 sim_volume_limits sim_default_volume_limits(void);
 
 /// The embedded default: a procedural abdominal phantom in HU (air, skin and fat
@@ -139,7 +139,7 @@ typedef struct sim_volume_params {
     int relax_iterations;  ///< Jacobi relaxation iterations per frame, >= 0
     float relax_step;      ///< fraction of the way to the relaxation target, (0, 1]
     float relax_threshold; ///< relaxation ignores corrections shorter than this
-    int max_passes;        ///< propagation wave passes per frame before it continues next frame
+    int max_passes;        ///< cap on propagation wave passes per frame (the rest is left to relaxation)
 } sim_volume_params;
 
 /// Defaults (documented in sim/volume/README.md). Real CT air (-1000 HU with noise) is air.
@@ -206,7 +206,7 @@ typedef struct sim_volume_metrics {
     uint32_t last_seq;        ///< seq of the last event applied
     int skipped;              ///< 1 when the volume was settled and the frame cost nothing
     int grabbed;              ///< elements currently grabbed
-    int propagation_pending;  ///< 1 when the wave hit max_passes and continues next frame
+    int propagation_capped;   ///< 1 when the wave stopped at max_passes, not at rest
     int passes;               ///< propagation passes run this frame
     int64_t moved_elements;   ///< distinct elements moved by propagation this frame
     float max_violation;      ///< largest band violation on links of propagated elements
@@ -234,7 +234,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
 
 /// Current parameters.
 sim_volume_params sim_volume_get_params(const sim_volume_state *s);
-/// 1 when nothing moves: no propagation pending, relaxation converged, all V == 0.
+/// 1 when nothing moves: relaxation converged, all V == 0, no events queued.
 int sim_volume_is_settled(const sim_volume_state *s);
 /// Number of grabbed elements (after the last step applied the events).
 int sim_volume_grabbed_count(const sim_volume_state *s);

@@ -3,7 +3,7 @@
  * The per-element math is sim/kernels/chainmail.h; this file only decides which
  * elements to visit, so that cost follows what moves, not the volume size:
  * - propagation visits a frontier list: the neighbours of elements moved in the last
- *   pass plus elements still waiting for a wave to arrive. Each pass computes every
+ *   pass plus elements still waiting for a wave to arrive (per-tissue speed). Each pass computes every
  *   candidate from the old positions (Jacobi) in parallel, then applies the moves and
  *   builds the next list in one sequential sweep, so the result does not depend on the
  *   thread count.
@@ -60,28 +60,21 @@ static void mark_reached(sim_volume_state *s, int64_t i, float t)
     s->t_reach[i] = t;
 }
 
-/* Runs passes until the wave stops or max_passes; returns elements moved this frame. */
-static int64_t propagate(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt)
+/* One wave from the grabbed set: passes until nothing moves or max_passes. Returns the
+ * elements it moved. The wave ends with the frame: a wave kept across frames would read
+ * the velocity layer's inertial motion as deformation and feed it back (CHAINMAIL.md). */
+static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
 {
     const cm_kparams *kp = &s->kp;
-    uint32_t frame_mark = (uint32_t)(s->frame + 1);
     int64_t moved_count = 0;
-    if (in->deform) {
-        /* Seed: the grabbed elements are reached now; their neighbours are candidates.
-         * A wave still in flight keeps its frontier. */
-        s->pass_id++;
-        int64_t keep = s->ncand;
-        memcpy(s->cand_next, s->cand, (size_t)keep * sizeof(uint32_t));
-        for (int64_t k = 0; k < keep; k++)
-            s->cand_stamp[s->cand_next[k]] = s->pass_id;
-        s->ncand = keep;
-        for (int g = 0; g < s->ngrab; g++)
-            mark_reached(s, s->grab_idx[g], s->clock);
-        for (int g = 0; g < s->ngrab; g++)
-            enqueue_neighbours(s, s->grab_idx[g]);
-        swap_lists(s);
-        s->wave_active = 1;
-    }
+    s->pass_id++;
+    s->ncand = 0;
+    s->clock = 0.0f;
+    for (int g = 0; g < s->ngrab; g++)
+        mark_reached(s, s->grab_idx[g], 0.0f);
+    for (int g = 0; g < s->ngrab; g++)
+        enqueue_neighbours(s, s->grab_idx[g]);
+    swap_lists(s);
     int passes = 0;
     int nt = s->be->threads;
     while (s->ncand > 0 && passes < s->params.max_passes) {
@@ -101,11 +94,9 @@ static int64_t propagate(sim_volume_state *s, const vol_frame_in *in, sim_volume
             uint32_t i = cand[k];
             if (st & CM_PROP_MOVED) {
                 memcpy(&s->pos[(size_t)i * 3], &s->scratch_pos[k * 3], 3 * sizeof(float));
-                mark_reached(s, i, s->scratch_t[k]);
-                if (s->moved_frame[i] != frame_mark) {
-                    s->moved_frame[i] = frame_mark;
+                if (s->t_reach[i] >= CM_UNREACHED)
                     moved_count++;
-                }
+                mark_reached(s, i, s->scratch_t[k]);
                 s->blk_flags[block_of(s, i)] |= BLK_DIRTY | BLK_TOUCHED;
                 enqueue_neighbours(s, i);
             }
@@ -115,12 +106,10 @@ static int64_t propagate(sim_volume_state *s, const vol_frame_in *in, sim_volume
         swap_lists(s);
         passes++;
     }
-    /* Largest violation on the links of what the wave moved this frame. */
+    /* Largest violation on the links of what the wave moved. */
     float worst = 0.0f;
     for (int64_t r = 0; r < s->nreached; r++) {
         int64_t i = s->reached[r];
-        if (s->moved_frame[i] != frame_mark)
-            continue;
         int x, y, z;
         cm_coords(kp, i, &x, &y, &z);
         for (int d = 0; d < 6; d++) {
@@ -129,17 +118,13 @@ static int64_t propagate(sim_volume_state *s, const vol_frame_in *in, sim_volume
                 worst = cm_maxf(worst, cm_link_violation(kp, i, j, d, s->pos, s->flags));
         }
     }
-    if (s->ncand == 0 && s->wave_active) {
-        /* The wave has stopped: forget it, the next move starts a new one at t = 0. */
-        for (int64_t r = 0; r < s->nreached; r++)
-            s->t_reach[s->reached[r]] = CM_UNREACHED;
-        s->nreached = 0;
-        s->clock = 0.0f;
-        s->wave_active = 0;
-    }
     mt->passes = passes;
-    mt->propagation_pending = s->wave_active;
+    mt->propagation_capped = s->ncand > 0;
     mt->max_violation = worst;
+    for (int64_t r = 0; r < s->nreached; r++)
+        s->t_reach[s->reached[r]] = CM_UNREACHED;
+    s->nreached = 0;
+    s->ncand = 0;
     return moved_count;
 }
 
@@ -285,7 +270,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             sp[c] += s->blk_speed[b * SIM_NTISSUE + c];
     }
     float maxd = 0.0f;
-    int settled = !s->wave_active;
+    int settled = 1;
     for (int64_t b = 0; b < s->nblocks; b++) {
         maxd = cm_maxf(maxd, s->blk_maxdisp[b]);
         if (s->blk_flags[b] & (BLK_DIRTY | BLK_VEL))
@@ -304,8 +289,8 @@ static sim_status cpu_frame(sim_volume_state *s, const vol_frame_in *in, sim_vol
     (void)err;
     (void)err_sz;
     double t0 = sc_now_ms();
-    if (in->deform || s->wave_active)
-        mt->moved_elements = propagate(s, in, mt);
+    if (in->deform)
+        mt->moved_elements = propagate(s, mt);
     double t1 = sc_now_ms();
     mt->active_blocks = relax(s);
     double t2 = sc_now_ms();

@@ -244,8 +244,16 @@ SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const
     }
     if (len2 <= kp->relax_threshold * kp->relax_threshold)
         return 0;
+    /* Correct only the part beyond the threshold: the pull then grows from zero at the
+     * edge of the dead band, so with the velocity layer on top the band cannot act as a
+     * kick that pumps energy into a limit cycle. */
+    float len = sqrtf(len2);
+    float move = kp->relax_step * (len - kp->relax_threshold);
+    if (move < kp->dead_zone)
+        return 0; /* below what the velocity layer counts: the element is at rest */
+    float gain = move / len;
     for (int b = 0; b < 3; b++)
-        out_pos[b] = pos[i * 3 + b] + kp->relax_step * delta[b];
+        out_pos[b] = pos[i * 3 + b] + gain * delta[b];
     return 1;
 }
 

@@ -62,16 +62,14 @@ struct sim_volume_state {
     float grab_anchor[3]; /* lattice units */
     int grab_moved;       /* a move was applied this frame: seed the wave */
 
-    /* Propagation wave (CPU frontier lists; CUDA keeps its own). */
+    /* Propagation wave of this frame (CPU frontier lists; CUDA keeps its own). */
     float clock;
-    int wave_active;
     uint32_t *cand, *cand_next; /* (nelem) candidate elements of this / next pass */
     int64_t ncand;
     uint32_t *cand_stamp;       /* (nelem) pass id that last queued the element */
     uint32_t pass_id;
     uint32_t *reached;          /* (nelem) elements the wave moved */
     int64_t nreached;
-    uint32_t *moved_frame;      /* (nelem) frame+1 that last moved the element by propagation */
     float *scratch_pos;         /* (nelem x 3) */
     float *scratch_t;           /* (nelem) */
     uint8_t *scratch_status;    /* (nelem) */
@@ -100,7 +98,7 @@ struct sim_volume_state {
 
 /* What one frame asks of the backend after the events are applied. */
 typedef struct vol_frame_in {
-    int deform; /* a grab moved this frame: seed and run propagation */
+    int deform; /* a grab moved this frame: run a propagation wave from it */
 } vol_frame_in;
 
 /* The volume scene's backend entry points (ggml's backend_i). Called on the state's
@@ -116,7 +114,7 @@ struct sim_volume_backend_i {
      * elements that were grabbed before (their flags changed back). */
     sim_status (*sync_grab)(sim_volume_state *s, const uint32_t *old_idx, int nold, char *err,
                             size_t err_sz);
-    /* Propagate (when in->deform or a wave is pending), relax, velocity; fill metrics. */
+    /* Propagate (when in->deform), relax, velocity; fill metrics; set s->settled. */
     sim_status (*frame)(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt,
                         char *err, size_t err_sz);
     /* Make host pos/vel current. */

@@ -14,26 +14,35 @@
  * The body is an elliptical cylinder 340 mm wide (x) and 260 mm deep (y), centred in the
  * x-y field of view and cut by both z ends (300 mm long), like a real abdominal scan.
  * From the outside in: air -1000 HU; skin 3 mm at +10; subcutaneous fat 20 mm at -100;
- * the muscle wall 12 mm at +50 (ribs at +600 in it for z > 165 mm); the cavity. In the
- * cavity: the lumbar spine (posterior, midline: vertebral bodies +700 every 34 mm with
- * +80 discs between, the neural arch and spinous and transverse processes), aorta and
- * vena cava, kidneys +40 in perirenal fat, liver +60 (right, upper), spleen +48 (left,
- * upper), stomach +40 with a gas cap at its front, psoas and back muscles +50, and
- * bowel elsewhere: a smooth hash-based field splits it into bowel +40, mesenteric fat
- * -90 and a little gas -950. Each element samples its centre (no partial volume), then
- * gets a deterministic hash-based noise in [-10, +10) HU. Every value stays at least
- * 5 HU away from the default class edges (-400, 25, 375 HU).
+ * the muscle wall 12 mm at +50, holding the ribs (+600) from 165 mm above the inferior
+ * end up; then the cavity. In the cavity: the lumbar spine (posterior, midline: vertebral
+ * bodies +700 every 34 mm with +80 discs between, the neural arch and the spinous and
+ * transverse processes), aorta and vena cava, kidneys +40 in perirenal fat, liver +60
+ * (right, upper), spleen +48 (left, upper), stomach +40 with a gas cap at its front,
+ * psoas and back muscles +50, and bowel elsewhere: a smooth hash-based field splits it
+ * into bowel +40, mesenteric fat -90 and a little gas -950 (~1% of the body). Each
+ * element samples its centre (no partial volume), then gets a deterministic hash-based
+ * noise in [-10, +10) HU. Every value stays at least 5 HU away from the default class
+ * edges (-400, 25, 375 HU), which is why the kidneys are +40 rather than a real +30.
  *
  * Loaders: every error names the file and the problem; on error *out is left zeroed.
- * NIfTI-1 is read with the NIfTI C library's header reader (nifti_read_header) and its
- * znzlib streams (.nii and .nii.gz), and decoded here byte by byte. We do not use
- * nifti_image_read/nifti_image_load for this: they silently replace NaN/Inf voxels and a
- * NaN scl_slope by 0, and this loader must report those instead.
+ * Statuses: a missing or unreadable file SIM_ERR_IO; a bad header, size or value
+ * SIM_ERR_FORMAT; dims over lim SIM_ERR_LIMIT; bad caller arguments (raw dims < 1,
+ * spacing) SIM_ERR_ARG. lim NULL, or a zero field in it, means the default.
+ * NIfTI-1 (.nii, .nii.gz) is read through the NIfTI C library's znzlib stream on exactly
+ * the given path: the 348-byte nifti_1_header (swap_nifti_header for the other byte
+ * order), every header field checked against the limits before the voxel buffer is
+ * allocated, then the data streamed in 1 MiB chunks and decoded here byte by byte. We do
+ * not use nifti_image_read/nifti_image_load: they silently turn NaN/Inf voxels and a NaN
+ * scl_slope into 0, and nifti_read_header opens x.nii.gz when asked for a missing x.nii;
+ * this loader must report those instead. Voxels keep their stored order: no reorientation
+ * by qform/sform, so a real scan's anterior side may be at either y end.
  */
 #include "../sim.h"
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +56,7 @@
 #endif
 
 enum { SIM_DEFAULT_MAX_DIM = 4096 };
-#define SIM_DEFAULT_MAX_ELEMENTS ((size_t)64 << 20)
+#define SIM_DEFAULT_MAX_ELEMENTS ((size_t)128 << 20)
 
 sim_volume_limits sim_default_volume_limits(void)
 {
@@ -82,9 +91,15 @@ static sim_status check_dims(const char *name, long long nx, long long ny, long 
         return sc_fail(err, err_sz, SIM_ERR_LIMIT,
                        "%s: dims %lldx%lldx%lld: an axis is longer than the limit %d", name,
                        nx, ny, nz, lim->max_dim);
-    /* Each factor is <= max_dim <= INT_MAX, so the product fits in 64 bits unsigned. */
-    unsigned long long n = (unsigned long long)nx * (unsigned long long)ny *
-                           (unsigned long long)nz;
+    /* Each factor is <= max_dim <= INT_MAX < 2^31: nx*ny fits in 64 bits, the third
+     * factor may not. */
+    unsigned long long n = (unsigned long long)nx * (unsigned long long)ny;
+    int overflow = n > ULLONG_MAX / (unsigned long long)nz;
+    n *= (unsigned long long)nz;
+    if (overflow)
+        return sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                       "%s: dims %lldx%lldx%lld: the element count overflows 64 bits", name, nx,
+                       ny, nz);
     if (n > (unsigned long long)lim->max_elements)
         return sc_fail(err, err_sz, SIM_ERR_LIMIT,
                        "%s: dims %lldx%lldx%lld: %llu elements exceed the limit %zu", name, nx,
@@ -286,7 +301,8 @@ static int rib_at(float u, float v, float w)
 {
     if (w < 165.0f)
         return 0;
-    if (!inside_depth(u, v, PH_SKIN + PH_FAT + 2.0f) || inside_depth(u, v, PH_SKIN + PH_FAT + 10.0f))
+    const float outer = PH_SKIN + PH_FAT + 2.0f, inner = PH_SKIN + PH_FAT + 10.0f;
+    if (!inside_depth(u, v, outer) || inside_depth(u, v, inner))
         return 0;
     if (v > 0.0f && u > -45.0f && u < 45.0f)
         return 0;
@@ -451,7 +467,7 @@ sim_status sim_volume_load_raw_i16(sim_volume *out, const char *path, int nx, in
         fclose(f);
         return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory for %zu elements", path, n);
     }
-    unsigned char buf[1 << 16];
+    unsigned char buf[1 << 14];
     size_t done = 0;
     while (done < n) {
         size_t want_n = n - done < sizeof buf / 2 ? n - done : sizeof buf / 2;
@@ -650,7 +666,7 @@ static sim_status nifti_read_data(const char *path, znzFile fp, const nifti_1_he
     size_t n = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
     double slope = (double)h->scl_slope, inter = (double)h->scl_inter;
     int scaled = h->scl_slope != 0.0f; /* slope 0: no scaling, per the NIfTI-1 standard */
-    unsigned char *buf = (unsigned char *)malloc((size_t)1 << 20);
+    unsigned char *buf = (unsigned char *)sc_calloc((size_t)1 << 20, 1);
     if (!buf)
         return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory for a read buffer", path);
     size_t per_chunk = ((size_t)1 << 20) / (size_t)nbyper;
@@ -659,10 +675,16 @@ static sim_status nifti_read_data(const char *path, znzFile fp, const nifti_1_he
     while (done < n && st == SIM_OK) {
         size_t want = n - done < per_chunk ? n - done : per_chunk;
         size_t got = znzread(buf, (size_t)nbyper, want, fp);
-        if (got < want) {
-            st = sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                         "%s: truncated or corrupt: read %zu of %zu elements", path, done + got,
-                         n);
+        /* znzread hands back gzread's -1 as a huge size_t on a corrupt stream. */
+        if (got != want) {
+            if (got > want)
+                st = sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                             "%s: truncated or corrupt: read error after %zu of %zu elements",
+                             path, done, n);
+            else
+                st = sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                             "%s: truncated or corrupt: read %zu of %zu elements", path,
+                             done + got, n);
             break;
         }
         for (size_t k = 0; k < got; k++) {
@@ -714,15 +736,17 @@ sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_vo
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
                        "%s: this NIfTI library was built without zlib: cannot read .nii.gz",
                        path);
-    /* One stream for header and data, opened on exactly this path (the library's
-     * nifti_read_header would also try other extensions). */
+    /* One stream for header and data, on exactly this path. */
     znzFile fp = znzopen(path, "rb", gz);
     if (znz_isnull(fp))
         return sc_fail(err, err_sz, SIM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     nifti_1_header h;
     size_t got = znzread(&h, 1, sizeof h, fp);
-    if (got < sizeof h) {
+    if (got != sizeof h) {
         znzclose(fp);
+        if (got > sizeof h) /* gzread's -1 */
+            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                           "%s: truncated or corrupt: read error in the header", path);
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
                        "%s: truncated or corrupt: read %zu of the %zu header bytes", path, got,
                        sizeof h);
@@ -823,7 +847,8 @@ sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, 
                 double sum = 0.0;
                 for (int z = z0; z < z1; z++)
                     for (int y = y0; y < y1; y++) {
-                        const float *row = in->hu + (size_t)nx * ((size_t)y + (size_t)ny * (size_t)z);
+                        const float *row =
+                            in->hu + (size_t)nx * ((size_t)y + (size_t)ny * (size_t)z);
                         for (int x = x0; x < x1; x++)
                             sum += (double)row[x];
                     }

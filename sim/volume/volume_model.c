@@ -25,9 +25,9 @@ sim_volume_params sim_default_volume_params(void)
     p.hu_threshold[1] = 25.0f;
     p.hu_threshold[2] = 375.0f;
     /*                       min   max   shear speed inv_mass b1 */
-    sim_tissue_params air = {0.2f, 3.0f, 1.5f, 0.25f, 1.0f, 0.0f};
-    sim_tissue_params skin = {0.6f, 1.5f, 0.4f, 0.5f, 0.9f, 0.05f};
-    sim_tissue_params muscle = {0.8f, 1.25f, 0.2f, 0.5f, 0.5f, 0.1f};
+    sim_tissue_params air = {0.2f, 3.0f, 1.5f, 0.25f, 0.0f, 0.0f};
+    sim_tissue_params skin = {0.5f, 1.7f, 0.5f, 0.5f, 0.9f, 0.05f};
+    sim_tissue_params muscle = {0.75f, 1.35f, 0.3f, 0.5f, 0.5f, 0.1f};
     sim_tissue_params bone = {1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.3f};
     p.tissue[SIM_TISSUE_AIR] = air;
     p.tissue[SIM_TISSUE_SKIN_FAT] = skin;
@@ -42,8 +42,8 @@ sim_volume_params sim_default_volume_params(void)
     p.boundary_margin = 4.0f;
     p.relax_iterations = 4;
     p.relax_step = 0.5f;
-    p.relax_threshold = 0.01f;
-    p.max_passes = 64;
+    p.relax_threshold = 0.05f;
+    p.max_passes = 256;
     return p;
 }
 

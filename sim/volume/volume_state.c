@@ -27,7 +27,6 @@ static void set_rest(sim_volume_state *s)
         s->pos[i * 3 + 1] = (float)y;
         s->pos[i * 3 + 2] = (float)z;
         s->t_reach[i] = CM_UNREACHED;
-        s->moved_frame[i] = 0;
     }
     memcpy(s->pos_prev, s->pos, (size_t)s->nelem * 3 * sizeof(float));
     memset(s->vel, 0, (size_t)s->nelem * 3 * sizeof(float));
@@ -36,7 +35,6 @@ static void set_rest(sim_volume_state *s)
     s->ngrab = 0;
     s->grab_moved = 0;
     s->clock = 0.0f;
-    s->wave_active = 0;
     s->ncand = 0;
     s->nreached = 0;
     s->settled = 1;
@@ -86,7 +84,6 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->cand_next = sc_calloc(n, sizeof(uint32_t));
     s->cand_stamp = sc_calloc(n, sizeof(uint32_t));
     s->reached = sc_calloc(n, sizeof(uint32_t));
-    s->moved_frame = sc_calloc(n, sizeof(uint32_t));
     s->scratch_pos = sc_calloc(n * 3, sizeof(float));
     s->scratch_t = sc_calloc(n, sizeof(float));
     s->scratch_status = sc_calloc(n, 1);
@@ -98,7 +95,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp || !s->reached ||
-        !s->moved_frame || !s->scratch_pos || !s->scratch_t || !s->scratch_status ||
+        !s->scratch_pos || !s->scratch_t || !s->scratch_status ||
         !s->blk_flags || !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp ||
         !s->blk_speed) {
         sim_volume_state_destroy(s);
@@ -136,7 +133,6 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->cand_next);
     free(s->cand_stamp);
     free(s->reached);
-    free(s->moved_frame);
     free(s->scratch_pos);
     free(s->scratch_t);
     free(s->scratch_status);

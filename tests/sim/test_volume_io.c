@@ -660,6 +660,53 @@ TEST(volume_io_nifti_big_endian_metres)
     tmp_dir_remove(&d);
 }
 
+/* Store test element i of datatype dt at b (host byte order); return its value. */
+static double put_elem(unsigned char *b, int dt, int i)
+{
+    switch (dt) {
+    case DT_UINT8: {
+        uint8_t x = (uint8_t)(i * 10);
+        memcpy(b, &x, 1);
+        return x;
+    }
+    case DT_INT8: {
+        int8_t x = (int8_t)(i * 5 - 60);
+        memcpy(b, &x, 1);
+        return x;
+    }
+    case DT_INT16: {
+        int16_t x = (int16_t)(i * 1000 - 12000);
+        memcpy(b, &x, 2);
+        return x;
+    }
+    case DT_UINT16: {
+        uint16_t x = (uint16_t)(i * 2800);
+        memcpy(b, &x, 2);
+        return x;
+    }
+    case DT_INT32: {
+        int32_t x = i * 100000 - 1000000;
+        memcpy(b, &x, 4);
+        return x;
+    }
+    case DT_UINT32: {
+        uint32_t x = (uint32_t)i * 150000000u; /* up to 3.45e9: above INT32_MAX */
+        memcpy(b, &x, 4);
+        return (double)x;
+    }
+    case DT_FLOAT32: {
+        float x = (float)i * 0.25f - 2.0f;
+        memcpy(b, &x, 4);
+        return (double)x;
+    }
+    default: {
+        double x = i * 0.125 - 1.0;
+        memcpy(b, &x, 8);
+        return x;
+    }
+    }
+}
+
 /* Every supported datatype decodes; 4D with nt = 1 is one volume. */
 TEST(volume_io_nifti_datatypes)
 {
@@ -678,16 +725,7 @@ TEST(volume_io_nifti_datatypes)
         double want[24];
         for (int i = 0; i < 24; i++) {
             unsigned char *b = data + (size_t)i * (size_t)(types[t].bits / 8);
-            switch (types[t].dt) {
-            case DT_UINT8: { uint8_t x = (uint8_t)(i * 10); memcpy(b, &x, 1); want[i] = x; } break;
-            case DT_INT8: { int8_t x = (int8_t)(i * 5 - 60); memcpy(b, &x, 1); want[i] = x; } break;
-            case DT_INT16: { int16_t x = (int16_t)(i * 1000 - 12000); memcpy(b, &x, 2); want[i] = x; } break;
-            case DT_UINT16: { uint16_t x = (uint16_t)(i * 2800); memcpy(b, &x, 2); want[i] = x; } break;
-            case DT_INT32: { int32_t x = i * 100000 - 1000000; memcpy(b, &x, 4); want[i] = x; } break;
-            case DT_UINT32: { uint32_t x = (uint32_t)i * 150000000u; memcpy(b, &x, 4); want[i] = (double)x; } break;
-            case DT_FLOAT32: { float x = (float)i * 0.25f - 2.0f; memcpy(b, &x, 4); want[i] = (double)x; } break;
-            default: { double x = i * 0.125 - 1.0; memcpy(b, &x, 8); want[i] = x; } break;
-            }
+            want[i] = put_elem(b, types[t].dt, i);
         }
         REQUIRE(write_nifti_by_hand(path, &h, data, (size_t)24 * (size_t)(types[t].bits / 8)));
         sim_volume v;
@@ -800,20 +838,20 @@ TEST(volume_io_nifti_truncated)
     REQUIRE(cut_file(path, 200));
     CHECK(sim_volume_load_nifti(&v, path, NULL, err, sizeof err) == SIM_ERR_FORMAT);
     CHECKF(strstr(err, path) != NULL, "err: %s", err);
-    /* .nii.gz: a random-ish volume so the data does not compress to nothing; cut the
-     * stream in its middle. */
+    /* .nii.gz: a random-ish 64 KiB volume, so the data does not compress to nothing and
+     * the damage lands in the data, well past the header. */
     hand_nii h = hand_default(DT_INT16, 16);
-    h.dim[1] = h.dim[2] = h.dim[3] = 16;
-    int16_t *data = (int16_t *)calloc(4096, sizeof *data);
+    h.dim[1] = h.dim[2] = h.dim[3] = 32;
+    int16_t *data = (int16_t *)calloc(32768, sizeof *data);
     REQUIRE(data != NULL);
     uint32_t s = 12345u;
-    for (int i = 0; i < 4096; i++) {
+    for (int i = 0; i < 32768; i++) {
         s = s * 1664525u + 1013904223u;
         data[i] = (int16_t)(s >> 20);
     }
     char plain[256];
     tmp_file(&d, "plain.nii", plain, sizeof plain);
-    int wrote = write_nifti_by_hand(plain, &h, data, 4096 * sizeof *data);
+    int wrote = write_nifti_by_hand(plain, &h, data, 32768 * sizeof *data);
     free(data);
     REQUIRE(wrote);
     REQUIRE(gzip_file(plain, gz));
@@ -822,10 +860,28 @@ TEST(volume_io_nifti_truncated)
     CHECKF(st == SIM_OK, "%s", err);
     sim_volume_free(&v);
     long gz_size = file_size(gz);
-    REQUIRE(gz_size > 400);
+    REQUIRE(gz_size > 40000);
+    /* Corrupt the deflate stream 3/4 in (zlib reports an error, not a short read). */
+    {
+        FILE *f = fopen(gz, "r+b");
+        REQUIRE(f != NULL);
+        unsigned char bad[64];
+        memset(bad, 0xff, sizeof bad);
+        int ok = fseek(f, gz_size / 4 * 3, SEEK_SET) == 0 && fwrite(bad, sizeof bad, 1, f) == 1;
+        fclose(f);
+        REQUIRE(ok);
+    }
+    CHECK(sim_volume_load_nifti(&v, gz, NULL, err, sizeof err) == SIM_ERR_FORMAT);
+    CHECKF(strstr(err, gz) && strstr(err, "truncated or corrupt") && strstr(err, "elements"),
+           "err: %s", err);
+    CHECK(is_zeroed(&v));
+    /* Rewrite it intact, then cut it in half. */
+    REQUIRE(gzip_file(plain, gz));
+    REQUIRE(file_size(gz) == gz_size);
     REQUIRE(cut_file(gz, gz_size / 2));
     CHECK(sim_volume_load_nifti(&v, gz, NULL, err, sizeof err) == SIM_ERR_FORMAT);
-    CHECKF(strstr(err, gz) && strstr(err, "truncated or corrupt"), "err: %s", err);
+    CHECKF(strstr(err, gz) && strstr(err, "truncated or corrupt") && strstr(err, "elements"),
+           "err: %s", err);
     CHECK(is_zeroed(&v));
     tmp_dir_remove(&d);
 }
