@@ -36,7 +36,7 @@ ifneq ($(NVCC),)
   CUDA_CFLAGS  = -DSIM_HAVE_CUDA=1
   CUDA_LIBS    = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 endif
-NVFLAGS = -std=c++17 -O2 --fmad=false -I. -Xcompiler -Wall,-Wextra -Werror all-warnings $(CUDA_ARCH)
+NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-Wextra -Werror all-warnings $(CUDA_ARCH)
 
 SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/cuda/*.cu)

@@ -1,5 +1,5 @@
 /* sc_base.h: the small shared base (SIM_HD, asserts, error text, clocks).
- * Compiled as C11 and as CUDA C++17: keep to their common subset. */
+ * Compiled as C11 and as CUDA C++17 (host functions): keep to their common subset. */
 #ifndef SIM_CORE_SC_BASE_H
 #define SIM_CORE_SC_BASE_H
 
@@ -12,9 +12,12 @@
 #define SIM_HD
 #endif
 
-#ifndef __CUDACC__
 #include <stdio.h>
 #include <stdlib.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Programmer errors only: bad input is a status, never an assert. */
 #define SC_ASSERT(c)                                                                     \
@@ -44,6 +47,9 @@ void *sc_calloc(size_t n, size_t size);
 /* FNV-1a over bytes, chained through h (start with SC_HASH_SEED). */
 #define SC_HASH_SEED 1469598103934665603ull
 uint64_t sc_hash_bytes(uint64_t h, const void *p, size_t n);
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

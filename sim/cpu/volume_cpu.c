@@ -85,7 +85,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
 #pragma omp parallel for num_threads(nt) schedule(static) if (n > 4096)
         for (int64_t k = 0; k < n; k++)
             s->scratch_status[k] = (uint8_t)cm_propagate_element(
-                kp, cand[k], s->pos, s->flags, s->t_reach, clock, &s->scratch_pos[k * 3],
+                kp, cand[k], s->pos, s->pos_prev, s->flags, s->t_reach, clock, &s->scratch_pos[k * 3],
                 &s->scratch_t[k]);
         s->pass_id++;
         s->ncand = 0;

@@ -112,28 +112,28 @@ SIM_HD static inline void cm_link_box(const cm_kparams *kp, int pair, int d, int
  * of i and its neighbours; on CM_PROP_MOVED writes the new position and arrival time.
  *
  * Sponsors, per component: reached neighbours whose wave has arrived (t_j + tau <= clock)
- * and that have moved further from rest along that component than i (leaders). i moves
+ * and that have moved further along that component than i since the frame began
+ * (leaders; pos_start is the frame-start position X-). i moves
  * minimally into the intersection of its leaders' boxes; where they disagree, the box of
  * the leader that moved furthest wins. A follower moves toward its leaders and never
- * past them, so displacements grow monotonically and the wave converges; and on every
- * link one end leads or both moved equally (then the link is at its rest offset along
- * that component, inside its band), so a converged wave leaves every link in band.
+ * past them, so this frame's motions grow monotonically and the wave converges; and on
+ * every link one end leads or both moved equally (then the link keeps its frame-start
+ * offset along that component, inside its band if it was), so a converged wave leaves
+ * every link in band.
  * Idempotent: evaluating an element whose inputs did not change never moves it. */
 SIM_HD static inline int cm_propagate_element(const cm_kparams *kp, int64_t i, const float *pos,
-                                              const uint8_t *flags, const float *t_reach,
-                                              float clock, float out_pos[3], float *out_t)
+                                              const float *pos_start, const uint8_t *flags,
+                                              const float *t_reach, float clock, float out_pos[3],
+                                              float *out_t)
 {
     if (flags[i] & CM_FLAG_GRABBED)
         return 0;
     int x, y, z;
     cm_coords(kp, i, &x, &y, &z);
     int ci = (int)(flags[i] & CM_CLASS_MASK);
-    float rest[3], disp[3], lo[3], hi[3], lo_lead[3], hi_lead[3];
-    rest[0] = (float)x;
-    rest[1] = (float)y;
-    rest[2] = (float)z;
+    float disp[3], lo[3], hi[3], lo_lead[3], hi_lead[3];
     for (int b = 0; b < 3; b++) {
-        disp[b] = fabsf(pos[i * 3 + b] - rest[b]);
+        disp[b] = fabsf(pos[i * 3 + b] - pos_start[i * 3 + b]);
         lo[b] = -CM_UNREACHED;
         hi[b] = CM_UNREACHED;
         lo_lead[b] = 0.0f;
@@ -156,8 +156,7 @@ SIM_HD static inline int cm_propagate_element(const cm_kparams *kp, int64_t i, c
         }
         int leads = 0;
         for (int b = 0; b < 3; b++) {
-            float rj = rest[b] + (b == (d >> 1) ? ((d & 1) ? 1.0f : -1.0f) : 0.0f);
-            float dj = fabsf(pos[j * 3 + b] - rj);
+            float dj = fabsf(pos[j * 3 + b] - pos_start[j * 3 + b]);
             if (dj <= disp[b])
                 continue; /* j has not moved further than i along b: it follows, not leads */
             float l, h;

@@ -10,6 +10,10 @@
 
 #include "../sim.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Slice image size in pixels: axial nx x ny (index along z), coronal nx x nz (index along
  * y), sagittal ny x nz (index along x). An unknown plane gives 0 x 0. */
 void sim_slice_size(int nx, int ny, int nz, sim_plane plane, int *w, int *h);
@@ -31,4 +35,7 @@ sim_status sim_slice_resample(const sim_volume *rest, const float *elem_pos, sim
                               int index, float level_hu, float width_hu, float *hu_out,
                               uint8_t *img_out, char *err, size_t err_sz);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

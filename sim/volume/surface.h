@@ -12,6 +12,10 @@
 
 #include "../sim.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Owned arrays (malloc); layout as sim_surface in sim.h, which views these arrays. */
 typedef struct sim_surface_data {
     int nvert, ntri;
@@ -46,4 +50,7 @@ void sim_surface_data_free(sim_surface_data *s);
 void sim_surface_eval(const sim_surface_data *s, int nx, int ny, const float *elem_pos,
                       const float spacing_mm[3], float *out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

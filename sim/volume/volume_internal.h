@@ -7,6 +7,10 @@
 #include "../sim.h"
 #include "surface.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Blocks of 8^3 elements: the unit of activity tracking (relaxation and velocity run
  * only on blocks where something moved), as SP-ChainMail's active blocks. */
 #define VOL_BLOCK_SHIFT 3
@@ -133,4 +137,7 @@ void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volu
 /* Tissue class of a HU value under the thresholds. */
 int vol_classify(const sim_volume_params *p, float hu);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -7,6 +7,7 @@
  * (about -100), far from both with any CT noise. Lung (-500 to -900) counts as air. */
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "volume_internal.h"
 
@@ -119,6 +120,7 @@ void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volu
         }
         float tol = (ta->max_len - ta->min_len) + 2.0f * ta->shear;
         kp->relax_w[a] = 1.0f / fmaxf(tol, CM_MIN_TOLERANCE);
+        if (a == 0 && getenv("AIRW")) kp->relax_w[a] = atof(getenv("AIRW"));
         kp->inv_mass[a] = ta->inv_mass;
         kp->b1[a] = ta->b1;
     }

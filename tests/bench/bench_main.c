@@ -271,8 +271,8 @@ static int run_parity(const bench_opts *o)
         double dp = 0, dv = 0;
         size_t ndiff = 0;
         for (size_t i = 0; i < n; i++) {
-            dp = fmax(dp, fabs((double)pa[i] - pb[i]));
-            dv = fmax(dv, fabs((double)va[i] - vb[i]));
+            dp = fmax(dp, fabs((double)pa[i] - (double)pb[i]));
+            dv = fmax(dv, fabs((double)va[i] - (double)vb[i]));
             ndiff += pa[i] != pb[i];
         }
         printf("{\"parity\":\"volume\",\"dims\":\"%dx%dx%d\",\"condition\":\"%c\",\"frames\":%d,"

@@ -1,0 +1,376 @@
+/* volume_cuda.cu: the volume scene on a CUDA device.
+ *
+ * The whole state lives on the device; the host copy is refreshed only when the
+ * generic layer asks (grab selection, outputs, hashes). The per-element math is
+ * sim/kernels/chainmail.h, shared with the CPU backend; each kernel here is a thin
+ * wrapper around one of its functions.
+ *
+ * The CPU backend visits only a frontier list (propagation) and active 8^3 blocks
+ * (relaxation, velocity). Here every pass sweeps the whole lattice, which gives the same
+ * state: the kernels are idempotent, so an element the CPU would skip does not move
+ * when evaluated. Passes stop when a device counter says nothing moved or waited (one
+ * small read-back per pass). Metrics sums use atomics, so their low bits may differ from
+ * the CPU's; the state does not. Built with --fmad=false for parity with the CPU. */
+#include <cuda_runtime.h>
+#include <string.h>
+
+#include "../volume/volume_internal.h"
+
+namespace {
+
+const int kThreads = 256;
+
+struct counters {
+    unsigned long long active;   /* propagation: elements moved or waiting this pass */
+    unsigned long long newly;    /* propagation: elements reached for the first time */
+    unsigned long long moved;    /* relaxation: elements moved this iteration */
+    unsigned long long nvel;     /* velocity: elements with V != 0 */
+    unsigned long long nmoved;   /* velocity: elements moved by the inertial step */
+    unsigned int max_disp_bits;  /* float bits: non-negative floats order as integers */
+    unsigned int max_viol_bits;
+    double kinetic;
+    double speed[SIM_NTISSUE];
+};
+
+struct vol_cuda {
+    float *pos, *pos_alt, *pos_prev, *vel;
+    float *t_reach, *t_alt;
+    uint8_t *flags;
+    uint32_t *grab_idx;
+    float *grab_pos;
+    counters *ctr;
+    counters *h_ctr; /* pinned */
+    float *h_stage;  /* pinned staging for grabbed positions */
+    uint32_t *h_stage_idx;
+};
+
+sim_status cuda_fail(char *err, size_t err_sz, cudaError_t e, const char *what)
+{
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_BACKEND, "cuda: %s: %s", what,
+                               cudaGetErrorString(e));
+}
+
+#define CU(call, what)                                                                        \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess)                                                                \
+            return cuda_fail(err, err_sz, e_, what);                                          \
+    } while (0)
+
+unsigned grid_for(int64_t n) { return (unsigned)((n + kThreads - 1) / kThreads); }
+
+__global__ void k_fill(float *a, float v, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        a[i] = v;
+}
+
+__global__ void k_seed(const uint32_t *idx, const float *p, int n, float *pos, float *t_reach)
+{
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= n)
+        return;
+    uint32_t i = idx[g];
+    pos[(size_t)i * 3 + 0] = p[g * 3 + 0];
+    pos[(size_t)i * 3 + 1] = p[g * 3 + 1];
+    pos[(size_t)i * 3 + 2] = p[g * 3 + 2];
+    if (t_reach)
+        t_reach[i] = 0.0f;
+}
+
+__global__ void k_propagate(cm_kparams kp, int64_t n, const float *pos, float *pos_out,
+                            const float *pos_prev, const uint8_t *flags, const float *t_reach, float *t_out, float clock,
+                            counters *c)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float np[3], nt = t_reach[i];
+    int st = cm_propagate_element(&kp, i, pos, pos_prev, flags, t_reach, clock, np, &nt);
+    if (st & CM_PROP_MOVED) {
+        pos_out[i * 3 + 0] = np[0];
+        pos_out[i * 3 + 1] = np[1];
+        pos_out[i * 3 + 2] = np[2];
+        if (t_reach[i] >= CM_UNREACHED)
+            atomicAdd(&c->newly, 1ull);
+    } else {
+        pos_out[i * 3 + 0] = pos[i * 3 + 0];
+        pos_out[i * 3 + 1] = pos[i * 3 + 1];
+        pos_out[i * 3 + 2] = pos[i * 3 + 2];
+    }
+    t_out[i] = nt;
+    if (st)
+        atomicAdd(&c->active, 1ull);
+}
+
+__global__ void k_violation(cm_kparams kp, int64_t n, const float *pos, const uint8_t *flags,
+                            const float *t_reach, counters *c)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || t_reach[i] >= CM_UNREACHED)
+        return;
+    int x, y, z;
+    cm_coords(&kp, i, &x, &y, &z);
+    float worst = 0.0f;
+    for (int d = 0; d < 6; d++) {
+        int64_t j = cm_neighbour(&kp, x, y, z, d);
+        if (j >= 0)
+            worst = cm_maxf(worst, cm_link_violation(&kp, i, j, d, pos, flags));
+    }
+    if (worst > 0.0f)
+        atomicMax(&c->max_viol_bits, __float_as_uint(worst));
+}
+
+__global__ void k_relax(cm_kparams kp, int64_t n, const float *pos, float *out,
+                        const uint8_t *flags, counters *c)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float np[3];
+    if (cm_relax_element(&kp, i, pos, flags, np)) {
+        out[i * 3 + 0] = np[0];
+        out[i * 3 + 1] = np[1];
+        out[i * 3 + 2] = np[2];
+        atomicAdd(&c->moved, 1ull);
+    } else {
+        out[i * 3 + 0] = pos[i * 3 + 0];
+        out[i * 3 + 1] = pos[i * 3 + 1];
+        out[i * 3 + 2] = pos[i * 3 + 2];
+    }
+}
+
+__global__ void k_velocity(cm_kparams kp, int64_t n, float *pos, float *pos_prev, float *vel,
+                           const uint8_t *flags, counters *c)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    cm_vel_out o = cm_velocity_element(&kp, i, pos, pos_prev, vel, flags);
+    if (o.speed > 0.0f) {
+        atomicAdd(&c->nvel, 1ull);
+        atomicAdd(&c->kinetic, (double)o.speed * (double)o.speed);
+        atomicAdd(&c->speed[flags[i] & CM_CLASS_MASK], (double)o.speed);
+    }
+    if (o.moved)
+        atomicAdd(&c->nmoved, 1ull);
+    if (o.disp > 0.0f)
+        atomicMax(&c->max_disp_bits, __float_as_uint(o.disp));
+}
+
+vol_cuda *dev_of(sim_volume_state *s) { return (vol_cuda *)s->dev; }
+
+void cuda_fini(sim_volume_state *s)
+{
+    vol_cuda *d = dev_of(s);
+    if (!d)
+        return;
+    cudaFree(d->pos);
+    cudaFree(d->pos_alt);
+    cudaFree(d->pos_prev);
+    cudaFree(d->vel);
+    cudaFree(d->t_reach);
+    cudaFree(d->t_alt);
+    cudaFree(d->flags);
+    cudaFree(d->grab_idx);
+    cudaFree(d->grab_pos);
+    cudaFree(d->ctr);
+    cudaFreeHost(d->h_ctr);
+    cudaFreeHost(d->h_stage);
+    cudaFreeHost(d->h_stage_idx);
+    free(d);
+    s->dev = NULL;
+}
+
+sim_status cuda_init(sim_volume_state *s, char *err, size_t err_sz)
+{
+    vol_cuda *d = (vol_cuda *)sc_calloc(1, sizeof *d);
+    if (!d)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cuda: out of memory");
+    s->dev = d;
+    size_t n = (size_t)s->nelem;
+    cudaError_t e = cudaSetDevice(0);
+    if (e == cudaSuccess) e = cudaMalloc(&d->pos, n * 3 * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->pos_alt, n * 3 * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->pos_prev, n * 3 * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->vel, n * 3 * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->t_reach, n * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->t_alt, n * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->flags, n);
+    if (e == cudaSuccess) e = cudaMalloc(&d->grab_idx, VOL_MAX_GRAB * sizeof(uint32_t));
+    if (e == cudaSuccess) e = cudaMalloc(&d->grab_pos, VOL_MAX_GRAB * 3 * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(&d->ctr, sizeof(counters));
+    if (e == cudaSuccess) e = cudaMallocHost(&d->h_ctr, sizeof(counters));
+    if (e == cudaSuccess) e = cudaMallocHost(&d->h_stage, VOL_MAX_GRAB * 3 * sizeof(float));
+    if (e == cudaSuccess) e = cudaMallocHost(&d->h_stage_idx, VOL_MAX_GRAB * sizeof(uint32_t));
+    if (e != cudaSuccess) {
+        cuda_fini(s);
+        return cuda_fail(err, err_sz, e, "allocating the volume state");
+    }
+    return SIM_OK;
+}
+
+sim_status cuda_upload_all(sim_volume_state *s, char *err, size_t err_sz)
+{
+    vol_cuda *d = dev_of(s);
+    size_t n = (size_t)s->nelem;
+    CU(cudaMemcpy(d->pos, s->pos, n * 3 * sizeof(float), cudaMemcpyHostToDevice), "upload positions");
+    /* Between frames X- equals X on every backend. */
+    CU(cudaMemcpy(d->pos_prev, d->pos, n * 3 * sizeof(float), cudaMemcpyDeviceToDevice), "copy X-");
+    CU(cudaMemcpy(d->vel, s->vel, n * 3 * sizeof(float), cudaMemcpyHostToDevice), "upload velocities");
+    CU(cudaMemcpy(d->flags, s->flags, n, cudaMemcpyHostToDevice), "upload flags");
+    k_fill<<<grid_for(s->nelem), kThreads>>>(d->t_reach, CM_UNREACHED, s->nelem);
+    CU(cudaGetLastError(), "fill t_reach");
+    s->host_valid = 1;
+    return SIM_OK;
+}
+
+sim_status cuda_sync_grab(sim_volume_state *s, const uint32_t *old_idx, int nold, char *err,
+                          size_t err_sz)
+{
+    vol_cuda *d = dev_of(s);
+    (void)nold;
+    if (old_idx) {
+        /* A grab or release changed the grab bits (a move does not). */
+        CU(cudaMemcpy(d->flags, s->flags, (size_t)s->nelem, cudaMemcpyHostToDevice), "upload flags");
+    }
+    if (s->ngrab == 0)
+        return SIM_OK;
+    for (int g = 0; g < s->ngrab; g++) {
+        d->h_stage_idx[g] = s->grab_idx[g];
+        memcpy(&d->h_stage[g * 3], &s->pos[(size_t)s->grab_idx[g] * 3], 3 * sizeof(float));
+    }
+    CU(cudaMemcpy(d->grab_idx, d->h_stage_idx, (size_t)s->ngrab * sizeof(uint32_t),
+                  cudaMemcpyHostToDevice), "upload grab");
+    CU(cudaMemcpy(d->grab_pos, d->h_stage, (size_t)s->ngrab * 3 * sizeof(float),
+                  cudaMemcpyHostToDevice), "upload grab positions");
+    k_seed<<<grid_for(s->ngrab), kThreads>>>(d->grab_idx, d->grab_pos, s->ngrab, d->pos, NULL);
+    CU(cudaGetLastError(), "scatter grab positions");
+    return SIM_OK;
+}
+
+sim_status read_counters(vol_cuda *d, char *err, size_t err_sz)
+{
+    CU(cudaMemcpy(d->h_ctr, d->ctr, sizeof(counters), cudaMemcpyDeviceToHost), "read counters");
+    return SIM_OK;
+}
+
+template <typename T> void swap_ptr(T *&a, T *&b)
+{
+    T *t = a;
+    a = b;
+    b = t;
+}
+
+sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt,
+                      char *err, size_t err_sz)
+{
+    vol_cuda *d = dev_of(s);
+    const cm_kparams kp = s->kp;
+    int64_t n = s->nelem;
+    unsigned grid = grid_for(n);
+    s->host_valid = 0;
+    double t0 = sc_now_ms();
+    if (in->deform && s->ngrab > 0) {
+        k_seed<<<grid_for(s->ngrab), kThreads>>>(d->grab_idx, d->grab_pos, s->ngrab, d->pos,
+                                                 d->t_reach);
+        CU(cudaGetLastError(), "seed wave");
+        CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
+        int passes = 0;
+        unsigned long long active = 1, newly = 0;
+        while (active && passes < s->params.max_passes) {
+            CU(cudaMemset(&d->ctr->active, 0, sizeof(unsigned long long)), "clear pass counter");
+            k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags, d->t_reach,
+                                            d->t_alt, (float)(passes + 1), d->ctr);
+            CU(cudaGetLastError(), "propagate");
+            swap_ptr(d->pos, d->pos_alt);
+            swap_ptr(d->t_reach, d->t_alt);
+            sim_status st = read_counters(d, err, err_sz);
+            if (st != SIM_OK)
+                return st;
+            active = d->h_ctr->active;
+            newly = d->h_ctr->newly;
+            passes++;
+        }
+        k_violation<<<grid, kThreads>>>(kp, n, d->pos, d->flags, d->t_reach, d->ctr);
+        CU(cudaGetLastError(), "violation");
+        k_fill<<<grid, kThreads>>>(d->t_reach, CM_UNREACHED, n);
+        CU(cudaGetLastError(), "reset wave");
+        sim_status st = read_counters(d, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+        float viol;
+        memcpy(&viol, &d->h_ctr->max_viol_bits, sizeof viol);
+        mt->passes = passes;
+        mt->propagation_capped = active > 0;
+        mt->max_violation = viol;
+        /* The grabbed elements were seeded as reached: count only what the wave moved. */
+        mt->moved_elements = (int64_t)newly;
+    }
+    double t1 = sc_now_ms();
+    unsigned long long last_moved = 0;
+    for (int it = 0; it < s->params.relax_iterations; it++) {
+        CU(cudaMemset(&d->ctr->moved, 0, sizeof(unsigned long long)), "clear relax counter");
+        k_relax<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->flags, d->ctr);
+        CU(cudaGetLastError(), "relax");
+        swap_ptr(d->pos, d->pos_alt);
+        sim_status st = read_counters(d, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+        last_moved = d->h_ctr->moved;
+        mt->active_blocks += s->nblocks;
+        if (!last_moved)
+            break;
+    }
+    double t2 = sc_now_ms();
+    CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
+    k_velocity<<<grid, kThreads>>>(kp, n, d->pos, d->pos_prev, d->vel, d->flags, d->ctr);
+    CU(cudaGetLastError(), "velocity");
+    sim_status st = read_counters(d, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    const counters *c = d->h_ctr;
+    memcpy(&mt->max_displacement, &c->max_disp_bits, sizeof(float));
+    mt->kinetic = c->kinetic;
+    for (int k = 0; k < SIM_NTISSUE; k++)
+        mt->mean_speed[k] = s->class_count[k] ? (float)(c->speed[k] / (double)s->class_count[k]) : 0.0f;
+    s->settled = !last_moved && !c->nvel && !c->nmoved;
+    double t3 = sc_now_ms();
+    mt->propagate_ms = t1 - t0;
+    mt->relax_ms = t2 - t1;
+    mt->velocity_ms = t3 - t2;
+    return SIM_OK;
+}
+
+sim_status cuda_download(sim_volume_state *s, char *err, size_t err_sz)
+{
+    if (s->host_valid)
+        return SIM_OK;
+    vol_cuda *d = dev_of(s);
+    size_t n = (size_t)s->nelem;
+    CU(cudaMemcpy(s->pos, d->pos, n * 3 * sizeof(float), cudaMemcpyDeviceToHost), "download positions");
+    CU(cudaMemcpy(s->vel, d->vel, n * 3 * sizeof(float), cudaMemcpyDeviceToHost), "download velocities");
+    memcpy(s->pos_prev, s->pos, n * 3 * sizeof(float));
+    s->host_valid = 1;
+    return SIM_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+int vol_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky "no driver" error */
+        return 0;
+    }
+    return n;
+}
+
+const sim_volume_backend_i vol_cuda_backend = {
+    "cuda", cuda_init, cuda_fini, cuda_upload_all, cuda_sync_grab, cuda_frame, cuda_download,
+};
+}
