@@ -101,7 +101,7 @@ TEST(chainmail_band_holds_heterogeneous_phantom)
     CHECKF(viol <= 1e-4f, "max band violation %g after pushing back", (double)viol);
     sim_volume_metrics mt;
     REQUIRE(sim_volume_step(sc.state, &mt, NULL, 0) == SIM_OK);
-    CHECK(mt.max_displacement > 5.9f);
+    CHECK(mt.max_displacement > 2.8f); /* the grab sits at (-2, +2) from rest */
     vs_scene_destroy(&sc);
     sim_volume_free(&v);
 }
