@@ -8,7 +8,9 @@ DATA="$BUILD/data"
 mkdir -p "$DATA"
 if [ ! -s "$DATA/cranium_256x256x108_i16.raw" ]; then
     tmp=$(mktemp -d)
-    if (cd "$tmp" && apt-get download invesalius-examples >"$tmp/log" 2>&1); then
+    fetch() { (cd "$tmp" && apt-get download invesalius-examples >"$tmp/log" 2>&1); }
+    # A machine whose package lists were never fetched needs one update first.
+    if fetch || { [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 && fetch; }; then
         dpkg -x "$tmp"/invesalius-examples_*.deb "$tmp/x" &&
             tar -xzf "$tmp/x/usr/share/doc/invesalius-examples/examples/Cranium.inv3" -C "$tmp" &&
             mv "$(find "$tmp" -name matrix.dat | head -n 1)" "$DATA/cranium_256x256x108_i16.raw" ||
