@@ -1,0 +1,48 @@
+#!/bin/sh
+# Prepared GPU check, for a lent machine that has only the CUDA Toolkit and a C
+# compiler (no make, no NIfTI, no server libraries). Builds the sim and the bench with
+# nvcc, checks CUDA against CPU on the same script (parity), prints the timings.
+# Budget: under 5 minutes. Usage: sh tests/gpu/check.sh   (from the repository root)
+set -eu
+cd "$(dirname "$0")/../.."
+B=${BUILD:-build/gpu}
+mkdir -p "$B/obj"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME=$(dirname "$(dirname "$NVCC")")
+ARCH=${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}
+T0=$(date +%s)
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "nvidia-smi: none"
+"$NVCC" --version | tail -n 1
+
+echo "== build (cc + nvcc, --fmad=false, -ffp-contract=off)"
+CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -ffp-contract=off -fopenmp -I. -DSIM_HAVE_CUDA=1"
+objs=""
+for f in sim/*/*.c tests/scenes/*.c tests/bench/*.c; do
+    o="$B/obj/$(echo "$f" | tr / _).o"
+    cc $CFLAGS -c "$f" -o "$o" &
+    objs="$objs $o"
+done
+for f in sim/cuda/*.cu; do
+    o="$B/obj/$(echo "$f" | tr / _).o"
+    "$NVCC" -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. $ARCH -c "$f" -o "$o" &
+    objs="$objs $o"
+done
+wait
+cc -fopenmp -o "$B/softcast-bench" $objs -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" \
+    -lcudart -lstdc++ -lm
+echo "built in $(( $(date +%s) - T0 )) s"
+
+BENCH="$B/softcast-bench"
+run() { echo "\$ softcast-bench $*"; timeout 120 "$BENCH" "$@" || echo "(exit $?)"; }
+echo "== parity: CUDA against CPU (1 thread), same pull and release, 100 frames"
+run parity --dims 128x128x75 --frames 100
+echo "== CUDA timings"
+run volume --backend cuda --dims 128x128x75 --scenario pull --frames 400
+run volume --backend cuda --dims 64x64x64 --scenario pull --frames 400
+run volume --backend cuda --dims 128x128x75 --scenario release --condition B --frames 300
+run volume --backend cuda --dims 128x128x75 --scenario release --condition C --frames 300
+echo "== CPU timings on this machine, for comparison"
+run volume --backend cpu --threads 1 --dims 128x128x75 --scenario pull --frames 120
+run volume --backend cpu --threads 0 --dims 128x128x75 --scenario pull --frames 120
+echo "== done in $(( $(date +%s) - T0 )) s"
