@@ -3,6 +3,7 @@
  *   softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]
  *                         [--downsample N] [--frames N] [--threads N] [--backend cpu|cuda]
  *                         [--condition A|B|C] [--scenario pull|release] [--pull L]
+ *                         [--uniform HU]   a homogeneous block instead of the phantom
  *   softcast-bench parity [--dims WxHxD] [--frames N]   CUDA against CPU, same script
  *
  * Needs only the sim library: it runs on the GPU machines too. */
@@ -24,6 +25,8 @@ typedef struct bench_opts {
     sim_condition condition;
     const char *scenario;
     float pull;
+    int uniform;      /* 1: a homogeneous soft-tissue block instead of the phantom */
+    float uniform_hu;
 } bench_opts;
 
 static void usage(void)
@@ -32,7 +35,7 @@ static void usage(void)
             "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]\n"
             "                             [--downsample N] [--frames N] [--threads N]\n"
             "                             [--backend cpu|cuda] [--condition A|B|C]\n"
-            "                             [--scenario pull|release] [--pull L]\n"
+            "                             [--scenario pull|release] [--pull L] [--uniform HU]\n"
             "       softcast-bench parity [--dims WxHxD] [--frames N]\n");
     exit(2);
 }
@@ -93,6 +96,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
             o->scenario = v;
         } else if (!strcmp(a, "--pull")) {
             o->pull = (float)atof(v);
+        } else if (!strcmp(a, "--uniform")) {
+            o->uniform = 1;
+            o->uniform_hu = (float)atof(v);
         } else {
             usage();
         }
@@ -105,7 +111,10 @@ static int load_volume(const bench_opts *o, sim_volume *v)
 {
     char err[512];
     sim_status st;
-    if (!o->volume) {
+    if (o->uniform) {
+        st = vs_uniform_volume(v, o->nx, o->ny, o->nz, o->uniform_hu);
+        snprintf(err, sizeof err, "uniform volume: out of memory");
+    } else if (!o->volume) {
         st = sim_volume_phantom(v, o->nx, o->ny, o->nz, err, sizeof err);
     } else if (o->raw_dims) {
         int x, y, z;
@@ -179,9 +188,11 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     print_common(o, sc, v);
     printf(",\"ms_per_frame_median\":%.3f,\"ms_per_frame_p90\":%.3f,\"frames_per_s\":%.1f,"
            "\"propagate_ms\":%.3f,\"relax_ms\":%.3f,\"velocity_ms\":%.3f,"
-           "\"moved_elements\":%.0f,\"max_violation\":%.6f,\"pull\":%.2f}\n",
+           "\"moved_elements\":%.0f,\"ns_per_moved_element\":%.1f,\"max_violation\":%.6f,"
+           "\"pull\":%.2f}\n",
            med, p90, med > 0 ? 1000.0 / med : 0.0, prop / o->frames, relax / o->frames,
-           vel / o->frames, moved / o->frames, (double)viol, (double)o->pull);
+           vel / o->frames, moved / o->frames, moved > 0 ? prop * 1e6 / moved : 0.0, (double)viol,
+           (double)o->pull);
     free(ms);
     return 1;
 }
