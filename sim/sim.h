@@ -138,7 +138,10 @@ typedef struct sim_volume_params {
     float boundary_margin; ///< positions stay within the lattice box grown by this
     int relax_iterations;  ///< Jacobi relaxation iterations per frame, >= 0
     float relax_step;      ///< fraction of the way to the relaxation target, (0, 1]
-    float relax_threshold; ///< relaxation ignores corrections shorter than this
+    float relax_threshold; ///< relaxation ignores this much of a correction (soft threshold)
+    /// Elastic memory: weight of an element's rest position in its relaxation target, in
+    /// neighbours of its own tissue. 0 is pure ChainMail (a released dent stays, plastic).
+    float home_weight;
     int max_passes;        ///< cap on propagation wave passes per frame (the rest is left to relaxation)
 } sim_volume_params;
 

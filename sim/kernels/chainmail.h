@@ -16,7 +16,9 @@
  *   result does not depend on visit order (see cm_propagate_element).
  * - Relaxation (Gibson 1997, Frisken-Gibson 1999): an element moves toward the mean
  *   of its neighbours' positions minus rest offsets, each neighbour weighted by the
- *   inverse of its tissue's tolerance; rigid tissue (inverse mass 0) does not relax.
+ *   inverse of its tissue's tolerance (air: weight 0, it carries no load), plus its own
+ *   rest position as `home_weight` extra neighbours (elastic memory, our addition);
+ *   rigid tissue (inverse mass 0) does not relax.
  * - Velocity layer (the seed's contribution): dX = X+ - X- is this frame's ChainMail
  *   correction; it accumulates into V scaled by inverse mass, damped by condition
  *   A (none), B (alpha) or C (implicit viscoelastic, Xu et al. 2018), clamped, and
@@ -58,6 +60,7 @@ typedef struct cm_kparams {
     int condition; /* 0 A, 1 B, 2 C */
     float alpha, b0, k, v_max, dead_zone, margin;
     float relax_step, relax_threshold;
+    float home_weight; /* pull toward the rest position, in neighbours of the own tissue */
 } cm_kparams;
 
 SIM_HD static inline float cm_minf(float a, float b) { return a < b ? a : b; }
@@ -236,6 +239,19 @@ SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const
     }
     if (wsum <= 0.0f)
         return 0;
+    /* Elastic memory: the element's own rest position counts as home_weight more
+     * neighbours of its own tissue. Without it a smooth bump is nearly harmonic (the
+     * neighbour mean sits on it), feels almost no pull and stays as a plastic dent inside
+     * the threshold; with it every shape, smooth or sharp, is pulled back at a rate of
+     * at least HOME/(links+HOME) of its displacement per iteration, so the tissue
+     * returns to rest and the velocity layer has a restoring force to ring against. */
+    {
+        float wh = kp->home_weight * kp->relax_w[f & CM_CLASS_MASK];
+        acc[0] += wh * (float)x;
+        acc[1] += wh * (float)y;
+        acc[2] += wh * (float)z;
+        wsum += wh;
+    }
     float delta[3], len2 = 0.0f;
     for (int b = 0; b < 3; b++) {
         delta[b] = acc[b] / wsum - pos[i * 3 + b];

@@ -204,8 +204,17 @@ static int release_grab(sim_volume_state *s, uint32_t *old)
 {
     int nold = s->ngrab;
     for (int g = 0; g < s->ngrab; g++) {
-        old[g] = s->grab_idx[g];
-        s->flags[s->grab_idx[g]] &= (uint8_t)~CM_FLAG_GRABBED;
+        uint32_t i = s->grab_idx[g];
+        old[g] = i;
+        s->flags[i] &= (uint8_t)~CM_FLAG_GRABBED;
+        /* A released element is free again: its block must relax even if nothing in it
+         * moves this frame (after a long hold the volume around it may have converged,
+         * and without this the release would leave it pinned where the hand left it). */
+        int x, y, z;
+        cm_coords(&s->kp, (int64_t)i, &x, &y, &z);
+        s->blk_flags[(x >> VOL_BLOCK_SHIFT) +
+                     (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT))] |=
+            BLK_DIRTY | BLK_TOUCHED;
     }
     s->ngrab = 0;
     return nold;
