@@ -208,14 +208,16 @@ static int bench_release(const bench_opts *o, vs_scene *sc, const sim_volume *v)
         fprintf(stderr, "softcast-bench: release: %s\n", err);
         return 0;
     }
-    sim_volume_metrics mt;
-    sim_volume_step(sc->state, &mt, NULL, 0);
-    int ran = ro.pull_frames + ro.hold_frames + (r.settle_frames > 0 ? r.settle_frames : ro.max_after);
     print_common(o, sc, v);
-    printf(",\"ms_per_frame_mean\":%.3f,\"settle_frames\":%d,\"sign_changes\":%d,"
-           "\"peak_residual\":%.4f,\"probe_release_disp\":%.3f,\"probe_final_disp\":%.3f,"
-           "\"max_bone_speed\":%g,\"mean_speed_by_class\":{",
-           r.frame_ms_sum / ran, r.settle_frames, r.sign_changes, (double)r.peak_residual,
+    printf(",\"frames_run\":%d,\"ms_per_frame_median\":%.3f,\"ms_per_frame_p90\":%.3f,"
+           "\"ms_per_frame_mean\":%.3f,\"propagate_ms\":%.3f,\"relax_ms\":%.3f,"
+           "\"velocity_ms\":%.3f,\"moved_elements\":%.0f,\"max_violation\":%.6f,"
+           "\"settle_frames\":%d,\"sign_changes\":%d,\"peak_residual\":%.4f,"
+           "\"probe_release_disp\":%.3f,\"probe_final_disp\":%.3f,\"max_bone_speed\":%g,"
+           "\"mean_speed_by_class\":{",
+           r.frames, r.ms_median, r.ms_p90, r.ms_mean, r.propagate_ms, r.relax_ms, r.velocity_ms,
+           r.moved_elements, (double)r.max_violation, r.settle_frames, r.sign_changes,
+           (double)r.peak_residual,
            (double)r.probe_release_y, (double)r.probe_final_y, (double)r.max_bone_speed);
     for (int c = 0; c < SIM_NTISSUE; c++)
         printf("%s\"%s\":%.5f", c ? "," : "", sim_tissue_name(c), (double)r.mean_speed[c]);

@@ -85,6 +85,24 @@ vs_release_opts vs_default_release_opts(void)
     return o;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Accumulate one frame's cost into r; ms holds every frame's total for the quantiles. */
+static void add_cost(vs_release_result *r, double *ms, const sim_volume_metrics *mt)
+{
+    ms[r->frames++] = mt->total_ms;
+    r->propagate_ms += mt->propagate_ms;
+    r->relax_ms += mt->relax_ms;
+    r->velocity_ms += mt->velocity_ms;
+    r->moved_elements += (double)mt->moved_elements;
+    if (mt->max_violation > r->max_violation)
+        r->max_violation = mt->max_violation;
+}
+
 static int64_t nearest_element(sim_volume_state *s, int64_t n, const float p[3])
 {
     const float *pos = sim_volume_positions(s);
@@ -117,6 +135,11 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     if (!cls)
         return SIM_ERR_NOMEM;
     memcpy(cls, sim_volume_classes(s), (size_t)n);
+    double *ms = calloc((size_t)(o->pull_frames + o->hold_frames + o->max_after), sizeof(double));
+    if (!ms) {
+        free(cls);
+        return SIM_ERR_NOMEM;
+    }
     sim_status st = vs_push(s, SIM_EV_GRAB, grab, o->radius);
     sim_volume_metrics mt;
     float target[3] = {grab[0], grab[1], grab[2]};
@@ -129,7 +152,7 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
         if (st == SIM_OK)
             st = sim_volume_step(s, &mt, err, err_sz);
         r->grabbed = mt.grabbed;
-        r->frame_ms_sum += mt.total_ms;
+        add_cost(r, ms, &mt);
     }
     if (st == SIM_OK)
         st = vs_push(s, SIM_EV_RELEASE, NULL, 0.0f);
@@ -137,6 +160,7 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     r->probe_release_y = sim_volume_positions(s)[probe * 3 + 1] - rest_y;
     float *ys = calloc((size_t)o->max_after + 1, sizeof(float));
     if (!ys) {
+        free(ms);
         free(cls);
         return SIM_ERR_NOMEM;
     }
@@ -144,7 +168,7 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     float prev_y = r->probe_release_y;
     for (int f = 0; f < o->max_after && st == SIM_OK; f++) {
         st = sim_volume_step(s, &mt, err, err_sz);
-        r->frame_ms_sum += mt.total_ms;
+        add_cost(r, ms, &mt);
         const float *pos = sim_volume_positions(s), *vel = sim_volume_velocities(s);
         float y = pos[probe * 3 + 1] - rest_y, vy = vel[probe * 3 + 1];
         ys[nys++] = y;
@@ -178,6 +202,18 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     for (int k = 0; k < nys; k++)
         if (r->probe_final_y - ys[k] > r->peak_residual)
             r->peak_residual = r->probe_final_y - ys[k];
+    if (r->frames > 0) {
+        for (int k = 0; k < r->frames; k++)
+            r->ms_mean += ms[k] / r->frames;
+        r->propagate_ms /= r->frames;
+        r->relax_ms /= r->frames;
+        r->velocity_ms /= r->frames;
+        r->moved_elements /= r->frames;
+        qsort(ms, (size_t)r->frames, sizeof(double), cmp_double);
+        r->ms_median = ms[r->frames / 2];
+        r->ms_p90 = ms[(r->frames * 9) / 10];
+    }
+    free(ms);
     free(ys);
     free(cls);
     return st;

@@ -52,7 +52,12 @@ typedef struct vs_release_result {
     float max_speed;        /* largest |V| seen */
     int probe_monotone;     /* 1 if the probe never moved back toward the pull after release */
     int grabbed;            /* elements grabbed */
-    double frame_ms_sum;
+    /* Cost over every frame run (pull, hold and after release). */
+    int frames;
+    double ms_median, ms_p90, ms_mean;
+    double propagate_ms, relax_ms, velocity_ms; /* means per frame */
+    double moved_elements;                      /* mean per frame */
+    float max_violation;
 } vs_release_result;
 
 sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_release_opts *o,
