@@ -20,13 +20,6 @@ static int64_t blk_id(const sim_volume_state *s, int bx, int by, int bz)
     return bx + (int64_t)s->bx * (by + (int64_t)s->by * bz);
 }
 
-static int64_t block_of(const sim_volume_state *s, int64_t i)
-{
-    int x, y, z;
-    cm_coords(&s->kp, i, &x, &y, &z);
-    return blk_id(s, x >> VOL_BLOCK_SHIFT, y >> VOL_BLOCK_SHIFT, z >> VOL_BLOCK_SHIFT);
-}
-
 static void enqueue(sim_volume_state *s, uint32_t i)
 {
     if (s->cand_stamp[i] == s->pass_id || (s->flags[i] & CM_FLAG_GRABBED))
@@ -82,7 +75,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
         float clock = s->clock;
         int64_t n = s->ncand;
         const uint32_t *cand = s->cand;
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > 4096)
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 1024)
         for (int64_t k = 0; k < n; k++)
             s->scratch_status[k] = (uint8_t)cm_propagate_element(
                 kp, cand[k], s->pos, s->pos_prev, s->flags, s->t_reach, clock, &s->scratch_pos[k * 3],
@@ -97,7 +90,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
                 if (s->t_reach[i] >= CM_UNREACHED)
                     moved_count++;
                 mark_reached(s, i, s->scratch_t[k]);
-                s->blk_flags[block_of(s, i)] |= BLK_DIRTY | BLK_TOUCHED;
+                s->blk_flags[vol_block_of(s, i)] |= BLK_DIRTY | BLK_TOUCHED;
                 enqueue_neighbours(s, i);
             }
             if (st & CM_PROP_WAITING)

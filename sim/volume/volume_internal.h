@@ -100,6 +100,15 @@ struct sim_volume_state {
     void *dev; /* backend private state */
 };
 
+/* The 8^3 block that holds element i. */
+static inline int64_t vol_block_of(const sim_volume_state *s, int64_t i)
+{
+    int x, y, z;
+    cm_coords(&s->kp, i, &x, &y, &z);
+    return (x >> VOL_BLOCK_SHIFT) +
+           (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
+}
+
 /* What one frame asks of the backend after the events are applied. */
 typedef struct vol_frame_in {
     int deform; /* a grab moved this frame: run a propagation wave from it */

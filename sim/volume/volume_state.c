@@ -8,15 +8,7 @@
 #include "slice.h"
 #include "volume_internal.h"
 
-static int64_t block_of(const sim_volume_state *s, int64_t i)
-{
-    int x, y, z;
-    cm_coords(&s->kp, i, &x, &y, &z);
-    return (x >> VOL_BLOCK_SHIFT) +
-           (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
-}
-
-static void mark_block(sim_volume_state *s, int64_t i, uint8_t f) { s->blk_flags[block_of(s, i)] |= f; }
+static void mark_block(sim_volume_state *s, int64_t i, uint8_t f) { s->blk_flags[vol_block_of(s, i)] |= f; }
 
 static void set_rest(sim_volume_state *s)
 {
@@ -210,11 +202,7 @@ static int release_grab(sim_volume_state *s, uint32_t *old)
         /* A released element is free again: its block must relax even if nothing in it
          * moves this frame (after a long hold the volume around it may have converged,
          * and without this the release would leave it pinned where the hand left it). */
-        int x, y, z;
-        cm_coords(&s->kp, (int64_t)i, &x, &y, &z);
-        s->blk_flags[(x >> VOL_BLOCK_SHIFT) +
-                     (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT))] |=
-            BLK_DIRTY | BLK_TOUCHED;
+        mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
     }
     s->ngrab = 0;
     return nold;
