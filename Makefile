@@ -4,6 +4,7 @@
 #   make run        build, then run the default scene
 #   make bench      run the volume benches
 #   make cuda-check compile every .cu with warnings as errors (no GPU needed)
+#   make format     apply .clang-format (make test checks it)
 # Knobs: OPT=-O2, SANITIZE=address,undefined (test build), NVCC=nvcc, CUDA=0 to skip it.
 
 CC       ?= cc
@@ -55,7 +56,7 @@ TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
-.PHONY: all deps test run bench cuda-check clean sim bench-bin
+.PHONY: all deps test run bench cuda-check format-check format clean sim bench-bin
 all: deps $(BUILD)/softcast-bench
 
 deps:
@@ -87,8 +88,16 @@ $(REL)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
-test: deps $(BUILD)/softcast-tests cuda-check
+test: deps format-check $(BUILD)/softcast-tests cuda-check
 	tests/run-tests.sh $(BUILD)
+
+# The one .clang-format, checked on every test run; `make format` applies it.
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: ok"
+
+format:
+	clang-format -i $(FORMAT_FILES)
 
 run: all
 	$(BUILD)/softcast-bench volume --frames 120 --scenario release --condition C

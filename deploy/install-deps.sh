@@ -4,8 +4,7 @@
 # prints the exact command to run and fails.
 set -eu
 
-PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev"
-[ "${SOFTCAST_TEST_DEPS:-0}" = 1 ] && PKGS="$PKGS binutils"
+PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev clang-format"
 
 missing=""
 for p in $PKGS; do

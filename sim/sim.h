@@ -47,8 +47,8 @@ typedef enum sim_backend_kind {
 typedef struct sim_backend sim_backend;
 
 /// Create a backend. threads: CPU worker threads (0 = all cores). Owned by caller.
-sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int threads,
-                              char *err, size_t err_sz);
+sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int threads, char *err,
+                              size_t err_sz);
 void sim_backend_destroy(sim_backend *b);
 /// "cpu" or "cuda".
 const char *sim_backend_name(const sim_backend *b);
@@ -142,7 +142,7 @@ typedef struct sim_volume_params {
     /// Elastic memory: weight of an element's rest position in its relaxation target, in
     /// neighbours of its own tissue. 0 is pure ChainMail (a released dent stays, plastic).
     float home_weight;
-    int max_passes;        ///< cap on propagation wave passes per frame (the rest is left to relaxation)
+    int max_passes; ///< cap on propagation wave passes per frame (the rest is left to relaxation)
 } sim_volume_params;
 
 /// Defaults (documented in sim/volume/README.md). Real CT air (-1000 HU with noise) is air.
@@ -166,16 +166,20 @@ void sim_volume_model_destroy(sim_volume_model *m);
 /// The model's volume (read-only, HU at rest).
 const sim_volume *sim_volume_model_volume(const sim_volume_model *m);
 
-typedef enum sim_surface_kind { SIM_SURFACE_SKIN = 0, SIM_SURFACE_BONE, SIM_NSURFACE } sim_surface_kind;
+typedef enum sim_surface_kind {
+    SIM_SURFACE_SKIN = 0,
+    SIM_SURFACE_BONE,
+    SIM_NSURFACE
+} sim_surface_kind;
 
 /// An iso-surface extracted once from the rest volume. Each vertex is bound to the
 /// lattice cell whose lowest corner is element `vert_cell` with fractional offsets
 /// `vert_frac` in [0,1]^3 (trilinear weights), and moves with that cell.
 typedef struct sim_surface {
     int nvert, ntri;
-    const uint32_t *tri;     ///< (ntri x 3) vertex indices, counter-clockwise seen from outside
+    const uint32_t *tri;       ///< (ntri x 3) vertex indices, counter-clockwise seen from outside
     const uint32_t *vert_cell; ///< (nvert) element index of the cell's lowest corner
-    const float *vert_frac;  ///< (nvert x 3)
+    const float *vert_frac;    ///< (nvert x 3)
 } sim_surface;
 
 const sim_surface *sim_volume_model_surface(const sim_volume_model *m, sim_surface_kind kind);
@@ -195,28 +199,28 @@ typedef enum sim_event_type {
 
 typedef struct sim_volume_event {
     sim_event_type type;
-    uint32_t seq;      ///< caller's sequence number, echoed in metrics
-    sim_space space;   ///< for point and radius
-    float point[3];    ///< grab: where; move: the grab point's target
-    float radius;      ///< grab only
+    uint32_t seq;    ///< caller's sequence number, echoed in metrics
+    sim_space space; ///< for point and radius
+    float point[3];  ///< grab: where; move: the grab point's target
+    float radius;    ///< grab only
     sim_condition condition;
     sim_volume_params params;
 } sim_volume_event;
 
 /// Per-frame figures. Times in milliseconds of wall clock.
 typedef struct sim_volume_metrics {
-    uint64_t frame;           ///< frames stepped since create or reset
-    uint32_t last_seq;        ///< seq of the last event applied
-    int skipped;              ///< 1 when the volume was settled and the frame cost nothing
-    int grabbed;              ///< elements currently grabbed
-    int propagation_capped;   ///< 1 when the wave stopped at max_passes, not at rest
-    int passes;               ///< propagation passes run this frame
-    int64_t moved_elements;   ///< distinct elements moved by propagation this frame
-    float max_violation;      ///< largest band violation on links of propagated elements
-    double kinetic;           ///< sum of |V|^2
-    float max_displacement;   ///< largest |X - X0|, lattice units
+    uint64_t frame;                ///< frames stepped since create or reset
+    uint32_t last_seq;             ///< seq of the last event applied
+    int skipped;                   ///< 1 when the volume was settled and the frame cost nothing
+    int grabbed;                   ///< elements currently grabbed
+    int propagation_capped;        ///< 1 when the wave stopped at max_passes, not at rest
+    int passes;                    ///< propagation passes run this frame
+    int64_t moved_elements;        ///< distinct elements moved by propagation this frame
+    float max_violation;           ///< largest band violation on links of propagated elements
+    double kinetic;                ///< sum of |V|^2
+    float max_displacement;        ///< largest |X - X0|, lattice units
     float mean_speed[SIM_NTISSUE]; ///< mean |V| per tissue class
-    int64_t active_blocks;    ///< 8^3 blocks relaxed this frame (summed over iterations)
+    int64_t active_blocks;         ///< 8^3 blocks relaxed this frame (summed over iterations)
     double propagate_ms, relax_ms, velocity_ms, total_ms;
 } sim_volume_metrics;
 
@@ -229,8 +233,8 @@ void sim_volume_state_destroy(sim_volume_state *s);
 
 /// Queue an event for the next step. Fails with SIM_ERR_ARG (bad field, named in
 /// err) or SIM_ERR_LIMIT (queue full); the state is unchanged on failure.
-sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev,
-                                 char *err, size_t err_sz);
+sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                                 size_t err_sz);
 /// Apply queued events, then advance one frame. metrics may be NULL.
 sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
                            size_t err_sz);

@@ -20,25 +20,25 @@ int th_skipped(void);
 /* Print a measured figure in the test log: "  note: ...". */
 void th_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-#define TEST(name)                                                                        \
-    static void name(void);                                                               \
-    __attribute__((constructor)) static void name##_register(void)                        \
-    {                                                                                     \
-        th_register(#name, name, __FILE__);                                               \
-    }                                                                                     \
+#define TEST(name)                                                 \
+    static void name(void);                                        \
+    __attribute__((constructor)) static void name##_register(void) \
+    {                                                              \
+        th_register(#name, name, __FILE__);                        \
+    }                                                              \
     static void name(void)
 
-#define CHECK(c) ((void)th_check(!!(c), #c, __FILE__, __LINE__))
+#define CHECK(c)       ((void)th_check(!!(c), #c, __FILE__, __LINE__))
 #define CHECKF(c, ...) th_checkf(!!(c), __FILE__, __LINE__, __VA_ARGS__)
-#define REQUIRE(c)                                                                        \
-    do {                                                                                  \
-        if (!th_check(!!(c), #c, __FILE__, __LINE__))                                     \
-            return;                                                                       \
+#define REQUIRE(c)                                    \
+    do {                                              \
+        if (!th_check(!!(c), #c, __FILE__, __LINE__)) \
+            return;                                   \
     } while (0)
-#define SKIP(reason)                                                                      \
-    do {                                                                                  \
-        th_skip(reason);                                                                  \
-        return;                                                                           \
+#define SKIP(reason)     \
+    do {                 \
+        th_skip(reason); \
+        return;          \
     } while (0)
 
 #endif

@@ -62,7 +62,10 @@ void th_skip(const char *reason)
     g_cur_skipped = 1;
 }
 
-int th_skipped(void) { return g_cur_skipped; }
+int th_skipped(void)
+{
+    return g_cur_skipped;
+}
 
 static int by_file_then_name(const void *a, const void *b)
 {

@@ -34,8 +34,8 @@ sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int thre
 {
     *out = NULL;
     if (threads < 0 || threads > 1024)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "threads %d: must be 0 (all cores) to 1024",
-                                   threads);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                   "threads %d: must be 0 (all cores) to 1024", threads);
     if (kind != SIM_BACKEND_AUTO && kind != SIM_BACKEND_CPU && kind != SIM_BACKEND_CUDA)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "backend kind %d unknown", (int)kind);
     int cuda = sim_cuda_available();
@@ -70,6 +70,15 @@ sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int thre
     return SIM_OK;
 }
 
-void sim_backend_destroy(sim_backend *b) { free(b); }
-const char *sim_backend_name(const sim_backend *b) { return b->volume->name; }
-int sim_backend_threads(const sim_backend *b) { return b->threads; }
+void sim_backend_destroy(sim_backend *b)
+{
+    free(b);
+}
+const char *sim_backend_name(const sim_backend *b)
+{
+    return b->volume->name;
+}
+int sim_backend_threads(const sim_backend *b)
+{
+    return b->threads;
+}

@@ -45,13 +45,20 @@ uint64_t sc_hash_bytes(uint64_t h, const void *p, size_t n)
 const char *sim_status_str(sim_status s)
 {
     switch (s) {
-    case SIM_OK: return "ok";
-    case SIM_ERR_ARG: return "bad argument";
-    case SIM_ERR_IO: return "i/o error";
-    case SIM_ERR_FORMAT: return "bad format";
-    case SIM_ERR_LIMIT: return "limit exceeded";
-    case SIM_ERR_NOMEM: return "out of memory";
-    case SIM_ERR_BACKEND: return "backend error";
+    case SIM_OK:
+        return "ok";
+    case SIM_ERR_ARG:
+        return "bad argument";
+    case SIM_ERR_IO:
+        return "i/o error";
+    case SIM_ERR_FORMAT:
+        return "bad format";
+    case SIM_ERR_LIMIT:
+        return "limit exceeded";
+    case SIM_ERR_NOMEM:
+        return "out of memory";
+    case SIM_ERR_BACKEND:
+        return "backend error";
     }
     return "unknown status";
 }

@@ -20,12 +20,12 @@ extern "C" {
 #endif
 
 /* Programmer errors only: bad input is a status, never an assert. */
-#define SC_ASSERT(c)                                                                     \
-    do {                                                                                 \
-        if (!(c)) {                                                                      \
-            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #c);   \
-            abort();                                                                     \
-        }                                                                                \
+#define SC_ASSERT(c)                                                                  \
+    do {                                                                              \
+        if (!(c)) {                                                                   \
+            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #c); \
+            abort();                                                                  \
+        }                                                                             \
     } while (0)
 
 #if defined(__GNUC__)

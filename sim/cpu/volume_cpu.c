@@ -3,10 +3,10 @@
  * The per-element math is sim/kernels/chainmail.h; this file only decides which
  * elements to visit, so that cost follows what moves, not the volume size:
  * - propagation visits a frontier list: the neighbours of elements moved in the last
- *   pass plus elements still waiting for a wave to arrive (per-tissue speed). Each pass computes every
- *   candidate from the old positions (Jacobi) in parallel, then applies the moves and
- *   builds the next list in one sequential sweep, so the result does not depend on the
- *   thread count.
+ *   pass plus elements still waiting for a wave to arrive (per-tissue speed). Each pass
+ *   computes every candidate from the old positions (Jacobi) in parallel, then applies the
+ *   moves and builds the next list in one sequential sweep, so the result does not depend
+ *   on the thread count.
  * - relaxation and the velocity layer visit 8^3 blocks in which something moved (and
  *   their face neighbours); a settled volume visits none.
  * Since the kernels are idempotent, visiting a subset gives bit-for-bit the result of
@@ -78,8 +78,8 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
 #pragma omp parallel for num_threads(nt) schedule(static) if (n > 1024)
         for (int64_t k = 0; k < n; k++)
             s->scratch_status[k] = (uint8_t)cm_propagate_element(
-                kp, cand[k], s->pos, s->pos_prev, s->flags, s->t_reach, clock, &s->scratch_pos[k * 3],
-                &s->scratch_t[k]);
+                kp, cand[k], s->pos, s->pos_prev, s->flags, s->t_reach, clock,
+                &s->scratch_pos[k * 3], &s->scratch_t[k]);
         s->pass_id++;
         s->ncand = 0;
         for (int64_t k = 0; k < n; k++) {
@@ -130,12 +130,18 @@ static void dilate(sim_volume_state *s, uint8_t from, uint8_t to)
                 if (!(s->blk_flags[blk_id(s, bx, by, bz)] & from))
                     continue;
                 s->blk_flags[blk_id(s, bx, by, bz)] |= to;
-                if (bx > 0) s->blk_flags[blk_id(s, bx - 1, by, bz)] |= to;
-                if (bx + 1 < s->bx) s->blk_flags[blk_id(s, bx + 1, by, bz)] |= to;
-                if (by > 0) s->blk_flags[blk_id(s, bx, by - 1, bz)] |= to;
-                if (by + 1 < s->by) s->blk_flags[blk_id(s, bx, by + 1, bz)] |= to;
-                if (bz > 0) s->blk_flags[blk_id(s, bx, by, bz - 1)] |= to;
-                if (bz + 1 < s->bz) s->blk_flags[blk_id(s, bx, by, bz + 1)] |= to;
+                if (bx > 0)
+                    s->blk_flags[blk_id(s, bx - 1, by, bz)] |= to;
+                if (bx + 1 < s->bx)
+                    s->blk_flags[blk_id(s, bx + 1, by, bz)] |= to;
+                if (by > 0)
+                    s->blk_flags[blk_id(s, bx, by - 1, bz)] |= to;
+                if (by + 1 < s->by)
+                    s->blk_flags[blk_id(s, bx, by + 1, bz)] |= to;
+                if (bz > 0)
+                    s->blk_flags[blk_id(s, bx, by, bz - 1)] |= to;
+                if (bz + 1 < s->bz)
+                    s->blk_flags[blk_id(s, bx, by, bz + 1)] |= to;
             }
 }
 
@@ -151,7 +157,8 @@ static int64_t list_blocks(sim_volume_state *s, uint8_t mask)
 /* Element range of block b: [x0,x1) x [y0,y1) x [z0,z1). */
 static void block_range(const sim_volume_state *s, int64_t b, int r[6])
 {
-    int bx = (int)(b % s->bx), by = (int)((b / s->bx) % s->by), bz = (int)(b / ((int64_t)s->bx * s->by));
+    int bx = (int)(b % s->bx), by = (int)((b / s->bx) % s->by),
+        bz = (int)(b / ((int64_t)s->bx * s->by));
     r[0] = bx * VOL_BLOCK;
     r[1] = r[0] + VOL_BLOCK < s->kp.nx ? r[0] + VOL_BLOCK : s->kp.nx;
     r[2] = by * VOL_BLOCK;
@@ -160,11 +167,11 @@ static void block_range(const sim_volume_state *s, int64_t b, int r[6])
     r[5] = r[4] + VOL_BLOCK < s->kp.nz ? r[4] + VOL_BLOCK : s->kp.nz;
 }
 
-#define FOR_BLOCK_ELEMENTS(s, r, i)                                                            \
-    for (int z_ = (r)[4]; z_ < (r)[5]; z_++)                                                   \
-        for (int y_ = (r)[2]; y_ < (r)[3]; y_++)                                               \
-            for (int64_t i = (r)[0] + (int64_t)(s)->kp.nx * (y_ + (int64_t)(s)->kp.ny * z_),   \
-                         i##_end = i + ((r)[1] - (r)[0]);                                      \
+#define FOR_BLOCK_ELEMENTS(s, r, i)                                                          \
+    for (int z_ = (r)[4]; z_ < (r)[5]; z_++)                                                 \
+        for (int y_ = (r)[2]; y_ < (r)[3]; y_++)                                             \
+            for (int64_t i = (r)[0] + (int64_t)(s)->kp.nx * (y_ + (int64_t)(s)->kp.ny * z_), \
+                         i##_end = i + ((r)[1] - (r)[0]);                                    \
                  i < i##_end; i++)
 
 static int64_t relax(sim_volume_state *s)
@@ -188,7 +195,8 @@ static int64_t relax(sim_volume_state *s)
             int64_t b = s->blk_list[k];
             int r[6], moved = 0;
             block_range(s, b, r);
-            FOR_BLOCK_ELEMENTS(s, r, i) {
+            FOR_BLOCK_ELEMENTS(s, r, i)
+            {
                 float *o = &s->relax_tmp[i * 3];
                 if (cm_relax_element(kp, i, s->pos, s->flags, o))
                     moved = 1;
@@ -205,7 +213,8 @@ static int64_t relax(sim_volume_state *s)
                 continue;
             int r[6];
             block_range(s, b, r);
-            FOR_BLOCK_ELEMENTS(s, r, i) memcpy(&s->pos[i * 3], &s->relax_tmp[i * 3], 3 * sizeof(float));
+            FOR_BLOCK_ELEMENTS(s, r, i)
+            memcpy(&s->pos[i * 3], &s->relax_tmp[i * 3], 3 * sizeof(float));
         }
         for (int64_t k = 0; k < n; k++)
             if (s->blk_flags[s->blk_list[k]] & BLK_MOVED)
@@ -233,7 +242,8 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
         double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
         float maxd = 0.0f;
         block_range(s, b, r);
-        FOR_BLOCK_ELEMENTS(s, r, i) {
+        FOR_BLOCK_ELEMENTS(s, r, i)
+        {
             cm_vel_out o = cm_velocity_element(kp, i, s->pos, s->pos_prev, s->vel, s->flags);
             if (o.speed > 0.0f) {
                 any_v = 1;
@@ -303,7 +313,10 @@ static sim_status cpu_init(sim_volume_state *s, char *err, size_t err_sz)
     return SIM_OK;
 }
 
-static void cpu_fini(sim_volume_state *s) { s->dev = NULL; }
+static void cpu_fini(sim_volume_state *s)
+{
+    s->dev = NULL;
+}
 
 static sim_status cpu_noop(sim_volume_state *s, char *err, size_t err_sz)
 {

@@ -16,17 +16,18 @@
 
 #include "../volume/volume_internal.h"
 
-namespace {
+namespace
+{
 
 const int kThreads = 256;
 
 struct counters {
-    unsigned long long active;   /* propagation: elements moved or waiting this pass */
-    unsigned long long newly;    /* propagation: elements reached for the first time */
-    unsigned long long moved;    /* relaxation: elements moved this iteration */
-    unsigned long long nvel;     /* velocity: elements with V != 0 */
-    unsigned long long nmoved;   /* velocity: elements moved by the inertial step */
-    unsigned int max_disp_bits;  /* float bits: non-negative floats order as integers */
+    unsigned long long active;  /* propagation: elements moved or waiting this pass */
+    unsigned long long newly;   /* propagation: elements reached for the first time */
+    unsigned long long moved;   /* relaxation: elements moved this iteration */
+    unsigned long long nvel;    /* velocity: elements with V != 0 */
+    unsigned long long nmoved;  /* velocity: elements moved by the inertial step */
+    unsigned int max_disp_bits; /* float bits: non-negative floats order as integers */
     unsigned int max_viol_bits;
     double kinetic;
     double speed[SIM_NTISSUE];
@@ -50,14 +51,17 @@ sim_status cuda_fail(char *err, size_t err_sz, cudaError_t e, const char *what)
                                cudaGetErrorString(e));
 }
 
-#define CU(call, what)                                                                        \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess)                                                                \
-            return cuda_fail(err, err_sz, e_, what);                                          \
+#define CU(call, what)                               \
+    do {                                             \
+        cudaError_t e_ = (call);                     \
+        if (e_ != cudaSuccess)                       \
+            return cuda_fail(err, err_sz, e_, what); \
     } while (0)
 
-unsigned grid_for(int64_t n) { return (unsigned)((n + kThreads - 1) / kThreads); }
+unsigned grid_for(int64_t n)
+{
+    return (unsigned)((n + kThreads - 1) / kThreads);
+}
 
 __global__ void k_fill(float *a, float v, int64_t n)
 {
@@ -80,8 +84,8 @@ __global__ void k_seed(const uint32_t *idx, const float *p, int n, float *pos, f
 }
 
 __global__ void k_propagate(cm_kparams kp, int64_t n, const float *pos, float *pos_out,
-                            const float *pos_prev, const uint8_t *flags, const float *t_reach, float *t_out, float clock,
-                            counters *c)
+                            const float *pos_prev, const uint8_t *flags, const float *t_reach,
+                            float *t_out, float clock, counters *c)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -159,7 +163,10 @@ __global__ void k_velocity(cm_kparams kp, int64_t n, float *pos, float *pos_prev
         atomicMax(&c->max_disp_bits, __float_as_uint(o.disp));
 }
 
-vol_cuda *dev_of(sim_volume_state *s) { return (vol_cuda *)s->dev; }
+vol_cuda *dev_of(sim_volume_state *s)
+{
+    return (vol_cuda *)s->dev;
+}
 
 void cuda_fini(sim_volume_state *s)
 {
@@ -191,19 +198,32 @@ sim_status cuda_init(sim_volume_state *s, char *err, size_t err_sz)
     s->dev = d;
     size_t n = (size_t)s->nelem;
     cudaError_t e = cudaSetDevice(0);
-    if (e == cudaSuccess) e = cudaMalloc(&d->pos, n * 3 * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->pos_alt, n * 3 * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->pos_prev, n * 3 * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->vel, n * 3 * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->t_reach, n * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->t_alt, n * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->flags, n);
-    if (e == cudaSuccess) e = cudaMalloc(&d->grab_idx, VOL_MAX_GRAB * sizeof(uint32_t));
-    if (e == cudaSuccess) e = cudaMalloc(&d->grab_pos, VOL_MAX_GRAB * 3 * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc(&d->ctr, sizeof(counters));
-    if (e == cudaSuccess) e = cudaMallocHost(&d->h_ctr, sizeof(counters));
-    if (e == cudaSuccess) e = cudaMallocHost(&d->h_stage, VOL_MAX_GRAB * 3 * sizeof(float));
-    if (e == cudaSuccess) e = cudaMallocHost(&d->h_stage_idx, VOL_MAX_GRAB * sizeof(uint32_t));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->pos, n * 3 * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->pos_alt, n * 3 * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->pos_prev, n * 3 * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->vel, n * 3 * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->t_reach, n * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->t_alt, n * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->flags, n);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->grab_idx, VOL_MAX_GRAB * sizeof(uint32_t));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->grab_pos, VOL_MAX_GRAB * 3 * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d->ctr, sizeof(counters));
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&d->h_ctr, sizeof(counters));
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&d->h_stage, VOL_MAX_GRAB * 3 * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMallocHost(&d->h_stage_idx, VOL_MAX_GRAB * sizeof(uint32_t));
     if (e != cudaSuccess) {
         cuda_fini(s);
         return cuda_fail(err, err_sz, e, "allocating the volume state");
@@ -215,10 +235,12 @@ sim_status cuda_upload_all(sim_volume_state *s, char *err, size_t err_sz)
 {
     vol_cuda *d = dev_of(s);
     size_t n = (size_t)s->nelem;
-    CU(cudaMemcpy(d->pos, s->pos, n * 3 * sizeof(float), cudaMemcpyHostToDevice), "upload positions");
+    CU(cudaMemcpy(d->pos, s->pos, n * 3 * sizeof(float), cudaMemcpyHostToDevice),
+       "upload positions");
     /* Between frames X- equals X on every backend. */
     CU(cudaMemcpy(d->pos_prev, d->pos, n * 3 * sizeof(float), cudaMemcpyDeviceToDevice), "copy X-");
-    CU(cudaMemcpy(d->vel, s->vel, n * 3 * sizeof(float), cudaMemcpyHostToDevice), "upload velocities");
+    CU(cudaMemcpy(d->vel, s->vel, n * 3 * sizeof(float), cudaMemcpyHostToDevice),
+       "upload velocities");
     CU(cudaMemcpy(d->flags, s->flags, n, cudaMemcpyHostToDevice), "upload flags");
     k_fill<<<grid_for(s->nelem), kThreads>>>(d->t_reach, CM_UNREACHED, s->nelem);
     CU(cudaGetLastError(), "fill t_reach");
@@ -233,7 +255,8 @@ sim_status cuda_sync_grab(sim_volume_state *s, const uint32_t *old_idx, int nold
     (void)nold;
     if (old_idx) {
         /* A grab or release changed the grab bits (a move does not). */
-        CU(cudaMemcpy(d->flags, s->flags, (size_t)s->nelem, cudaMemcpyHostToDevice), "upload flags");
+        CU(cudaMemcpy(d->flags, s->flags, (size_t)s->nelem, cudaMemcpyHostToDevice),
+           "upload flags");
     }
     if (s->ngrab == 0)
         return SIM_OK;
@@ -242,9 +265,11 @@ sim_status cuda_sync_grab(sim_volume_state *s, const uint32_t *old_idx, int nold
         memcpy(&d->h_stage[g * 3], &s->pos[(size_t)s->grab_idx[g] * 3], 3 * sizeof(float));
     }
     CU(cudaMemcpy(d->grab_idx, d->h_stage_idx, (size_t)s->ngrab * sizeof(uint32_t),
-                  cudaMemcpyHostToDevice), "upload grab");
+                  cudaMemcpyHostToDevice),
+       "upload grab");
     CU(cudaMemcpy(d->grab_pos, d->h_stage, (size_t)s->ngrab * 3 * sizeof(float),
-                  cudaMemcpyHostToDevice), "upload grab positions");
+                  cudaMemcpyHostToDevice),
+       "upload grab positions");
     k_seed<<<grid_for(s->ngrab), kThreads>>>(d->grab_idx, d->grab_pos, s->ngrab, d->pos, NULL);
     CU(cudaGetLastError(), "scatter grab positions");
     return SIM_OK;
@@ -281,8 +306,8 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
         unsigned long long active = 1, newly = 0;
         while (active && passes < s->params.max_passes) {
             CU(cudaMemset(&d->ctr->active, 0, sizeof(unsigned long long)), "clear pass counter");
-            k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags, d->t_reach,
-                                            d->t_alt, (float)(passes + 1), d->ctr);
+            k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags,
+                                            d->t_reach, d->t_alt, (float)(passes + 1), d->ctr);
             CU(cudaGetLastError(), "propagate");
             swap_ptr(d->pos, d->pos_alt);
             swap_ptr(d->t_reach, d->t_alt);
@@ -334,7 +359,8 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
     memcpy(&mt->max_displacement, &c->max_disp_bits, sizeof(float));
     mt->kinetic = c->kinetic;
     for (int k = 0; k < SIM_NTISSUE; k++)
-        mt->mean_speed[k] = s->class_count[k] ? (float)(c->speed[k] / (double)s->class_count[k]) : 0.0f;
+        mt->mean_speed[k] =
+            s->class_count[k] ? (float)(c->speed[k] / (double)s->class_count[k]) : 0.0f;
     s->settled = !last_moved && !c->nvel && !c->nmoved;
     double t3 = sc_now_ms();
     mt->propagate_ms = t1 - t0;
@@ -349,8 +375,10 @@ sim_status cuda_download(sim_volume_state *s, char *err, size_t err_sz)
         return SIM_OK;
     vol_cuda *d = dev_of(s);
     size_t n = (size_t)s->nelem;
-    CU(cudaMemcpy(s->pos, d->pos, n * 3 * sizeof(float), cudaMemcpyDeviceToHost), "download positions");
-    CU(cudaMemcpy(s->vel, d->vel, n * 3 * sizeof(float), cudaMemcpyDeviceToHost), "download velocities");
+    CU(cudaMemcpy(s->pos, d->pos, n * 3 * sizeof(float), cudaMemcpyDeviceToHost),
+       "download positions");
+    CU(cudaMemcpy(s->vel, d->vel, n * 3 * sizeof(float), cudaMemcpyDeviceToHost),
+       "download velocities");
     memcpy(s->pos_prev, s->pos, n * 3 * sizeof(float));
     s->host_valid = 1;
     return SIM_OK;

@@ -32,8 +32,8 @@
 
 #include "../core/sc_base.h"
 
-#define CM_NCLASS 4
-#define CM_CLASS_MASK 0x03u
+#define CM_NCLASS       4
+#define CM_CLASS_MASK   0x03u
 #define CM_FLAG_GRABBED 0x04u
 /* t_reach of an element the current wave has not reached. */
 #define CM_UNREACHED 1e30f
@@ -43,7 +43,7 @@
 #define CM_MIN_TOLERANCE 0.02f
 
 /* Propagation status bits for one element and one pass. */
-#define CM_PROP_MOVED 1
+#define CM_PROP_MOVED   1
 #define CM_PROP_WAITING 2 /* a reached neighbour's wave has not arrived yet */
 
 /* Everything the kernels read, flattened from sim_volume_params. POD, passed by value
@@ -63,8 +63,14 @@ typedef struct cm_kparams {
     float home_weight; /* pull toward the rest position, in neighbours of the own tissue */
 } cm_kparams;
 
-SIM_HD static inline float cm_minf(float a, float b) { return a < b ? a : b; }
-SIM_HD static inline float cm_maxf(float a, float b) { return a > b ? a : b; }
+SIM_HD static inline float cm_minf(float a, float b)
+{
+    return a < b ? a : b;
+}
+SIM_HD static inline float cm_maxf(float a, float b)
+{
+    return a > b ? a : b;
+}
 
 /* Neighbour d (0..5: -x,+x,-y,+y,-z,+z) of element (x,y,z); -1 outside the lattice. */
 SIM_HD static inline int64_t cm_neighbour(const cm_kparams *kp, int x, int y, int z, int d)
@@ -274,9 +280,9 @@ SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const
 
 /* What the velocity step of one element reports, for metrics. */
 typedef struct cm_vel_out {
-    float speed;   /* |V| after the step */
-    float disp;    /* |X - X0| after the step */
-    int moved;     /* X changed in the inertial step */
+    float speed; /* |V| after the step */
+    float disp;  /* |X - X0| after the step */
+    int moved;   /* X changed in the inertial step */
 } cm_vel_out;
 
 /* The velocity layer for element i. pos holds X+ on entry and the frame-end X on exit;

@@ -21,14 +21,17 @@
 #include "../core/sc_base.h"
 
 #define SL_ITERATIONS 4
-#define SL_AIR_HU (-1000.0f)
+#define SL_AIR_HU     (-1000.0f)
 
 static const char *sl_plane_name(sim_plane plane)
 {
     switch (plane) {
-    case SIM_PLANE_AXIAL: return "axial";
-    case SIM_PLANE_CORONAL: return "coronal";
-    case SIM_PLANE_SAGITTAL: return "sagittal";
+    case SIM_PLANE_AXIAL:
+        return "axial";
+    case SIM_PLANE_CORONAL:
+        return "coronal";
+    case SIM_PLANE_SAGITTAL:
+        return "sagittal";
     }
     return "unknown";
 }
@@ -37,9 +40,15 @@ void sim_slice_size(int nx, int ny, int nz, sim_plane plane, int *w, int *h)
 {
     int a = 0, b = 0;
     switch (plane) {
-    case SIM_PLANE_AXIAL: a = nx, b = ny; break;
-    case SIM_PLANE_CORONAL: a = nx, b = nz; break;
-    case SIM_PLANE_SAGITTAL: a = ny, b = nz; break;
+    case SIM_PLANE_AXIAL:
+        a = nx, b = ny;
+        break;
+    case SIM_PLANE_CORONAL:
+        a = nx, b = nz;
+        break;
+    case SIM_PLANE_SAGITTAL:
+        a = ny, b = nz;
+        break;
     }
     if (w)
         *w = a;
@@ -77,7 +86,10 @@ static float sl_clampf(float q, float hi)
     return q > hi ? hi : q;
 }
 
-static float sl_lerp(float a, float b, float f) { return (1.0f - f) * a + f * b; }
+static float sl_lerp(float a, float b, float f)
+{
+    return (1.0f - f) * a + f * b;
+}
 
 /* Trilinear displacement (elem_pos - rest) at q, clamped to the lattice. */
 static void sl_displacement(const float *elem_pos, int nx, int ny, int nz, const float q[3],
@@ -91,7 +103,8 @@ static void sl_displacement(const float *elem_pos, int nx, int ny, int nz, const
         int x = ax.i0 + (k & 1) * ax.step;
         int y = ay.i0 + ((k >> 1) & 1) * ay.step;
         int z = az.i0 + ((k >> 2) & 1) * az.step;
-        const float *p = elem_pos + 3 * ((size_t)x + (size_t)nx * ((size_t)y + (size_t)ny * (size_t)z));
+        const float *p =
+            elem_pos + 3 * ((size_t)x + (size_t)nx * ((size_t)y + (size_t)ny * (size_t)z));
         c[k][0] = p[0] - (float)x;
         c[k][1] = p[1] - (float)y;
         c[k][2] = p[2] - (float)z;
@@ -109,13 +122,14 @@ static float sl_hu_at(const sim_volume *v, const float q[3])
     if (!(q[0] >= 0.0f && q[0] <= (float)(v->nx - 1) && q[1] >= 0.0f &&
           q[1] <= (float)(v->ny - 1) && q[2] >= 0.0f && q[2] <= (float)(v->nz - 1)))
         return SL_AIR_HU;
-    sl_axis ax = sl_axis_at(q[0], v->nx), ay = sl_axis_at(q[1], v->ny), az = sl_axis_at(q[2], v->nz);
+    sl_axis ax = sl_axis_at(q[0], v->nx), ay = sl_axis_at(q[1], v->ny),
+            az = sl_axis_at(q[2], v->nz);
     const size_t sy = (size_t)v->nx, sz = (size_t)v->nx * (size_t)v->ny;
     const float *h = v->hu + (size_t)ax.i0 + sy * (size_t)ay.i0 + sz * (size_t)az.i0;
     const size_t dx = (size_t)ax.step, dy = sy * (size_t)ay.step, dz = sz * (size_t)az.step;
     float y0 = sl_lerp(sl_lerp(h[0], h[dx], ax.f), sl_lerp(h[dy], h[dy + dx], ax.f), ay.f);
-    float y1 = sl_lerp(sl_lerp(h[dz], h[dz + dx], ax.f), sl_lerp(h[dz + dy], h[dz + dy + dx], ax.f),
-                       ay.f);
+    float y1 =
+        sl_lerp(sl_lerp(h[dz], h[dz + dx], ax.f), sl_lerp(h[dz + dy], h[dz + dy + dx], ax.f), ay.f);
     return sl_lerp(y0, y1, az.f);
 }
 
@@ -140,9 +154,15 @@ sim_status sim_slice_resample(const sim_volume *rest, const float *elem_pos, sim
                                    name, rest->nx, rest->ny, rest->nz);
     int n_index;
     switch (plane) {
-    case SIM_PLANE_AXIAL: n_index = rest->nz; break;
-    case SIM_PLANE_CORONAL: n_index = rest->ny; break;
-    case SIM_PLANE_SAGITTAL: n_index = rest->nx; break;
+    case SIM_PLANE_AXIAL:
+        n_index = rest->nz;
+        break;
+    case SIM_PLANE_CORONAL:
+        n_index = rest->ny;
+        break;
+    case SIM_PLANE_SAGITTAL:
+        n_index = rest->nx;
+        break;
     default:
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
                                    "slice: unknown plane %d (axial 0, coronal 1, sagittal 2)",
@@ -170,9 +190,15 @@ sim_status sim_slice_resample(const sim_volume *rest, const float *elem_pos, sim
         for (int u = 0; u < w; u++) {
             float p[3];
             switch (plane) {
-            case SIM_PLANE_AXIAL: p[0] = (float)u, p[1] = (float)v, p[2] = (float)index; break;
-            case SIM_PLANE_CORONAL: p[0] = (float)u, p[1] = (float)index, p[2] = (float)v; break;
-            default: p[0] = (float)index, p[1] = (float)u, p[2] = (float)v; break;
+            case SIM_PLANE_AXIAL:
+                p[0] = (float)u, p[1] = (float)v, p[2] = (float)index;
+                break;
+            case SIM_PLANE_CORONAL:
+                p[0] = (float)u, p[1] = (float)index, p[2] = (float)v;
+                break;
+            default:
+                p[0] = (float)index, p[1] = (float)u, p[2] = (float)v;
+                break;
             }
             float q[3] = {p[0], p[1], p[2]};
             for (int it = 0; it < SL_ITERATIONS; it++) {

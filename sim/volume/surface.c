@@ -35,8 +35,7 @@ static const uint8_t k_edges[12][2] = {
 
 /* Bit j of a 4-bit column code (j = dy + 2*dz) moved to corner bit 2*j (dx = 0). */
 static const uint8_t k_spread[16] = {
-    0x00, 0x01, 0x04, 0x05, 0x10, 0x11, 0x14, 0x15,
-    0x40, 0x41, 0x44, 0x45, 0x50, 0x51, 0x54, 0x55,
+    0x00, 0x01, 0x04, 0x05, 0x10, 0x11, 0x14, 0x15, 0x40, 0x41, 0x44, 0x45, 0x50, 0x51, 0x54, 0x55,
 };
 
 typedef struct sn_build {
@@ -68,8 +67,8 @@ static sim_status sn_add_vert(sn_build *b, uint32_t cell, const float frac[3], c
                               size_t err_sz)
 {
     if (b->nvert >= (size_t)INT_MAX)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "surface: more than %d vertices", INT_MAX);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "surface: more than %d vertices",
+                                   INT_MAX);
     if (b->nvert == b->cap_vert) {
         size_t cap = b->cap_vert;
         if (!sn_grow((void **)&b->vert_cell, &cap, b->nvert + 1, sizeof(uint32_t)))
@@ -84,8 +83,8 @@ static sim_status sn_add_vert(sn_build *b, uint32_t cell, const float frac[3], c
     b->nvert++;
     return SIM_OK;
 nomem:
-    return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
-                               "surface: out of memory at %zu vertices", b->nvert);
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "surface: out of memory at %zu vertices",
+                               b->nvert);
 }
 
 /* Quad a, b, c, d (counter-clockwise seen from outside) as triangles abc, acd. */
@@ -94,8 +93,8 @@ static sim_status sn_add_quad(sn_build *b, uint32_t q0, uint32_t q1, uint32_t q2
 {
     SC_ASSERT(q0 != NO_VERT && q1 != NO_VERT && q2 != NO_VERT && q3 != NO_VERT);
     if (b->ntri > (size_t)INT_MAX - 2)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "surface: more than %d triangles", INT_MAX);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "surface: more than %d triangles",
+                                   INT_MAX);
     if (!sn_grow((void **)&b->tri, &b->cap_tri, b->ntri + 2, 3 * sizeof(uint32_t)))
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "surface: out of memory at %zu triangles", b->ntri);
@@ -151,8 +150,8 @@ static void sn_build_free(sn_build *b)
     memset(b, 0, sizeof(*b));
 }
 
-sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float iso_hu,
-                               char *err, size_t err_sz)
+sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float iso_hu, char *err,
+                               size_t err_sz)
 {
     if (!out)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "surface: out is NULL");
@@ -161,16 +160,16 @@ sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "surface: volume is NULL");
     if (v->nx < 2 || v->ny < 2 || v->nz < 2)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
-                                   "surface: volume %dx%dx%d needs >= 2 elements per axis",
-                                   v->nx, v->ny, v->nz);
+                                   "surface: volume %dx%dx%d needs >= 2 elements per axis", v->nx,
+                                   v->ny, v->nz);
     if (!isfinite(iso_hu))
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "surface: iso level not finite");
     const size_t nx = (size_t)v->nx, ny = (size_t)v->ny, nz = (size_t)v->nz;
     const size_t nxny = nx * ny;
     if (nxny > (size_t)UINT32_MAX / nz)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "surface: volume %dx%dx%d has more than 2^32-1 elements",
-                                   v->nx, v->ny, v->nz);
+                                   "surface: volume %dx%dx%d has more than 2^32-1 elements", v->nx,
+                                   v->ny, v->nz);
 
     const size_t cw = nx - 1, ch = ny - 1; /* cells per layer: cw x ch */
     uint32_t *layer_a = (uint32_t *)sc_calloc(cw * ch, sizeof(uint32_t));

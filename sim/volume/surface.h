@@ -37,8 +37,8 @@ typedef struct sim_surface_data {
  * (nvert == ntri == 0, NULL arrays) is a success.
  * On failure *out is zeroed: SIM_ERR_ARG (NULL or bad volume, non-finite iso),
  * SIM_ERR_NOMEM, SIM_ERR_LIMIT (more than INT_MAX vertices or triangles). */
-sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float iso_hu,
-                               char *err, size_t err_sz);
+sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float iso_hu, char *err,
+                               size_t err_sz);
 
 /* Free the arrays and zero *s (NULL or already freed is fine). */
 void sim_surface_data_free(sim_surface_data *s);

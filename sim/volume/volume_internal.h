@@ -14,12 +14,12 @@ extern "C" {
 /* Blocks of 8^3 elements: the unit of activity tracking (relaxation and velocity run
  * only on blocks where something moved), as SP-ChainMail's active blocks. */
 #define VOL_BLOCK_SHIFT 3
-#define VOL_BLOCK 8
-#define VOL_QUEUE_CAP 256
-#define VOL_MAX_GRAB 65536
+#define VOL_BLOCK       8
+#define VOL_QUEUE_CAP   256
+#define VOL_MAX_GRAB    65536
 
 struct sim_volume_model {
-    sim_volume vol;                           /* rest volume, HU */
+    sim_volume vol; /* rest volume, HU */
     sim_surface_data surf[SIM_NSURFACE];
     sim_surface view[SIM_NSURFACE]; /* public read-only views of surf */
     sim_volume_model_options opt;
@@ -35,11 +35,11 @@ struct sim_backend {
 };
 
 /* Block activity flags (bits of blk_flags). */
-#define BLK_DIRTY 1u    /* something in the block moved since relaxation last converged */
+#define BLK_DIRTY   1u  /* something in the block moved since relaxation last converged */
 #define BLK_TOUCHED 2u  /* moved this frame: the velocity step must visit it */
-#define BLK_VEL 4u      /* holds a non-zero velocity */
-#define BLK_ACTIVE 8u   /* relax this iteration */
-#define BLK_MOVED 16u   /* relaxation moved something this iteration */
+#define BLK_VEL     4u  /* holds a non-zero velocity */
+#define BLK_ACTIVE  8u  /* relax this iteration */
+#define BLK_MOVED   16u /* relaxation moved something this iteration */
 
 struct sim_volume_state {
     const sim_volume_model *m;
@@ -59,9 +59,9 @@ struct sim_volume_state {
     int64_t class_count[SIM_NTISSUE];
 
     /* Grab. */
-    uint32_t *grab_idx;  /* (ngrab) */
-    float *grab_start;   /* (ngrab x 3) positions when grabbed */
-    uint32_t *grab_old;  /* (VOL_MAX_GRAB) scratch: the set just released */
+    uint32_t *grab_idx; /* (ngrab) */
+    float *grab_start;  /* (ngrab x 3) positions when grabbed */
+    uint32_t *grab_old; /* (VOL_MAX_GRAB) scratch: the set just released */
     int ngrab;
     float grab_anchor[3]; /* lattice units */
     int grab_moved;       /* a move was applied this frame: seed the wave */
@@ -70,23 +70,23 @@ struct sim_volume_state {
     float clock;
     uint32_t *cand, *cand_next; /* (nelem) candidate elements of this / next pass */
     int64_t ncand;
-    uint32_t *cand_stamp;       /* (nelem) pass id that last queued the element */
+    uint32_t *cand_stamp; /* (nelem) pass id that last queued the element */
     uint32_t pass_id;
-    uint32_t *reached;          /* (nelem) elements the wave moved */
+    uint32_t *reached; /* (nelem) elements the wave moved */
     int64_t nreached;
-    float *scratch_pos;         /* (nelem x 3) */
-    float *scratch_t;           /* (nelem) */
-    uint8_t *scratch_status;    /* (nelem) */
+    float *scratch_pos;      /* (nelem x 3) */
+    float *scratch_t;        /* (nelem) */
+    uint8_t *scratch_status; /* (nelem) */
 
     /* Blocks. */
     int bx, by, bz;
     int64_t nblocks;
-    uint8_t *blk_flags;   /* (nblocks) BLK_* */
-    uint32_t *blk_list;   /* (nblocks) scratch list of block ids */
-    float *relax_tmp;     /* (nelem x 3) Jacobi target buffer */
-    double *blk_kinetic;  /* (nblocks) per-block sums, reduced in block order */
-    float *blk_maxdisp;   /* (nblocks) */
-    double *blk_speed;    /* (nblocks x SIM_NTISSUE) */
+    uint8_t *blk_flags;  /* (nblocks) BLK_* */
+    uint32_t *blk_list;  /* (nblocks) scratch list of block ids */
+    float *relax_tmp;    /* (nelem x 3) Jacobi target buffer */
+    double *blk_kinetic; /* (nblocks) per-block sums, reduced in block order */
+    float *blk_maxdisp;  /* (nblocks) */
+    double *blk_speed;   /* (nblocks x SIM_NTISSUE) */
 
     /* Events. */
     sim_volume_event queue[VOL_QUEUE_CAP];

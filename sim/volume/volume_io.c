@@ -81,16 +81,16 @@ static sim_volume_limits effective_limits(const sim_volume_limits *lim)
 
 /* Dims against limits. bad_dim_status: what a dim < 1 is (an argument or a file fault). */
 static sim_status check_dims(const char *name, long long nx, long long ny, long long nz,
-                             const sim_volume_limits *lim, sim_status bad_dim_status,
-                             char *err, size_t err_sz)
+                             const sim_volume_limits *lim, sim_status bad_dim_status, char *err,
+                             size_t err_sz)
 {
     if (nx < 1 || ny < 1 || nz < 1)
         return sc_fail(err, err_sz, bad_dim_status,
                        "%s: dims %lldx%lldx%lld: every axis must be >= 1", name, nx, ny, nz);
     if (nx > lim->max_dim || ny > lim->max_dim || nz > lim->max_dim)
         return sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                       "%s: dims %lldx%lldx%lld: an axis is longer than the limit %d", name,
-                       nx, ny, nz, lim->max_dim);
+                       "%s: dims %lldx%lldx%lld: an axis is longer than the limit %d", name, nx, ny,
+                       nz, lim->max_dim);
     /* Each factor is <= max_dim <= INT_MAX < 2^31: nx*ny fits in 64 bits, the third
      * factor may not. */
     unsigned long long n = (unsigned long long)nx * (unsigned long long)ny;
@@ -98,19 +98,22 @@ static sim_status check_dims(const char *name, long long nx, long long ny, long 
     n *= (unsigned long long)nz;
     if (overflow)
         return sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                       "%s: dims %lldx%lldx%lld: the element count overflows 64 bits", name, nx,
-                       ny, nz);
+                       "%s: dims %lldx%lldx%lld: the element count overflows 64 bits", name, nx, ny,
+                       nz);
     if (n > (unsigned long long)lim->max_elements)
         return sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                       "%s: dims %lldx%lldx%lld: %llu elements exceed the limit %zu", name, nx,
-                       ny, nz, n, lim->max_elements);
+                       "%s: dims %lldx%lldx%lld: %llu elements exceed the limit %zu", name, nx, ny,
+                       nz, n, lim->max_elements);
     return SIM_OK;
 }
 
-static int spacing_ok(float s) { return isfinite(s) && s > 0.0f; }
+static int spacing_ok(float s)
+{
+    return isfinite(s) && s > 0.0f;
+}
 
-static sim_status check_spacing(const char *name, const float sp[3], sim_status status,
-                                char *err, size_t err_sz)
+static sim_status check_spacing(const char *name, const float sp[3], sim_status status, char *err,
+                                size_t err_sz)
 {
     if (!spacing_ok(sp[0]) || !spacing_ok(sp[1]) || !spacing_ok(sp[2]))
         return sc_fail(err, err_sz, status,
@@ -125,12 +128,12 @@ static size_t volume_count(const sim_volume *v)
 }
 
 /* Report element i of an nx x ny volume as its index and its coordinates. */
-static sim_status bad_value(const char *name, size_t i, int nx, int ny, const char *what,
-                            char *err, size_t err_sz)
+static sim_status bad_value(const char *name, size_t i, int nx, int ny, const char *what, char *err,
+                            size_t err_sz)
 {
     size_t plane = (size_t)nx * (size_t)ny;
-    return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: element %zu (x=%zu, y=%zu, z=%zu) is %s",
-                   name, i, i % (size_t)nx, (i % plane) / (size_t)nx, i / plane, what);
+    return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: element %zu (x=%zu, y=%zu, z=%zu) is %s", name,
+                   i, i % (size_t)nx, (i % plane) / (size_t)nx, i / plane, what);
 }
 
 static const char *nonfinite_name(double d)
@@ -178,27 +181,27 @@ sim_status sim_volume_validate(const sim_volume *v, const sim_volume_limits *lim
 /* Body and layer sizes, mm. */
 #define PH_BODY_A 170.0f /* half width (x) */
 #define PH_BODY_B 130.0f /* half depth (y) */
-#define PH_SKIN 3.0f
-#define PH_FAT 20.0f
-#define PH_WALL 12.0f
+#define PH_SKIN   3.0f
+#define PH_FAT    20.0f
+#define PH_WALL   12.0f
 
 /* Tissue values, HU. */
-#define HU_AIR (-1000.0f)
-#define HU_GAS (-950.0f)
-#define HU_FAT (-100.0f)
-#define HU_VFAT (-90.0f)
-#define HU_SKIN 10.0f
-#define HU_MUSCLE 50.0f
-#define HU_BOWEL 40.0f
-#define HU_KIDNEY 40.0f
-#define HU_LIVER 60.0f
-#define HU_SPLEEN 48.0f
-#define HU_BLOOD 45.0f
-#define HU_CORD 40.0f
-#define HU_DISC 80.0f
+#define HU_AIR      (-1000.0f)
+#define HU_GAS      (-950.0f)
+#define HU_FAT      (-100.0f)
+#define HU_VFAT     (-90.0f)
+#define HU_SKIN     10.0f
+#define HU_MUSCLE   50.0f
+#define HU_BOWEL    40.0f
+#define HU_KIDNEY   40.0f
+#define HU_LIVER    60.0f
+#define HU_SPLEEN   48.0f
+#define HU_BLOOD    45.0f
+#define HU_CORD     40.0f
+#define HU_DISC     80.0f
 #define HU_VERTEBRA 700.0f
-#define HU_RIB 600.0f
-#define HU_NOISE 10.0f
+#define HU_RIB      600.0f
+#define HU_NOISE    10.0f
 
 static uint32_t hash_u32(uint32_t h)
 {
@@ -219,11 +222,20 @@ static uint32_t hash3(int32_t x, int32_t y, int32_t z, uint32_t seed)
 }
 
 /* Uniform in [0, 1) from the top 24 bits. */
-static float unit_from_hash(uint32_t h) { return (float)(h >> 8) * (1.0f / 16777216.0f); }
+static float unit_from_hash(uint32_t h)
+{
+    return (float)(h >> 8) * (1.0f / 16777216.0f);
+}
 
-static float smooth01(float t) { return t * t * (3.0f - 2.0f * t); }
+static float smooth01(float t)
+{
+    return t * t * (3.0f - 2.0f * t);
+}
 
-static float lerpf(float a, float b, float t) { return a + (b - a) * t; }
+static float lerpf(float a, float b, float t)
+{
+    return a + (b - a) * t;
+}
 
 /* Smooth value noise in [0, 1) on a lattice of `cell` mm, in patient mm, so the pattern
  * is the same at every resolution. */
@@ -264,7 +276,10 @@ static int inside_depth(float u, float v, float t)
 }
 
 /* Position within a repeating period, in [0, period). */
-static float wrapf(float x, float period) { return x - period * floorf(x / period); }
+static float wrapf(float x, float period)
+{
+    return x - period * floorf(x / period);
+}
 
 /* Spine at patient mm (u, v, w): returns 1 and the value when the point is spine. */
 static int spine_hu(float u, float v, float w, float *hu)
@@ -396,8 +411,8 @@ sim_status sim_volume_phantom(sim_volume *out, int nx, int ny, int nz, char *err
             float v = ((float)y + 0.5f) * sy - 0.5f * PH_FOV_Y;
             for (int x = 0; x < nx; x++, i++) {
                 float u = ((float)x + 0.5f) * sx - 0.5f * PH_FOV_X;
-                float noise = (unit_from_hash(hash3(x, y, z, 0x7a11c0deu)) * 2.0f - 1.0f) *
-                              HU_NOISE;
+                float noise =
+                    (unit_from_hash(hash3(x, y, z, 0x7a11c0deu)) * 2.0f - 1.0f) * HU_NOISE;
                 hu[i] = phantom_base_hu(u, v, w) + noise;
             }
         }
@@ -524,14 +539,19 @@ static int nifti_elem_bytes(int datatype)
 {
     switch (datatype) {
     case DT_UINT8:
-    case DT_INT8: return 1;
+    case DT_INT8:
+        return 1;
     case DT_INT16:
-    case DT_UINT16: return 2;
+    case DT_UINT16:
+        return 2;
     case DT_INT32:
     case DT_UINT32:
-    case DT_FLOAT32: return 4;
-    case DT_FLOAT64: return 8;
-    default: return 0;
+    case DT_FLOAT32:
+        return 4;
+    case DT_FLOAT64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
@@ -549,14 +569,18 @@ static uint64_t load_uint(const unsigned char *b, int nbyper, int little_endian)
 static double decode_elem(const unsigned char *b, int datatype, int little_endian)
 {
     switch (datatype) {
-    case DT_UINT8: return (double)b[0];
-    case DT_INT8: return (double)((int)b[0] - (b[0] >= 128 ? 256 : 0));
-    case DT_UINT16: return (double)load_uint(b, 2, little_endian);
+    case DT_UINT8:
+        return (double)b[0];
+    case DT_INT8:
+        return (double)((int)b[0] - (b[0] >= 128 ? 256 : 0));
+    case DT_UINT16:
+        return (double)load_uint(b, 2, little_endian);
     case DT_INT16: {
         int32_t v = (int32_t)load_uint(b, 2, little_endian);
         return (double)(v >= 32768 ? v - 65536 : v);
     }
-    case DT_UINT32: return (double)load_uint(b, 4, little_endian);
+    case DT_UINT32:
+        return (double)load_uint(b, 4, little_endian);
     case DT_INT32: {
         int64_t v = (int64_t)load_uint(b, 4, little_endian);
         return (double)(v >= 2147483648LL ? v - 4294967296LL : v);
@@ -573,21 +597,21 @@ static double decode_elem(const unsigned char *b, int datatype, int little_endia
         memcpy(&d, &u, sizeof d);
         return d;
     }
-    default: return 0.0; /* unreachable: the datatype was checked */
+    default:
+        return 0.0; /* unreachable: the datatype was checked */
     }
 }
 
 /* Header checks, in the order a reader of the message would want them. Fills the dims,
  * element size, spacing and data offset. */
 static sim_status nifti_check_header(const char *path, const nifti_1_header *h,
-                                     const sim_volume_limits *lim, long long size_on_disk,
-                                     int gz, int dims[3], int *nbyper, float spacing[3],
-                                     long long *offset, char *err, size_t err_sz)
+                                     const sim_volume_limits *lim, long long size_on_disk, int gz,
+                                     int dims[3], int *nbyper, float spacing[3], long long *offset,
+                                     char *err, size_t err_sz)
 {
     if (h->sizeof_hdr != 348)
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                       "%s: not a NIfTI-1 file (sizeof_hdr %d, expected 348)", path,
-                       h->sizeof_hdr);
+                       "%s: not a NIfTI-1 file (sizeof_hdr %d, expected 348)", path, h->sizeof_hdr);
     if (memcmp(h->magic, "ni1", 4) == 0)
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
                        "%s: a two-file NIfTI-1 header (.hdr/.img): only single-file .nii or "
@@ -603,8 +627,8 @@ static sim_status nifti_check_header(const char *path, const nifti_1_header *h,
     if (ndim < 3)
         return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: a %dD image: need a 3D volume", path,
                        ndim);
-    sim_status st = check_dims(path, h->dim[1], h->dim[2], h->dim[3], lim, SIM_ERR_FORMAT, err,
-                               err_sz);
+    sim_status st =
+        check_dims(path, h->dim[1], h->dim[2], h->dim[3], lim, SIM_ERR_FORMAT, err, err_sz);
     if (st != SIM_OK)
         return st;
     for (int d = 4; d <= ndim; d++)
@@ -621,9 +645,14 @@ static sim_status nifti_check_header(const char *path, const nifti_1_header *h,
                        path, nifti_datatype_string(h->datatype), h->datatype);
     float scale = 1.0f;
     switch (XYZT_TO_SPACE(h->xyzt_units)) {
-    case NIFTI_UNITS_METER: scale = 1000.0f; break;
-    case NIFTI_UNITS_MICRON: scale = 0.001f; break;
-    default: break; /* mm, or unknown: NIfTI readers take unknown as mm */
+    case NIFTI_UNITS_METER:
+        scale = 1000.0f;
+        break;
+    case NIFTI_UNITS_MICRON:
+        scale = 0.001f;
+        break;
+    default:
+        break; /* mm, or unknown: NIfTI readers take unknown as mm */
     }
     for (int a = 0; a < 3; a++)
         spacing[a] = h->pixdim[a + 1] * scale;
@@ -679,12 +708,12 @@ static sim_status nifti_read_data(const char *path, znzFile fp, const nifti_1_he
         if (got != want) {
             if (got > want)
                 st = sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                             "%s: truncated or corrupt: read error after %zu of %zu elements",
-                             path, done, n);
+                             "%s: truncated or corrupt: read error after %zu of %zu elements", path,
+                             done, n);
             else
                 st = sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                             "%s: truncated or corrupt: read %zu of %zu elements", path,
-                             done + got, n);
+                             "%s: truncated or corrupt: read %zu of %zu elements", path, done + got,
+                             n);
             break;
         }
         for (size_t k = 0; k < got; k++) {
@@ -693,9 +722,9 @@ static sim_status nifti_read_data(const char *path, znzFile fp, const nifti_1_he
                 d = d * slope + inter;
             if (!isfinite(d) || d > (double)FLT_MAX || d < -(double)FLT_MAX) {
                 st = bad_value(path, done + k, dims[0], dims[1],
-                               isnan(d)      ? (scaled ? "NaN after scaling" : "NaN")
-                               : isinf(d)    ? (scaled ? "infinite after scaling" : "infinite")
-                                             : "outside the float range",
+                               isnan(d)   ? (scaled ? "NaN after scaling" : "NaN")
+                               : isinf(d) ? (scaled ? "infinite after scaling" : "infinite")
+                                          : "outside the float range",
                                err, err_sz);
                 break;
             }
@@ -734,8 +763,7 @@ sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_vo
         return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: expected a .nii or .nii.gz file", path);
     if (gz && !nifti_compiled_with_zlib())
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                       "%s: this NIfTI library was built without zlib: cannot read .nii.gz",
-                       path);
+                       "%s: this NIfTI library was built without zlib: cannot read .nii.gz", path);
     /* One stream for header and data, on exactly this path. */
     znzFile fp = znzopen(path, "rb", gz);
     if (znz_isnull(fp))
@@ -821,8 +849,8 @@ sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, 
     if (!in || !in->hu)
         return sc_fail(err, err_sz, SIM_ERR_ARG, "downsample: input volume is empty");
     if (fx < 1 || fy < 1 || fz < 1)
-        return sc_fail(err, err_sz, SIM_ERR_ARG,
-                       "downsample: factors %dx%dx%d: each must be >= 1", fx, fy, fz);
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "downsample: factors %dx%dx%d: each must be >= 1",
+                       fx, fy, fz);
     sim_volume_limits l = effective_limits(NULL);
     l.max_elements = SIZE_MAX; /* the output is never bigger than the input */
     l.max_dim = 0x7fffffff;
@@ -835,8 +863,7 @@ sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, 
     size_t n = (size_t)ox * (size_t)oy * (size_t)oz;
     float *hu = (float *)sc_calloc(n, sizeof *hu);
     if (!hu)
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "downsample: out of memory for %zu elements",
-                       n);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "downsample: out of memory for %zu elements", n);
     size_t o = 0;
     for (int bz = 0; bz < oz; bz++) {
         int z0 = bz * fz, z1 = nz - z0 < fz ? nz : z0 + fz;

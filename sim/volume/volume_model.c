@@ -66,21 +66,23 @@ sim_volume_params sim_default_volume_params(void)
     return p;
 }
 
-static int in_range(float v, float lo, float hi) { return isfinite(v) && v >= lo && v <= hi; }
+static int in_range(float v, float lo, float hi)
+{
+    return isfinite(v) && v >= lo && v <= hi;
+}
 
 sim_status sim_volume_params_validate(const sim_volume_params *p, char *err, size_t err_sz)
 {
-#define RANGE(field, lo, hi)                                                                   \
-    if (!in_range((float)(field), lo, hi))                                                     \
-    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be in [%g, %g]",      \
-                               #field, (double)(field), (double)(lo), (double)(hi))
+#define RANGE(field, lo, hi)                                                                     \
+    if (!in_range((float)(field), lo, hi))                                                       \
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be in [%g, %g]", #field, \
+                               (double)(field), (double)(lo), (double)(hi))
     for (int t = 0; t < 3; t++)
         RANGE(p->hu_threshold[t], -4000.0f, 40000.0f);
     if (!(p->hu_threshold[0] < p->hu_threshold[1] && p->hu_threshold[1] < p->hu_threshold[2]))
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
-                                   "hu_threshold %g, %g, %g: must increase strictly",
-                                   (double)p->hu_threshold[0], (double)p->hu_threshold[1],
-                                   (double)p->hu_threshold[2]);
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_ARG, "hu_threshold %g, %g, %g: must increase strictly",
+            (double)p->hu_threshold[0], (double)p->hu_threshold[1], (double)p->hu_threshold[2]);
     for (int c = 0; c < SIM_NTISSUE; c++) {
         const sim_tissue_params *t = &p->tissue[c];
         RANGE(t->min_len, 0.01f, 1.0f);
@@ -184,7 +186,8 @@ sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol
     m->vol.hu = sc_calloc(n, sizeof(float));
     if (!m->vol.hu) {
         free(m);
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "model: out of memory for %zu elements", n);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
+                                   "model: out of memory for %zu elements", n);
     }
     memcpy(m->vol.hu, vol->hu, n * sizeof(float));
     float iso[SIM_NSURFACE] = {m->opt.skin_iso_hu, m->opt.bone_iso_hu};
@@ -214,7 +217,10 @@ void sim_volume_model_destroy(sim_volume_model *m)
     free(m);
 }
 
-const sim_volume *sim_volume_model_volume(const sim_volume_model *m) { return &m->vol; }
+const sim_volume *sim_volume_model_volume(const sim_volume_model *m)
+{
+    return &m->vol;
+}
 
 const sim_surface *sim_volume_model_surface(const sim_volume_model *m, sim_surface_kind kind)
 {

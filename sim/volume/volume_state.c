@@ -8,7 +8,10 @@
 #include "slice.h"
 #include "volume_internal.h"
 
-static void mark_block(sim_volume_state *s, int64_t i, uint8_t f) { s->blk_flags[vol_block_of(s, i)] |= f; }
+static void mark_block(sim_volume_state *s, int64_t i, uint8_t f)
+{
+    s->blk_flags[vol_block_of(s, i)] |= f;
+}
 
 static void set_rest(sim_volume_state *s)
 {
@@ -86,10 +89,9 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
-        !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp || !s->reached ||
-        !s->scratch_pos || !s->scratch_t || !s->scratch_status ||
-        !s->blk_flags || !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp ||
-        !s->blk_speed) {
+        !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
+        !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
+        !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_speed) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -139,7 +141,10 @@ void sim_volume_state_destroy(sim_volume_state *s)
 
 /* ------------------------------------------------------------------ events */
 
-static int finite3(const float *p) { return isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2]); }
+static int finite3(const float *p)
+{
+    return isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2]);
+}
 
 sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
                                  size_t err_sz)
@@ -152,15 +157,16 @@ sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev
     case SIM_EV_GRAB:
         if (!(isfinite(ev->radius) && ev->radius > 0.0f))
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
-                                       "grab: radius %g must be finite and > 0", (double)ev->radius);
+                                       "grab: radius %g must be finite and > 0",
+                                       (double)ev->radius);
         /* fall through */
     case SIM_EV_MOVE:
         if (!finite3(ev->point))
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s: point must be finite",
                                        ev->type == SIM_EV_GRAB ? "grab" : "move");
         if (ev->space != SIM_SPACE_LATTICE && ev->space != SIM_SPACE_WORLD)
-            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "space %d: must be lattice or world",
-                                       (int)ev->space);
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                       "space %d: must be lattice or world", (int)ev->space);
         break;
     case SIM_EV_SET_PARAMS: {
         sim_status st = sim_volume_params_validate(&ev->params, err, err_sz);
@@ -178,7 +184,8 @@ sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev
     case SIM_EV_RESET:
         break;
     default:
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown", (int)ev->type);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown",
+                                   (int)ev->type);
     }
     s->queue[(s->qhead + s->qcount) % VOL_QUEUE_CAP] = *ev;
     s->qcount++;
@@ -371,9 +378,18 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
 
 /* ----------------------------------------------------------------- outputs */
 
-sim_volume_params sim_volume_get_params(const sim_volume_state *s) { return s->params; }
-int sim_volume_is_settled(const sim_volume_state *s) { return s->settled && s->qcount == 0; }
-int sim_volume_grabbed_count(const sim_volume_state *s) { return s->ngrab; }
+sim_volume_params sim_volume_get_params(const sim_volume_state *s)
+{
+    return s->params;
+}
+int sim_volume_is_settled(const sim_volume_state *s)
+{
+    return s->settled && s->qcount == 0;
+}
+int sim_volume_grabbed_count(const sim_volume_state *s)
+{
+    return s->ngrab;
+}
 
 static void ensure_host(sim_volume_state *s)
 {
@@ -446,6 +462,6 @@ sim_status sim_volume_slice(sim_volume_state *s, sim_plane plane, int index, flo
                             size_t err_sz)
 {
     ensure_host(s);
-    return sim_slice_resample(&s->m->vol, s->pos, plane, index, level_hu, width_hu, hu_out,
-                              img_out, err, err_sz);
+    return sim_slice_resample(&s->m->vol, s->pos, plane, index, level_hu, width_hu, hu_out, img_out,
+                              err, err_sz);
 }

@@ -25,14 +25,15 @@ typedef struct bench_opts {
     sim_condition condition;
     const char *scenario;
     float pull;
-    int uniform;      /* 1: a homogeneous soft-tissue block instead of the phantom */
+    int uniform; /* 1: a homogeneous soft-tissue block instead of the phantom */
     float uniform_hu;
 } bench_opts;
 
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]\n"
+            "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing "
+            "X,Y,Z]]\n"
             "                             [--downsample N] [--frames N] [--threads N]\n"
             "                             [--backend cpu|cuda] [--condition A|B|C]\n"
             "                             [--scenario pull|release] [--pull L] [--uniform HU]\n"
@@ -166,7 +167,8 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     float viol = 0;
     int half = o->frames / 2 > 0 ? o->frames / 2 : 1;
     for (int f = 0; f < o->frames; f++) {
-        float phase = f < half ? (float)(f + 1) / (float)half : (float)(o->frames - f - 1) / (float)half;
+        float phase =
+            f < half ? (float)(f + 1) / (float)half : (float)(o->frames - f - 1) / (float)half;
         t[1] = g[1] + o->pull * phase;
         vs_push(sc->state, SIM_EV_MOVE, t, 0);
         sim_volume_metrics mt;
@@ -217,8 +219,8 @@ static int bench_release(const bench_opts *o, vs_scene *sc, const sim_volume *v)
            "\"mean_speed_by_class\":{",
            r.frames, r.ms_median, r.ms_p90, r.ms_mean, r.propagate_ms, r.relax_ms, r.velocity_ms,
            r.moved_elements, (double)r.max_violation, r.settle_frames, r.sign_changes,
-           (double)r.peak_residual,
-           (double)r.probe_release_y, (double)r.probe_final_y, (double)r.max_bone_speed);
+           (double)r.peak_residual, (double)r.probe_release_y, (double)r.probe_final_y,
+           (double)r.max_bone_speed);
     for (int c = 0; c < SIM_NTISSUE; c++)
         printf("%s\"%s\":%.5f", c ? "," : "", sim_tissue_name(c), (double)r.mean_speed[c]);
     printf("}}\n");
@@ -282,8 +284,10 @@ static int run_parity(const bench_opts *o)
             vs_run_release(sc[k].state, &v, &ro, &r[k], err, sizeof err);
         }
         size_t n = (size_t)v.nx * v.ny * v.nz * 3;
-        const float *pa = sim_volume_positions(sc[0].state), *pb = sim_volume_positions(sc[1].state);
-        const float *va = sim_volume_velocities(sc[0].state), *vb = sim_volume_velocities(sc[1].state);
+        const float *pa = sim_volume_positions(sc[0].state),
+                    *pb = sim_volume_positions(sc[1].state);
+        const float *va = sim_volume_velocities(sc[0].state),
+                    *vb = sim_volume_velocities(sc[1].state);
         double dp = 0, dv = 0;
         size_t ndiff = 0;
         for (size_t i = 0; i < n; i++) {
@@ -296,8 +300,8 @@ static int run_parity(const bench_opts *o)
         printf("{\"parity\":\"volume\",\"dims\":\"%dx%dx%d\",\"condition\":\"%c\",\"frames\":%d,"
                "\"max_pos_diff\":%.3g,\"max_vel_diff\":%.3g,\"tolerance\":%g,\"ok\":%s,"
                "\"differing_values\":%zu,\"cpu_hash\":\"%016llx\",\"cuda_hash\":\"%016llx\"}\n",
-               v.nx, v.ny, v.nz, 'A' + cond, o->frames, dp, dv, PARITY_ATOL, ok ? "true" : "false", ndiff,
-               (unsigned long long)sim_volume_state_hash(sc[0].state),
+               v.nx, v.ny, v.nz, 'A' + cond, o->frames, dp, dv, PARITY_ATOL, ok ? "true" : "false",
+               ndiff, (unsigned long long)sim_volume_state_hash(sc[0].state),
                (unsigned long long)sim_volume_state_hash(sc[1].state));
     }
     for (int k = 0; k < 2; k++)

@@ -31,8 +31,8 @@ void vs_belly_point(const sim_volume *v, float hu_skin, float out[3])
     out[2] = (float)z;
 }
 
-sim_status vs_scene_create(vs_scene *sc, const sim_volume *vol, sim_backend_kind kind,
-                           int threads, char *err, size_t err_sz)
+sim_status vs_scene_create(vs_scene *sc, const sim_volume *vol, sim_backend_kind kind, int threads,
+                           char *err, size_t err_sz)
 {
     memset(sc, 0, sizeof *sc);
     sim_status st = sim_volume_model_create(&sc->model, vol, NULL, err, err_sz);

@@ -19,8 +19,8 @@ typedef struct vs_scene {
     sim_volume_state *state;
 } vs_scene;
 
-sim_status vs_scene_create(vs_scene *sc, const sim_volume *vol, sim_backend_kind kind,
-                           int threads, char *err, size_t err_sz);
+sim_status vs_scene_create(vs_scene *sc, const sim_volume *vol, sim_backend_kind kind, int threads,
+                           char *err, size_t err_sz);
 void vs_scene_destroy(vs_scene *sc);
 
 /* Push one event of the given type (no payload) or with a point. */
@@ -40,18 +40,19 @@ typedef struct vs_release_opts {
 vs_release_opts vs_default_release_opts(void);
 
 typedef struct vs_release_result {
-    int settle_frames;      /* frames from release until settled (-1: never) */
-    int sign_changes;       /* sign changes of the probe's velocity along the pull */
-    int probe_stop_frame;   /* last frame after release at which the probe moved */
-    float peak_residual;    /* largest excursion of the probe past its final position,
-                               on the far side from the pull (overshoot), lattice units */
-    float probe_release_y;  /* probe displacement along the pull at release */
-    float probe_final_y;    /* ... when settled */
-    float mean_speed[SIM_NTISSUE]; /* mean |V| per class, averaged over the 30 frames after release */
-    float max_bone_speed;   /* largest |V| of any bone element seen, any frame */
-    float max_speed;        /* largest |V| seen */
-    int probe_monotone;     /* 1 if the probe never moved back toward the pull after release */
-    int grabbed;            /* elements grabbed */
+    int settle_frames;     /* frames from release until settled (-1: never) */
+    int sign_changes;      /* sign changes of the probe's velocity along the pull */
+    int probe_stop_frame;  /* last frame after release at which the probe moved */
+    float peak_residual;   /* largest excursion of the probe past its final position,
+                              on the far side from the pull (overshoot), lattice units */
+    float probe_release_y; /* probe displacement along the pull at release */
+    float probe_final_y;   /* ... when settled */
+    float
+        mean_speed[SIM_NTISSUE]; /* mean |V| per class, averaged over the 30 frames after release */
+    float max_bone_speed;        /* largest |V| of any bone element seen, any frame */
+    float max_speed;             /* largest |V| seen */
+    int probe_monotone;          /* 1 if the probe never moved back toward the pull after release */
+    int grabbed;                 /* elements grabbed */
     /* Cost over every frame run (pull, hold and after release). */
     int frames;
     double ms_median, ms_p90, ms_mean;

@@ -34,7 +34,8 @@ TEST(backend_choice_and_errors)
 TEST(cuda_matches_cpu_after_pull_and_release)
 {
     if (!sim_cuda_available())
-        SKIP("no CUDA device answers on this machine (the parity check runs in tests/gpu/check.sh)");
+        SKIP(
+            "no CUDA device answers on this machine (the parity check runs in tests/gpu/check.sh)");
     char err[256];
     sim_volume v;
     REQUIRE(sim_volume_phantom(&v, 48, 48, 28, err, sizeof err) == SIM_OK);
@@ -53,8 +54,10 @@ TEST(cuda_matches_cpu_after_pull_and_release)
             vs_release_result r;
             REQUIRE(vs_run_release(sc[k].state, &v, &o, &r, err, sizeof err) == SIM_OK);
         }
-        const float *pa = sim_volume_positions(sc[0].state), *pb = sim_volume_positions(sc[1].state);
-        const float *va = sim_volume_velocities(sc[0].state), *vb = sim_volume_velocities(sc[1].state);
+        const float *pa = sim_volume_positions(sc[0].state),
+                    *pb = sim_volume_positions(sc[1].state);
+        const float *va = sim_volume_velocities(sc[0].state),
+                    *vb = sim_volume_velocities(sc[1].state);
         size_t n = (size_t)48 * 48 * 28 * 3;
         float worst = 0.0f;
         for (size_t i = 0; i < n; i++) {

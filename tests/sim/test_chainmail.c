@@ -114,28 +114,29 @@ static void reference_chainmail(int n, float *pos, int grabbed, const float targ
                                 float mx, float sh)
 {
     int64_t ne = (int64_t)n * n * n;
-    int64_t *qc = malloc((size_t)ne * 6 * sizeof(int64_t)), *qs = malloc((size_t)ne * 6 * sizeof(int64_t));
+    int64_t *qc = malloc((size_t)ne * 6 * sizeof(int64_t)),
+            *qs = malloc((size_t)ne * 6 * sizeof(int64_t));
     int *qd = malloc((size_t)ne * 6 * sizeof(int));
     char *moved = calloc((size_t)ne, 1);
     int64_t head = 0, tail = 0;
     memcpy(&pos[grabbed * 3], target, 3 * sizeof(float));
     moved[grabbed] = 1;
     int64_t stride[3] = {1, n, (int64_t)n * n};
-#define PUSH_NEIGHBOURS(e)                                                                      \
-    do {                                                                                        \
-        int c_[3] = {(int)((e) % n), (int)(((e) / n) % n), (int)((e) / ((int64_t)n * n))};       \
-        for (int dd_ = 0; dd_ < 6; dd_++) {                                                           \
-            int aa_ = dd_ >> 1, sgn = (dd_ & 1) ? 1 : -1;                                             \
-            if (c_[aa_] + sgn < 0 || c_[aa_] + sgn >= n)                                            \
-                continue;                                                                       \
-            int64_t j = (e) + sgn * stride[aa_];                                                  \
-            if (moved[j])                                                                       \
-                continue;                                                                       \
-            qc[tail] = j;                                                                       \
-            qs[tail] = (e);                                                                     \
-            qd[tail] = dd_;                                                                       \
-            tail++;                                                                             \
-        }                                                                                       \
+#define PUSH_NEIGHBOURS(e)                                                                 \
+    do {                                                                                   \
+        int c_[3] = {(int)((e) % n), (int)(((e) / n) % n), (int)((e) / ((int64_t)n * n))}; \
+        for (int dd_ = 0; dd_ < 6; dd_++) {                                                \
+            int aa_ = dd_ >> 1, sgn = (dd_ & 1) ? 1 : -1;                                  \
+            if (c_[aa_] + sgn < 0 || c_[aa_] + sgn >= n)                                   \
+                continue;                                                                  \
+            int64_t j = (e) + sgn * stride[aa_];                                           \
+            if (moved[j])                                                                  \
+                continue;                                                                  \
+            qc[tail] = j;                                                                  \
+            qs[tail] = (e);                                                                \
+            qd[tail] = dd_;                                                                \
+            tail++;                                                                        \
+        }                                                                                  \
     } while (0)
     PUSH_NEIGHBOURS((int64_t)grabbed);
     while (head < tail) {
@@ -211,7 +212,8 @@ TEST(chainmail_parallel_equals_sequential_reference)
                 nmoved++;
         }
         CHECKF(worst <= 1e-4f, "move %d: parallel differs from sequential by %g", k, (double)worst);
-        CHECKF(nmoved > 10, "move %d: reference moved only %lld elements in x", k, (long long)nmoved);
+        CHECKF(nmoved > 10, "move %d: reference moved only %lld elements in x", k,
+               (long long)nmoved);
     }
     free(ref);
     vs_scene_destroy(&sc);
@@ -272,9 +274,9 @@ static int run_condition(sim_condition c, float pull, vs_release_result *r)
     sim_status st = vs_run_release(sc.state, &v, &o, r, err, sizeof err);
     th_note("condition %c pull %.0f: settle %d frames, sign changes %d, peak residual %.3f, "
             "probe stop %d, release y %.2f final y %.2f, speed skin %.4f muscle %.4f bone %.4f",
-            'A' + (int)c, (double)pull, r->settle_frames, r->sign_changes,
-            (double)r->peak_residual, r->probe_stop_frame, (double)r->probe_release_y,
-            (double)r->probe_final_y, (double)r->mean_speed[SIM_TISSUE_SKIN_FAT],
+            'A' + (int)c, (double)pull, r->settle_frames, r->sign_changes, (double)r->peak_residual,
+            r->probe_stop_frame, (double)r->probe_release_y, (double)r->probe_final_y,
+            (double)r->mean_speed[SIM_TISSUE_SKIN_FAT],
             (double)r->mean_speed[SIM_TISSUE_MUSCLE_ORGAN], (double)r->mean_speed[SIM_TISSUE_BONE]);
     vs_scene_destroy(&sc);
     sim_volume_free(&v);
@@ -286,7 +288,8 @@ TEST(condition_a_stops_dead_without_overshoot)
     vs_release_result a;
     REQUIRE(run_condition(SIM_CONDITION_A, 8.0f, &a));
     CHECK(a.grabbed > 0);
-    CHECKF(a.probe_stop_frame <= 8, "probe still moving %d frames after release", a.probe_stop_frame);
+    CHECKF(a.probe_stop_frame <= 8, "probe still moving %d frames after release",
+           a.probe_stop_frame);
     CHECK(a.probe_monotone);
     CHECKF(a.peak_residual == 0.0f, "overshoot %g", (double)a.peak_residual);
     CHECK(a.max_speed == 0.0f);
@@ -299,8 +302,8 @@ TEST(condition_b_rings_and_settles_later_than_c)
     REQUIRE(run_condition(SIM_CONDITION_B, 8.0f, &b));
     REQUIRE(run_condition(SIM_CONDITION_C, 8.0f, &c));
     CHECKF(b.sign_changes >= 3, "B: probe velocity changed sign only %d times", b.sign_changes);
-    CHECKF(b.settle_frames > 0 && c.settle_frames > 0, "B settled %d, C settled %d", b.settle_frames,
-           c.settle_frames);
+    CHECKF(b.settle_frames > 0 && c.settle_frames > 0, "B settled %d, C settled %d",
+           b.settle_frames, c.settle_frames);
     CHECKF(b.settle_frames > c.settle_frames, "B settled in %d frames, C in %d", b.settle_frames,
            c.settle_frames);
     for (int k = 0; k < 2; k++) {
@@ -375,7 +378,10 @@ static uint32_t rng_next(uint32_t *s)
     return *s;
 }
 
-static float rng_unit(uint32_t *s) { return (float)(rng_next(s) & 0xffffff) / (float)0x1000000; }
+static float rng_unit(uint32_t *s)
+{
+    return (float)(rng_next(s) & 0xffffff) / (float)0x1000000;
+}
 
 TEST(random_grabs_10000_frames_no_nan_no_overspeed)
 {

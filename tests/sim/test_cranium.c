@@ -24,7 +24,8 @@ TEST(cranium_ct_loads_classes_and_deforms)
     char err[512];
     sim_volume full, v;
     const float spacing[3] = {0.957f, 0.957f, 1.5f};
-    REQUIRE(sim_volume_load_raw_i16(&full, path, 256, 256, 108, spacing, NULL, err, sizeof err) == SIM_OK);
+    REQUIRE(sim_volume_load_raw_i16(&full, path, 256, 256, 108, spacing, NULL, err, sizeof err) ==
+            SIM_OK);
     /* Downsample by 2 as the reference experiment does by 4 on a bigger scan. */
     REQUIRE(sim_volume_downsample(&v, &full, 2, 2, 2, err, sizeof err) == SIM_OK);
     sim_volume_free(&full);

@@ -10,9 +10,9 @@
 #include "sim/volume/slice.h"
 #include "sim/volume/surface.h"
 
-#define SPH_N 20
-#define SPH_R 6.0f
-#define SPH_C 10.0f
+#define SPH_N  20
+#define SPH_R  6.0f
+#define SPH_C  10.0f
 #define ISO_HU (-450.0f)
 
 /* Sphere of radius r at (c,c,c) in an n^3 lattice, spacing 1: 100 HU inside, -1000 HU
@@ -124,8 +124,8 @@ static void check_closed_sphere(int ramp)
     int ok = st == SIM_OK && s.ntri > 0 && mesh_topology(&s, &t);
     CHECK(ok);
     if (ok) {
-        th_note("%s sphere r=%.0f: V=%d F=%d E=%ld chi=%ld", ramp ? "ramp" : "step",
-                (double)SPH_R, s.nvert, s.ntri, t.nedge, t.euler);
+        th_note("%s sphere r=%.0f: V=%d F=%d E=%ld chi=%ld", ramp ? "ramp" : "step", (double)SPH_R,
+                s.nvert, s.ntri, t.nedge, t.euler);
         CHECKF(t.bad_undirected == 0, "%ld edges not shared by exactly 2 triangles",
                t.bad_undirected);
         CHECKF(t.bad_directed == 0, "%ld directed edges repeated (inconsistent winding)",
@@ -235,11 +235,9 @@ TEST(surface_sphere_normals_outward_and_volume)
         th_note("signed volume %.1f, sphere %.1f (%.2f%%); of %d triangles %d face inward, "
                 "%d have zero area",
                 vol, want, 100.0 * (vol - want) / want, s.ntri, inward, zero_area);
-        CHECKF(vol > 0.0 && fabs(vol - want) < 0.1 * want, "signed volume %.1f vs %.1f", vol,
-               want);
+        CHECKF(vol > 0.0 && fabs(vol - want) < 0.1 * want, "signed volume %.1f vs %.1f", vol, want);
         CHECKF(inward == 0, "%d triangles face the centre", inward);
-        CHECKF(zero_area <= 36, "%d zero-area triangles (36 expected: 6 on-axis poles)",
-               zero_area);
+        CHECKF(zero_area <= 36, "%d zero-area triangles (36 expected: 6 on-axis poles)", zero_area);
     }
     free(rest);
     free(pos);
@@ -331,10 +329,12 @@ TEST(surface_eval_follows_translation)
         float max_r = 0.0f;
         for (int k = 0; k < s.nvert; k++) {
             uint32_t c = s.vert_cell[k];
-            float cc[3] = {(float)(c % (uint32_t)v.nx), (float)(c / (uint32_t)v.nx % (uint32_t)v.ny),
+            float cc[3] = {(float)(c % (uint32_t)v.nx),
+                           (float)(c / (uint32_t)v.nx % (uint32_t)v.ny),
                            (float)(c / ((uint32_t)v.nx * (uint32_t)v.ny))};
             for (int j = 0; j < 3; j++)
-                max_r = fmaxf(max_r, fabsf(p0[3 * k + j] - (cc[j] + s.vert_frac[3 * k + j]) * sp[j]));
+                max_r =
+                    fmaxf(max_r, fabsf(p0[3 * k + j] - (cc[j] + s.vert_frac[3 * k + j]) * sp[j]));
         }
         CHECKF(max_r < 1e-5f, "rest eval off by %.3g mm", (double)max_r);
     }
@@ -406,8 +406,8 @@ TEST(slice_at_rest_equals_volume_plane)
     if (rest && img) {
         for (int plane = 0; plane < 3; plane++) {
             for (int index = 0; index < n; index += n - 1 - c) { /* 0, c, n-1: borders too */
-                sim_status st = sim_slice_resample(&v, rest, (sim_plane)plane, index, 0.0f,
-                                                   200.0f, img, NULL, err, sizeof(err));
+                sim_status st = sim_slice_resample(&v, rest, (sim_plane)plane, index, 0.0f, 200.0f,
+                                                   img, NULL, err, sizeof(err));
                 CHECKF(st == SIM_OK, "plane %d index %d: %s", plane, index, err);
                 int diff = 0;
                 for (int b = 0; b < n; b++)
@@ -435,7 +435,8 @@ TEST(slice_follows_integer_translation)
     sim_volume v;
     REQUIRE(make_sphere(&v, SPH_N, SPH_C, SPH_R, 1));
     const int n = SPH_N, c = (int)SPH_C;
-    for (int i = 0; i < n * n * n; i++) /* no air border: the shifted-in air must come from outside */
+    for (int i = 0; i < n * n * n;
+         i++) /* no air border: the shifted-in air must come from outside */
         v.hu[i] += 50.0f;
     size_t nelem = (size_t)n * (size_t)n * (size_t)n;
     float *rest = rest_positions(n, n, n);
@@ -449,8 +450,8 @@ TEST(slice_follows_integer_translation)
         memcpy(moved, rest, nelem * 3 * sizeof(float));
         for (size_t i = 0; i < nelem; i++)
             moved[3 * i] += 2.0f;
-        CHECK(sim_slice_resample(&v, rest, SIM_PLANE_AXIAL, c, 0, 200, a, NULL, err,
-                                 sizeof(err)) == SIM_OK);
+        CHECK(sim_slice_resample(&v, rest, SIM_PLANE_AXIAL, c, 0, 200, a, NULL, err, sizeof(err)) ==
+              SIM_OK);
         CHECK(sim_slice_resample(&v, moved, SIM_PLANE_AXIAL, c, 0, 200, b, NULL, err,
                                  sizeof(err)) == SIM_OK);
         int diff = 0, air_bad = 0;
@@ -505,7 +506,8 @@ TEST(slice_inverts_smooth_deformation)
                 if (i0 > n - 2)
                     i0 = n - 2;
                 float f = q - (float)i0;
-                float d0 = pos[3 * (size_t)i0] - (float)i0, d1 = pos[3 * (size_t)(i0 + 1)] - (float)(i0 + 1);
+                float d0 = pos[3 * (size_t)i0] - (float)i0,
+                      d1 = pos[3 * (size_t)(i0 + 1)] - (float)(i0 + 1);
                 float fwd = q + (1.0f - f) * d0 + f * d1;
                 max_res = fmaxf(max_res, fabsf(fwd - (float)x));
                 moved += fabsf(q - (float)x) > 0.1f;
@@ -567,8 +569,8 @@ TEST(slice_rejects_bad_arguments)
                                  sizeof(err)) == SIM_ERR_ARG);
         CHECK(strstr(err, "sagittal") && strstr(err, "[0, 11]"));
         err[0] = '\0';
-        CHECK(sim_slice_resample(&v, rest, SIM_PLANE_AXIAL, 3, 0, 0, img, NULL, err,
-                                 sizeof(err)) == SIM_ERR_ARG);
+        CHECK(sim_slice_resample(&v, rest, SIM_PLANE_AXIAL, 3, 0, 0, img, NULL, err, sizeof(err)) ==
+              SIM_ERR_ARG);
         th_note("width 0: %s", err);
         CHECK(strstr(err, "axial") && strstr(err, "width"));
         err[0] = '\0';
@@ -577,8 +579,8 @@ TEST(slice_rejects_bad_arguments)
         CHECK(err[0] != '\0');
         CHECK(sim_slice_resample(&v, rest, SIM_PLANE_AXIAL, 3, 0, INFINITY, img, NULL, err,
                                  sizeof(err)) == SIM_ERR_ARG);
-        CHECK(sim_slice_resample(&v, rest, (sim_plane)7, 3, 0, 200, img, NULL, err,
-                                 sizeof(err)) == SIM_ERR_ARG);
+        CHECK(sim_slice_resample(&v, rest, (sim_plane)7, 3, 0, 200, img, NULL, err, sizeof(err)) ==
+              SIM_ERR_ARG);
         CHECK(sim_slice_resample(&v, NULL, SIM_PLANE_AXIAL, 3, 0, 200, img, NULL, err,
                                  sizeof(err)) == SIM_ERR_ARG);
         /* NULL err buffer is fine */

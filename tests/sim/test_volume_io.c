@@ -17,19 +17,22 @@
 #endif
 
 /* Default class edges (sim_volume_params.hu_threshold). */
-#define T_AIR (-400.0f)
+#define T_AIR  (-400.0f)
 #define T_SOFT 25.0f
 #define T_BONE 375.0f
 
 static int tissue_of(float hu)
 {
-    return hu < T_AIR ? SIM_TISSUE_AIR
+    return hu < T_AIR    ? SIM_TISSUE_AIR
            : hu < T_SOFT ? SIM_TISSUE_SKIN_FAT
            : hu < T_BONE ? SIM_TISSUE_MUSCLE_ORGAN
                          : SIM_TISSUE_BONE;
 }
 
-static size_t vol_n(const sim_volume *v) { return (size_t)v->nx * (size_t)v->ny * (size_t)v->nz; }
+static size_t vol_n(const sim_volume *v)
+{
+    return (size_t)v->nx * (size_t)v->ny * (size_t)v->nz;
+}
 
 static float vol_at(const sim_volume *v, int x, int y, int z)
 {
@@ -97,7 +100,10 @@ static long file_size(const char *path)
 }
 
 /* Keep the first `keep` bytes of a file. */
-static int cut_file(const char *path, long keep) { return truncate(path, (off_t)keep) == 0; }
+static int cut_file(const char *path, long keep)
+{
+    return truncate(path, (off_t)keep) == 0;
+}
 
 /* Write n int16 as little-endian bytes. */
 static int write_i16_le(const char *path, const int16_t *v, size_t n, size_t extra_bytes)
@@ -203,9 +209,15 @@ static void check_phantom_classes(int nx, int ny, int nz)
     sim_volume_free(&v);
 }
 
-TEST(volume_io_phantom_classes_128x128x75) { check_phantom_classes(128, 128, 75); }
+TEST(volume_io_phantom_classes_128x128x75)
+{
+    check_phantom_classes(128, 128, 75);
+}
 
-TEST(volume_io_phantom_classes_16x16x8) { check_phantom_classes(16, 16, 8); }
+TEST(volume_io_phantom_classes_16x16x8)
+{
+    check_phantom_classes(16, 16, 8);
+}
 
 /* The documented axes: spine posterior at low y, belly front at high y; ribs only in the
  * upper (superior, high z) part; liver on the patient's right at high x. */
@@ -385,9 +397,15 @@ static void check_raw_size(size_t extra, int short_by, const char *want_text)
     tmp_dir_remove(&d);
 }
 
-TEST(volume_io_raw_truncated) { check_raw_size(0, 1, "truncated"); }
+TEST(volume_io_raw_truncated)
+{
+    check_raw_size(0, 1, "truncated");
+}
 
-TEST(volume_io_raw_extra_bytes) { check_raw_size(3, 0, "has 3 extra bytes"); }
+TEST(volume_io_raw_extra_bytes)
+{
+    check_raw_size(3, 0, "has 3 extra bytes");
+}
 
 TEST(volume_io_raw_bad_dims_and_spacing)
 {
@@ -599,9 +617,15 @@ static void check_nifti_i16_scaled(const char *name)
     tmp_dir_remove(&d);
 }
 
-TEST(volume_io_nifti_i16_scaled_nii) { check_nifti_i16_scaled("ct.nii"); }
+TEST(volume_io_nifti_i16_scaled_nii)
+{
+    check_nifti_i16_scaled("ct.nii");
+}
 
-TEST(volume_io_nifti_i16_scaled_nii_gz) { check_nifti_i16_scaled("ct.nii.gz"); }
+TEST(volume_io_nifti_i16_scaled_nii_gz)
+{
+    check_nifti_i16_scaled("ct.nii.gz");
+}
 
 /* Slope 0 means "no scaling" (the NIfTI-1 standard), whatever the intercept says. */
 TEST(volume_io_nifti_slope_zero_means_unscaled)
@@ -718,8 +742,8 @@ TEST(volume_io_nifti_datatypes)
     tmp_file(&d, "t.nii", path, sizeof path);
     static const struct {
         short dt, bits;
-    } types[] = {{DT_UINT8, 8},   {DT_INT8, 8},    {DT_INT16, 16},   {DT_UINT16, 16},
-                 {DT_INT32, 32},  {DT_UINT32, 32}, {DT_FLOAT32, 32}, {DT_FLOAT64, 64}};
+    } types[] = {{DT_UINT8, 8},  {DT_INT8, 8},    {DT_INT16, 16},   {DT_UINT16, 16},
+                 {DT_INT32, 32}, {DT_UINT32, 32}, {DT_FLOAT32, 32}, {DT_FLOAT64, 64}};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         hand_nii h = hand_default(types[t].dt, types[t].bits);
         h.dim[0] = 4; /* nt = 1 */
@@ -936,8 +960,7 @@ TEST(volume_io_nifti_bad_header_fields)
     h.dim[1] = 0;
     REQUIRE(write_nifti_by_hand(path, &h, data, sizeof data));
     CHECK(sim_volume_load_nifti(&v, path, NULL, err, sizeof err) == SIM_ERR_FORMAT);
-    CHECKF(strstr(err, path) && strstr(err, "dims 0x3x2: every axis must be >= 1"), "err: %s",
-           err);
+    CHECKF(strstr(err, path) && strstr(err, "dims 0x3x2: every axis must be >= 1"), "err: %s", err);
     CHECK(is_zeroed(&v));
     /* pixdim 0 */
     h = hand_default(DT_UINT8, 8);
@@ -1092,9 +1115,9 @@ TEST(volume_io_downsample_partial_blocks)
         int ok = 1;
         for (int r = 0; r < 6; r++) {
             float base = 1000.0f * (float)r;
-            ok &= fabsf(out.hu[3 * r + 0] - (base + 5.0f / 3.0f)) < 1e-3f; /* (0+1+4)/3 */
+            ok &= fabsf(out.hu[3 * r + 0] - (base + 5.0f / 3.0f)) < 1e-3f;  /* (0+1+4)/3 */
             ok &= fabsf(out.hu[3 * r + 1] - (base + 50.0f / 3.0f)) < 1e-3f; /* (9+16+25)/3 */
-            ok &= out.hu[3 * r + 2] == base + 36.0f; /* x = 6 alone */
+            ok &= out.hu[3 * r + 2] == base + 36.0f;                        /* x = 6 alone */
         }
         CHECK(ok);
     }
@@ -1186,8 +1209,7 @@ TEST(volume_io_validate)
     float keep = v.hu[227];
     v.hu[227] = NAN;
     CHECK(sim_volume_validate(&v, NULL, "ph", err, sizeof err) == SIM_ERR_FORMAT);
-    CHECKF(strstr(err, "ph:") && strstr(err, "element 227 (x=3, y=2, z=1) is NaN"), "err: %s",
-           err);
+    CHECKF(strstr(err, "ph:") && strstr(err, "element 227 (x=3, y=2, z=1) is NaN"), "err: %s", err);
     v.hu[227] = -INFINITY;
     CHECK(sim_volume_validate(&v, NULL, "ph", err, sizeof err) == SIM_ERR_FORMAT);
     CHECKF(strstr(err, "infinite") != NULL, "err: %s", err);
