@@ -6,7 +6,8 @@
  * so we need the rest point q with q + d(q) = p. For displacements whose gradient has norm
  * below 1 (the tissue is not folded over itself) the map q -> p - d(q) is a contraction and
  * the fixed-point iteration q_{k+1} = p - d(q_k), q_0 = p converges geometrically; 4 steps
- * suffice for the small local strains the ChainMail bands allow. This is the classic
+ * suffice for small strains. Large local strains (a pulled tent) can exceed that bound, so
+ * damped steps follow while the residual is above 0.01 lattice units. This is the classic
  * backward-warp inversion (e.g. Chen et al., "A simple fixed-point approach to invert a
  * deformation field", Med. Phys. 2008). Then the pixel is the rest HU at q.
  *
@@ -20,8 +21,10 @@
 
 #include "../core/sc_base.h"
 
-#define SL_ITERATIONS 4
-#define SL_AIR_HU     (-1000.0f)
+#define SL_ITERATIONS        4
+#define SL_DAMPED_ITERATIONS 16
+#define SL_TOLERANCE         0.01f /* lattice units */
+#define SL_AIR_HU            (-1000.0f)
 
 static const char *sl_plane_name(sim_plane plane)
 {
@@ -207,6 +210,19 @@ sim_status sim_slice_resample(const sim_volume *rest, const float *elem_pos, sim
                 q[0] = p[0] - d[0];
                 q[1] = p[1] - d[1];
                 q[2] = p[2] - d[2];
+            }
+            /* Where the field is steep (a pulled tent: stretch and shear together can give
+             * the gradient a norm above 1) the plain iteration oscillates and draws ghost
+             * copies of the skin; a damped step converges there: q += (p - d(q) - q) / 2. */
+            for (int it = 0; it < SL_DAMPED_ITERATIONS; it++) {
+                float d[3], r[3];
+                sl_displacement(elem_pos, nx, ny, nz, q, d);
+                for (int b = 0; b < 3; b++)
+                    r[b] = p[b] - d[b] - q[b];
+                if (r[0] * r[0] + r[1] * r[1] + r[2] * r[2] < SL_TOLERANCE * SL_TOLERANCE)
+                    break;
+                for (int b = 0; b < 3; b++)
+                    q[b] += 0.5f * r[b];
             }
             const float hu = sl_hu_at(rest, q);
             const size_t o = (size_t)u + (size_t)w * (size_t)v;
