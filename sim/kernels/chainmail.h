@@ -10,7 +10,7 @@
  * - HP-ChainMail (Rodriguez et al.): per-tissue tolerances and propagation speed; the
  *   wave is propagated in parallel with timestamps. Our reading: one Jacobi pass per
  *   unit of wave clock; an element follows the reached neighbours whose wave has
- *   arrived and that lead it (moved further from rest), moving minimally into the
+ *   arrived and that lead it (moved further this frame), moving minimally into the
  *   intersection of their boxes. With one sponsor this is exactly the original rule;
  *   with several it is the Bellman-Ford form of the same minimal-move solution, so the
  *   result does not depend on visit order (see cm_propagate_element).
@@ -243,21 +243,19 @@ SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const
         }
         wsum += w;
     }
-    if (wsum <= 0.0f)
-        return 0;
     /* Elastic memory: the element's own rest position counts as home_weight more
      * neighbours of its own tissue. Without it a smooth bump is nearly harmonic (the
      * neighbour mean sits on it), feels almost no pull and stays as a plastic dent inside
-     * the threshold; with it every shape, smooth or sharp, is pulled back at a rate of
-     * at least HOME/(links+HOME) of its displacement per iteration, so the tissue
-     * returns to rest and the velocity layer has a restoring force to ring against. */
-    {
-        float wh = kp->home_weight * kp->relax_w[f & CM_CLASS_MASK];
-        acc[0] += wh * (float)x;
-        acc[1] += wh * (float)y;
-        acc[2] += wh * (float)z;
-        wsum += wh;
-    }
+     * the threshold; with it every shape, smooth or sharp, is pulled back by at least
+     * home_weight / (links + home_weight) of its displacement per iteration, so the
+     * tissue returns to rest and the velocity layer has a restoring force to ring against. */
+    float wh = kp->home_weight * kp->relax_w[f & CM_CLASS_MASK];
+    acc[0] += wh * (float)x;
+    acc[1] += wh * (float)y;
+    acc[2] += wh * (float)z;
+    wsum += wh;
+    if (wsum <= 0.0f)
+        return 0;
     float delta[3], len2 = 0.0f;
     for (int b = 0; b < 3; b++) {
         delta[b] = acc[b] / wsum - pos[i * 3 + b];
