@@ -298,20 +298,20 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
     return s->be->volume->upload_all(s, err, err_sz);
 }
 
-static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, uint32_t *scratch,
-                              char *err, size_t err_sz)
+static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                              size_t err_sz)
 {
     sim_status st = SIM_OK;
     switch (ev->type) {
     case SIM_EV_GRAB:
-        st = apply_grab(s, ev, scratch, err, err_sz);
+        st = apply_grab(s, ev, s->grab_old, err, err_sz);
         break;
     case SIM_EV_MOVE:
         st = apply_move(s, ev, err, err_sz);
         break;
     case SIM_EV_RELEASE: {
-        int nold = release_grab(s, scratch);
-        st = s->be->volume->sync_grab(s, scratch, nold, err, err_sz);
+        int nold = release_grab(s, s->grab_old);
+        st = s->be->volume->sync_grab(s, s->grab_old, nold, err, err_sz);
         break;
     }
     case SIM_EV_SET_PARAMS:
@@ -340,12 +340,13 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
     int had_events = s->qcount > 0;
     s->grab_moved = 0;
     sim_status st = SIM_OK;
-    uint32_t *scratch = s->grab_old;
+    /* Events apply in order; one that fails stops the loop and the rest wait for the
+     * next step. */
     while (s->qcount > 0 && st == SIM_OK) {
         sim_volume_event ev = s->queue[s->qhead];
         s->qhead = (s->qhead + 1) % VOL_QUEUE_CAP;
         s->qcount--;
-        st = apply_event(s, &ev, scratch, err, err_sz);
+        st = apply_event(s, &ev, err, err_sz);
     }
     sim_volume_metrics mt;
     memset(&mt, 0, sizeof mt);
@@ -355,6 +356,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
             mt = s->last;
             mt.skipped = 1;
             mt.passes = 0;
+            mt.propagation_capped = 0;
             mt.moved_elements = 0;
             mt.max_violation = 0.0f;
             mt.active_blocks = 0;
