@@ -103,12 +103,16 @@ format:
 run: all
 	$(BUILD)/softcast-bench volume --frames 120 --scenario release --condition C
 
+# Pull at the reference size with 2 and 1 threads; the same small pull on a homogeneous
+# block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
+# release under each damping condition.
 bench: all
-	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull
-	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull
-	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 2 --scenario pull
-	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario release --condition B
-	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario release --condition C
+	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull --frames 200
+	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
+	$(BUILD)/softcast-bench volume --uniform 0 --dims 64x64x64 --threads 2 --pull 3
+	$(BUILD)/softcast-bench volume --uniform 0 --dims 128x128x75 --threads 2 --pull 3
+	for c in A B C; do $(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 \
+	    --scenario release --condition $$c --frames 300 || exit 1; done
 
 # Compile every .cu with warnings as errors; needs nvcc, not a GPU.
 cuda-check:
