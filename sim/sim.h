@@ -221,6 +221,8 @@ typedef struct sim_volume_metrics {
     float max_displacement;        ///< largest |X - X0|, lattice units
     float mean_speed[SIM_NTISSUE]; ///< mean |V| per tissue class
     int64_t active_blocks;         ///< 8^3 blocks relaxed this frame (summed over iterations)
+    int64_t nonfinite;     ///< elements found NaN or infinite this frame (then the state resets)
+    uint32_t guard_resets; ///< times the state was reset by that guard since create
     double propagate_ms, relax_ms, velocity_ms, total_ms;
 } sim_volume_metrics;
 

@@ -239,6 +239,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
         int r[6], any_v = 0, moved = 0;
+        int64_t bad = 0;
         double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
         float maxd = 0.0f;
         block_range(s, b, r);
@@ -251,12 +252,16 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
                 sp[s->flags[i] & CM_CLASS_MASK] += (double)o.speed;
             }
             moved |= o.moved;
-            maxd = cm_maxf(maxd, o.disp);
+            if (!(o.disp < CM_UNREACHED && o.speed < CM_UNREACHED))
+                bad++; /* NaN or infinite: the step blew up (comparisons with NaN fail) */
+            else
+                maxd = cm_maxf(maxd, o.disp);
         }
         s->blk_kinetic[b] = kin;
         for (int c = 0; c < SIM_NTISSUE; c++)
             s->blk_speed[b * SIM_NTISSUE + c] = sp[c];
         s->blk_maxdisp[b] = maxd;
+        s->blk_nonfinite[b] = bad;
         uint8_t f = (uint8_t)(s->blk_flags[b] & ~(BLK_TOUCHED | BLK_VEL));
         if (any_v)
             f |= BLK_VEL;
@@ -266,8 +271,10 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
     }
     /* Reduce in block order: the same sums whatever the thread count. */
     double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
+    int64_t bad = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
+        bad += s->blk_nonfinite[b];
         kin += s->blk_kinetic[b];
         for (int c = 0; c < SIM_NTISSUE; c++)
             sp[c] += s->blk_speed[b * SIM_NTISSUE + c];
@@ -281,6 +288,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
     }
     mt->kinetic = kin;
     mt->max_displacement = maxd;
+    mt->nonfinite = bad;
     for (int c = 0; c < SIM_NTISSUE; c++)
         mt->mean_speed[c] = s->class_count[c] ? (float)(sp[c] / (double)s->class_count[c]) : 0.0f;
     s->settled = settled;

@@ -22,12 +22,13 @@ namespace
 const int kThreads = 256;
 
 struct counters {
-    unsigned long long active;  /* propagation: elements moved or waiting this pass */
-    unsigned long long newly;   /* propagation: elements reached for the first time */
-    unsigned long long moved;   /* relaxation: elements moved this iteration */
-    unsigned long long nvel;    /* velocity: elements with V != 0 */
-    unsigned long long nmoved;  /* velocity: elements moved by the inertial step */
-    unsigned int max_disp_bits; /* float bits: non-negative floats order as integers */
+    unsigned long long active;    /* propagation: elements moved or waiting this pass */
+    unsigned long long newly;     /* propagation: elements reached for the first time */
+    unsigned long long moved;     /* relaxation: elements moved this iteration */
+    unsigned long long nvel;      /* velocity: elements with V != 0 */
+    unsigned long long nmoved;    /* velocity: elements moved by the inertial step */
+    unsigned long long nonfinite; /* velocity: elements found NaN or infinite */
+    unsigned int max_disp_bits;   /* float bits: non-negative floats order as integers */
     unsigned int max_viol_bits;
     double kinetic;
     double speed[SIM_NTISSUE];
@@ -159,7 +160,9 @@ __global__ void k_velocity(cm_kparams kp, int64_t n, float *pos, float *pos_prev
     }
     if (o.moved)
         atomicAdd(&c->nmoved, 1ull);
-    if (o.disp > 0.0f)
+    if (!(o.disp < CM_UNREACHED && o.speed < CM_UNREACHED))
+        atomicAdd(&c->nonfinite, 1ull); /* NaN or infinite: comparisons with NaN fail */
+    else if (o.disp > 0.0f)
         atomicMax(&c->max_disp_bits, __float_as_uint(o.disp));
 }
 
@@ -358,6 +361,7 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
     const counters *c = d->h_ctr;
     memcpy(&mt->max_displacement, &c->max_disp_bits, sizeof(float));
     mt->kinetic = c->kinetic;
+    mt->nonfinite = (int64_t)c->nonfinite;
     for (int k = 0; k < SIM_NTISSUE; k++)
         mt->mean_speed[k] =
             s->class_count[k] ? (float)(c->speed[k] / (double)s->class_count[k]) : 0.0f;

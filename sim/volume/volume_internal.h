@@ -81,12 +81,13 @@ struct sim_volume_state {
     /* Blocks. */
     int bx, by, bz;
     int64_t nblocks;
-    uint8_t *blk_flags;  /* (nblocks) BLK_* */
-    uint32_t *blk_list;  /* (nblocks) scratch list of block ids */
-    float *relax_tmp;    /* (nelem x 3) Jacobi target buffer */
-    double *blk_kinetic; /* (nblocks) per-block sums, reduced in block order */
-    float *blk_maxdisp;  /* (nblocks) */
-    double *blk_speed;   /* (nblocks x SIM_NTISSUE) */
+    uint8_t *blk_flags;     /* (nblocks) BLK_* */
+    uint32_t *blk_list;     /* (nblocks) scratch list of block ids */
+    float *relax_tmp;       /* (nelem x 3) Jacobi target buffer */
+    double *blk_kinetic;    /* (nblocks) per-block sums, reduced in block order */
+    float *blk_maxdisp;     /* (nblocks) */
+    double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
+    int64_t *blk_nonfinite; /* (nblocks) elements found NaN or infinite */
 
     /* Events. */
     sim_volume_event queue[VOL_QUEUE_CAP];
@@ -94,6 +95,7 @@ struct sim_volume_state {
 
     uint64_t frame;
     uint32_t last_seq;
+    uint32_t guard_resets; /* resets after a NaN or infinity (MuJoCo's mj_checkPos idea) */
     int settled;
     sim_volume_metrics last;
 
@@ -127,7 +129,8 @@ struct sim_volume_backend_i {
      * elements that were grabbed before (their flags changed back). */
     sim_status (*sync_grab)(sim_volume_state *s, const uint32_t *old_idx, int nold, char *err,
                             size_t err_sz);
-    /* Propagate (when in->deform), relax, velocity; fill metrics; set s->settled. */
+    /* Propagate (when in->deform), relax, velocity; fill metrics (nonfinite included);
+     * set s->settled. */
     sim_status (*frame)(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt,
                         char *err, size_t err_sz);
     /* Make host pos/vel current. */

@@ -88,10 +88,12 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_kinetic = sc_calloc(nb, sizeof(double));
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
+    s->blk_nonfinite = sc_calloc(nb, sizeof(int64_t));
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
-        !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_speed) {
+        !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
+        !s->blk_speed) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -136,6 +138,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_kinetic);
     free(s->blk_maxdisp);
     free(s->blk_speed);
+    free(s->blk_nonfinite);
     free(s);
 }
 
@@ -298,6 +301,15 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
     return s->be->volume->upload_all(s, err, err_sz);
 }
 
+/* Back to rest: nothing grabbed, velocities zero; parameters kept. */
+static sim_status reset_to_rest(sim_volume_state *s, char *err, size_t err_sz)
+{
+    for (int64_t i = 0; i < s->nelem; i++)
+        s->flags[i] &= CM_CLASS_MASK;
+    set_rest(s);
+    return s->be->volume->upload_all(s, err, err_sz);
+}
+
 static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
                               size_t err_sz)
 {
@@ -322,10 +334,7 @@ static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, c
         s->kp.condition = (int)ev->condition;
         break;
     case SIM_EV_RESET:
-        for (int64_t i = 0; i < s->nelem; i++)
-            s->flags[i] &= CM_CLASS_MASK;
-        set_rest(s);
-        st = s->be->volume->upload_all(s, err, err_sz);
+        st = reset_to_rest(s, err, err_sz);
         break;
     }
     s->last_seq = ev->seq;
@@ -367,6 +376,12 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
             st = s->be->volume->frame(s, &in, &mt, err, err_sz);
         }
     }
+    if (st == SIM_OK && mt.nonfinite > 0) {
+        /* A blow-up costs this session its deformation, never the process. */
+        s->guard_resets++;
+        st = reset_to_rest(s, err, err_sz);
+    }
+    mt.guard_resets = s->guard_resets;
     s->frame++;
     mt.frame = s->frame;
     mt.last_seq = s->last_seq;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
+#include "sim/volume/volume_internal.h" /* fault injection in one test */
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"
 
@@ -572,5 +573,43 @@ TEST(grab_in_world_space_equals_lattice_space)
     CHECK(ngrab[0] == 19); /* lattice points within 1.5 of a lattice point */
     CHECK(ngrab[0] == ngrab[1]);
     CHECK(h[0] == h[1]);
+    sim_volume_free(&v);
+}
+
+/* A blow-up (injected: no public path makes one) resets that state and counts it; the
+ * state then goes on working. MuJoCo's mj_checkPos idea. */
+TEST(nan_in_state_resets_it_and_counts)
+{
+    sim_volume v;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&v, 24, 24, 16, err, sizeof err) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, err, sizeof err) == SIM_OK);
+    sim_volume_state *s = sc.state;
+    int64_t i = 12 + 24 * (12 + 24 * 8);
+    s->pos[i * 3 + 1] = NAN;
+    s->blk_flags[vol_block_of(s, i)] |= BLK_DIRTY | BLK_TOUCHED;
+    s->settled = 0;
+    sim_volume_metrics mt;
+    REQUIRE(sim_volume_step(s, &mt, err, sizeof err) == SIM_OK);
+    CHECKF(mt.nonfinite > 0, "nonfinite %lld", (long long)mt.nonfinite);
+    CHECK(mt.guard_resets == 1);
+    const float *pos = sim_volume_positions(s);
+    float off = 0.0f;
+    for (int64_t k = 0; k < 24 * 24 * 16; k++) {
+        float rest[3] = {(float)(k % 24), (float)(k / 24 % 24), (float)(k / (24 * 24))};
+        for (int b = 0; b < 3; b++)
+            off = isfinite(pos[k * 3 + b]) ? fmaxf(off, fabsf(pos[k * 3 + b] - rest[b])) : INFINITY;
+    }
+    CHECKF(off == 0.0f, "after the guard's reset the state is %g from rest", (double)off);
+    /* It keeps working. */
+    float g[3];
+    vs_belly_point(&v, -400.0f, g);
+    REQUIRE(vs_push(s, SIM_EV_GRAB, g, 2.0f) == SIM_OK);
+    g[1] += 2.0f;
+    REQUIRE(vs_push(s, SIM_EV_MOVE, g, 0) == SIM_OK);
+    REQUIRE(sim_volume_step(s, &mt, err, sizeof err) == SIM_OK);
+    CHECK(mt.moved_elements > 0 && mt.nonfinite == 0 && mt.guard_resets == 1);
+    vs_scene_destroy(&sc);
     sim_volume_free(&v);
 }
