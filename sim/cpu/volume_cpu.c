@@ -214,7 +214,9 @@ static int64_t relax(sim_volume_state *s)
             int r[6];
             block_range(s, b, r);
             FOR_BLOCK_ELEMENTS(s, r, i)
-            memcpy(&s->pos[i * 3], &s->relax_tmp[i * 3], 3 * sizeof(float));
+            {
+                memcpy(&s->pos[i * 3], &s->relax_tmp[i * 3], 3 * sizeof(float));
+            }
         }
         for (int64_t k = 0; k < n; k++)
             if (s->blk_flags[s->blk_list[k]] & BLK_MOVED)
