@@ -8,9 +8,10 @@
  * The CPU backend visits only a frontier list (propagation) and active 8^3 blocks
  * (relaxation, velocity). Here every pass sweeps the whole lattice, which gives the same
  * state: the kernels are idempotent, so an element the CPU would skip does not move
- * when evaluated. Passes stop when a device counter says nothing moved or waited (one
- * small read-back per pass). Metrics sums use atomics, so their low bits may differ from
- * the CPU's; the state does not. Built with --fmad=false for parity with the CPU. */
+ * when evaluated. Passes stop when a device counter says nothing moved or waited (read
+ * back every kPassBatch passes; relaxation reads back once per frame). Metrics sums use
+ * atomics, so their low bits may differ from the CPU's; the state does not. Built with
+ * --fmad=false for parity with the CPU. */
 #include <cuda_runtime.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ namespace
 {
 
 const int kThreads = 256;
+const int kPassBatch = 8; /* propagation passes between read-backs */
 
 struct counters {
     unsigned long long active;    /* propagation: elements moved or waiting this pass */
@@ -305,21 +307,29 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
                                                  d->t_reach);
         CU(cudaGetLastError(), "seed wave");
         CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
+        /* Passes run in batches between read-backs of the counter: a pass after the wave
+         * has stopped (nothing moved or waiting) changes nothing, so up to
+         * kPassBatch - 1 spare passes cost time, never results. */
         int passes = 0;
         unsigned long long active = 1, newly = 0;
         while (active && passes < s->params.max_passes) {
-            CU(cudaMemset(&d->ctr->active, 0, sizeof(unsigned long long)), "clear pass counter");
-            k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags,
-                                            d->t_reach, d->t_alt, (float)(passes + 1), d->ctr);
-            CU(cudaGetLastError(), "propagate");
-            swap_ptr(d->pos, d->pos_alt);
-            swap_ptr(d->t_reach, d->t_alt);
+            int batch = s->params.max_passes - passes < kPassBatch ? s->params.max_passes - passes
+                                                                   : kPassBatch;
+            for (int k = 0; k < batch; k++) {
+                CU(cudaMemsetAsync(&d->ctr->active, 0, sizeof(unsigned long long)),
+                   "clear pass counter");
+                k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags,
+                                                d->t_reach, d->t_alt, (float)(passes + 1), d->ctr);
+                CU(cudaGetLastError(), "propagate");
+                swap_ptr(d->pos, d->pos_alt);
+                swap_ptr(d->t_reach, d->t_alt);
+                passes++;
+            }
             sim_status st = read_counters(d, err, err_sz);
             if (st != SIM_OK)
                 return st;
-            active = d->h_ctr->active;
+            active = d->h_ctr->active; /* of the batch's last pass */
             newly = d->h_ctr->newly;
-            passes++;
         }
         k_violation<<<grid, kThreads>>>(kp, n, d->pos, d->flags, d->t_reach, d->ctr);
         CU(cudaGetLastError(), "violation");
@@ -337,19 +347,21 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
         mt->moved_elements = (int64_t)newly;
     }
     double t1 = sc_now_ms();
+    /* Every iteration runs without a read-back: once relaxation has converged an
+     * iteration moves nothing, so the counter after the last one says whether it had. */
     unsigned long long last_moved = 0;
     for (int it = 0; it < s->params.relax_iterations; it++) {
-        CU(cudaMemset(&d->ctr->moved, 0, sizeof(unsigned long long)), "clear relax counter");
+        CU(cudaMemsetAsync(&d->ctr->moved, 0, sizeof(unsigned long long)), "clear relax counter");
         k_relax<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->flags, d->ctr);
         CU(cudaGetLastError(), "relax");
         swap_ptr(d->pos, d->pos_alt);
+        mt->active_blocks += s->nblocks;
+    }
+    if (s->params.relax_iterations > 0) {
         sim_status st = read_counters(d, err, err_sz);
         if (st != SIM_OK)
             return st;
         last_moved = d->h_ctr->moved;
-        mt->active_blocks += s->nblocks;
-        if (!last_moved)
-            break;
     }
     double t2 = sc_now_ms();
     CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
