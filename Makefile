@@ -41,10 +41,13 @@ NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-We
 
 SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/cuda/*.cu)
-TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c)
+PROTO_C  := $(wildcard protocol/*.c)
+TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/*.c)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
 LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
+# The protocol (and later the server) need these; the sim and the bench do not.
+PROTO_LIBS = -lzstd -lmeshoptimizer -lcjson
 
 # Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
 REL  = $(BUILD)/rel
@@ -73,8 +76,8 @@ $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
 
 bench-bin: $(BUILD)/softcast-bench
 
-$(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(TST_SIM_O)
-	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(LIBS)
+$(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
+	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
 $(REL)/%.o: %.c
 	@mkdir -p $(@D)
