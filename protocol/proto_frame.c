@@ -1,11 +1,11 @@
 /* proto_frame.c: binary frames (header, mesh keyframes and deltas, slices).
  *
- * Positions travel as u16 triples quantised in a fixed box, padded to 8-byte vertices and
- * run through meshoptimizer's vertex codec (which predicts each vertex from the previous
- * one, byte-plane wise), then zstd. Deltas carry (q_now - q_key) mod 2^16 against the
- * session's last keyframe: a local dent leaves most deltas zero, which the codec and zstd
- * shrink to almost nothing (DESIGN.md measured 3-4 KB a frame for a 40k-vertex surface).
- * Every read is bounds-checked: this is the code that meets hostile bytes. */
+ * Topology travels through meshoptimizer's index codec. Positions travel as u16 triples
+ * quantised in a fixed box, padded to 8-byte vertices and run through its vertex codec (which
+ * predicts each vertex from the previous one, byte-plane wise), then zstd. Deltas carry (q_now -
+ * q_key) mod 2^16 against the session's last keyframe: a local dent leaves most deltas zero, which
+ * the codec and zstd shrink to almost nothing (DESIGN.md measured 3-4 KB a frame for a 40k-vertex
+ * surface). Every read is bounds-checked: this is the code that meets hostile bytes. */
 #include "proto.h"
 
 #include <math.h>
@@ -356,19 +356,25 @@ proto_status proto_encode_mesh_key(proto_buf *out, const proto_header *h, const 
             st = PROTO_ERR_ARG;
             break;
         }
-        /* Offsets, not pointers: the buffer may move as it grows. */
+        /* Topology through meshoptimizer's index codec (the browser decoder reads it). */
+        size_t ibound = meshopt_encodeIndexBufferBound((size_t)s->ntri * 3, s->nvert);
         size_t at = raw.len;
-        if (!buf_put(&raw, NULL, 16 + (size_t)s->ntri * 12)) {
+        if (!buf_put(&raw, NULL, 16) || !buf_reserve(&raw, ibound)) {
             st = PROTO_ERR_NOMEM;
             break;
         }
-        uint8_t *sp = raw.data + at, *ip = sp + 16;
+        size_t ienc =
+            meshopt_encodeIndexBuffer(raw.data + raw.len, ibound, s->tri, (size_t)s->ntri * 3);
+        if (ienc == 0 && s->ntri) {
+            st = PROTO_ERR_ARG;
+            break;
+        }
+        raw.len += ienc;
+        uint8_t *sp = raw.data + at;
         sp[0] = s->id;
         put_u32(sp + 4, s->nvert);
         put_u32(sp + 8, s->ntri);
-        put_u32(sp + 12, s->ntri * 12u);
-        for (size_t i = 0; i < (size_t)s->ntri * 3; i++)
-            put_u32(ip + i * 4, s->tri[i]);
+        put_u32(sp + 12, (uint32_t)ienc);
         st = put_vertices(&raw, s->q, NULL, s->nvert);
     }
     if (st == PROTO_OK)
@@ -454,25 +460,27 @@ proto_status proto_decode_mesh(proto_decoded_mesh *out, const uint8_t *buf, size
         }
         if (key) {
             uint32_t ntri = get_u32(sp + 8), ib = get_u32(sp + 12);
-            if ((uint64_t)ntri * 12 != ib) {
-                st = PROTO_ERR_CORRUPT;
+            if ((uint64_t)ntri * 12 > PROTO_MAX_PAYLOAD) {
+                st = PROTO_ERR_LIMIT;
                 break;
             }
             const uint8_t *ip = take(&c, ib);
             if (!ip)
                 break;
             out->surf[k].ntri = ntri;
-            out->surf[k].tri = malloc((size_t)ib + 1);
+            out->surf[k].tri = malloc((size_t)ntri * 12 + 1);
             if (!out->surf[k].tri) {
                 st = PROTO_ERR_NOMEM;
                 break;
             }
-            for (size_t i = 0; i < (size_t)ntri * 3; i++) {
-                uint32_t v = get_u32(ip + i * 4);
-                if (v >= out->surf[k].nvert)
-                    st = PROTO_ERR_CORRUPT;
-                out->surf[k].tri[i] = v;
+            if (ntri &&
+                meshopt_decodeIndexBuffer(out->surf[k].tri, (size_t)ntri * 3, 4, ip, ib) != 0) {
+                st = PROTO_ERR_CORRUPT;
+                break;
             }
+            for (size_t i = 0; i < (size_t)ntri * 3; i++)
+                if (out->surf[k].tri[i] >= out->surf[k].nvert)
+                    st = PROTO_ERR_CORRUPT;
         }
         if (st == PROTO_OK)
             st = take_vertices(&c, out->surf[k].nvert, &out->surf[k].q);
