@@ -42,7 +42,7 @@ NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-We
 SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/cuda/*.cu)
 PROTO_C  := $(wildcard protocol/*.c)
-TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/*.c)
+TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
 LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
@@ -59,7 +59,7 @@ TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
-.PHONY: all deps test run bench cuda-check format-check format clean sim bench-bin
+.PHONY: all deps test run bench cuda-check format-check format clean sim bench-bin protocol-vectors
 all: deps $(BUILD)/softcast-bench
 
 deps:
@@ -78,6 +78,13 @@ bench-bin: $(BUILD)/softcast-bench
 
 $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
+
+# Regenerate protocol/vectors/*.bin (commit the result; vectors.json says what they hold).
+protocol-vectors: $(BUILD)/softcast-protogen
+	$(BUILD)/softcast-protogen protocol/vectors
+
+$(BUILD)/softcast-protogen: $(REL)/tests/protocol/gen_vectors.o $(PROTO_C:%.c=$(REL)/%.o)
+	$(CC) -o $@ $^ $(PROTO_LIBS) -lm
 
 $(REL)/%.o: %.c
 	@mkdir -p $(@D)
