@@ -42,12 +42,14 @@ NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-We
 SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/cuda/*.cu)
 PROTO_C  := $(wildcard protocol/*.c)
+SERVER_C := $(wildcard server/*.c)
 TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
 LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
 # The protocol (and later the server) need these; the sim and the bench do not.
 PROTO_LIBS = -lzstd -lmeshoptimizer -lcjson
+SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
 
 # Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
 REL  = $(BUILD)/rel
@@ -60,7 +62,7 @@ REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
 .PHONY: all deps test run bench cuda-check format-check format clean sim bench-bin protocol-vectors
-all: deps $(BUILD)/softcast-bench
+all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server
 
 deps:
 	@deploy/install-deps.sh
@@ -75,6 +77,13 @@ $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
 	$(CC) -fopenmp -o $@ $^ $(LIBS)
 
 bench-bin: $(BUILD)/softcast-bench
+
+$(BUILD)/softcast-server: $(SERVER_C:%.c=$(REL)/%.o) $(PROTO_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
+	$(CC) -fopenmp -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
+
+# The server under ASan and UBSan, for the integration tests (leaks show at exit).
+$(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
+	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
 
 $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)

@@ -7,6 +7,8 @@ set -eu
 PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev clang-format"
 # protocol/: compression, the vertex codec, JSON.
 PKGS="$PKGS libzstd-dev libmeshoptimizer-dev libcjson-dev"
+# server/: HTTP and WebSocket.
+PKGS="$PKGS libmicrohttpd-dev libwebsockets-dev"
 
 missing=""
 for p in $PKGS; do

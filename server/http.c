@@ -1,0 +1,407 @@
+/* http.c: the HTTP side (libmicrohttpd 0.9.75, its own polling thread and a small pool).
+ *
+ * REST API for sessions, health, Prometheus metrics, and the web client's files. Runs on
+ * MHD threads; never blocks on the simulation: it only creates or looks up sessions and
+ * reads counters under their locks. Bodies arrive over several calls and end with a call
+ * of size 0; they are limited to 64 KiB. Errors are {"error":"...","detail":"..."}. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "server.h"
+
+#define BODY_MAX (64 * 1024)
+
+typedef struct request {
+    char *body;
+    size_t len;
+    int too_big;
+} request;
+
+static enum MHD_Result send_body(struct MHD_Connection *conn, unsigned status, const char *type,
+                                 const char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, cJSON *j)
+{
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text)
+        return MHD_NO;
+    enum MHD_Result r = send_body(conn, status, "application/json", text, strlen(text));
+    cJSON_free(text);
+    return r;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *error,
+                                  const char *detail)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "error", error);
+    cJSON_AddStringToObject(j, "detail", detail ? detail : "");
+    return send_json(conn, status, j);
+}
+
+static const char *host_of(srv *s)
+{
+    return s->cfg.public_host[0] ? s->cfg.public_host : s->cfg.bind;
+}
+
+static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
+{
+    cJSON *j = cJSON_CreateObject();
+    char buf[512];
+    const sim_volume *v = sim_volume_model_volume(ss->model);
+    cJSON_AddStringToObject(j, "id", ss->id);
+    cJSON_AddStringToObject(j, "scene", "volume");
+    int dims[3] = {v->nx, v->ny, v->nz};
+    cJSON_AddItemToObject(j, "dims", cJSON_CreateIntArray(dims, 3));
+    pthread_mutex_lock(&ss->lock);
+    cJSON_AddNumberToObject(j, "clients", ss->nclients);
+    cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
+    cJSON_AddBoolToObject(j, "paused", ss->paused);
+    pthread_mutex_unlock(&ss->lock);
+    snprintf(buf, sizeof buf, "ws://%s:%d/?session=%s", host_of(s), s->ws_port, ss->id);
+    cJSON_AddStringToObject(j, "ws_url", buf);
+    if (with_tokens) {
+        cJSON_AddStringToObject(j, "control_token", ss->control_token);
+        cJSON_AddStringToObject(j, "view_token", ss->view_token);
+        snprintf(buf, sizeof buf, "http://%s:%d/?session=%s&token=%s", host_of(s), s->http_port,
+                 ss->id, ss->view_token);
+        cJSON_AddStringToObject(j, "join_url", buf);
+        snprintf(buf, sizeof buf, "http://%s:%d/?session=%s&token=%s", host_of(s), s->http_port,
+                 ss->id, ss->control_token);
+        cJSON_AddStringToObject(j, "control_url", buf);
+    }
+    return j;
+}
+
+static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const request *rq)
+{
+    cJSON *body = rq->len ? cJSON_ParseWithLength(rq->body, rq->len) : cJSON_CreateObject();
+    if (!body || !cJSON_IsObject(body)) {
+        cJSON_Delete(body);
+        return send_error(conn, 400, "bad request", "the body must be a JSON object");
+    }
+    const cJSON *scene = cJSON_GetObjectItemCaseSensitive(body, "scene");
+    if (scene && (!cJSON_IsString(scene) || strcmp(scene->valuestring, "volume") != 0)) {
+        cJSON_Delete(body);
+        return send_error(conn, 400, "unknown scene", "scenes: volume");
+    }
+    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(body, "dims");
+    int dims[3], *dp = NULL;
+    if (dj) {
+        if (!cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != 3) {
+            cJSON_Delete(body);
+            return send_error(conn, 400, "bad request", "\"dims\" must be [x, y, z]");
+        }
+        for (int b = 0; b < 3; b++) {
+            const cJSON *e = cJSON_GetArrayItem(dj, b);
+            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 4096) {
+                cJSON_Delete(body);
+                return send_error(conn, 400, "bad request", "\"dims\" entries must be 1 to 4096");
+            }
+            dims[b] = (int)e->valuedouble;
+        }
+        dp = dims;
+    }
+    cJSON_Delete(body);
+    char err[256] = "";
+    int status;
+    srv_session *ss = srv_session_create(s, dp, err, sizeof err, &status);
+    if (!ss)
+        return send_error(conn, (unsigned)status,
+                          status == 429   ? "too many sessions"
+                          : status == 413 ? "volume too large"
+                                          : "cannot create session",
+                          err);
+    return send_json(conn, 201, session_json(s, ss, 1));
+}
+
+static void metrics_line(char **out, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void metrics_line(char **out, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(*out ? *out + *len : NULL, *out ? *cap - *len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (*out && *len + (size_t)n < *cap) {
+            *len += (size_t)n;
+            return;
+        }
+        size_t nc = *cap ? *cap * 2 : 8192;
+        while (nc < *len + (size_t)n + 1)
+            nc *= 2;
+        char *b = realloc(*out, nc);
+        if (!b)
+            return;
+        *out = b;
+        *cap = nc;
+    }
+}
+
+static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
+{
+    char *o = NULL;
+    size_t len = 0, cap = 0;
+#define M(...) metrics_line(&o, &len, &cap, __VA_ARGS__)
+    M("# HELP softcast_session_step_ms Simulation step time of the last frame.\n"
+      "# TYPE softcast_session_step_ms gauge\n");
+    pthread_mutex_lock(&s->lock);
+    int nsessions = s->nsessions;
+    for (int i = 0; i < s->cfg.max_sessions; i++) {
+        srv_session *ss = s->slots[i];
+        if (!ss)
+            continue;
+        pthread_mutex_lock(&ss->lock);
+        double lat = ss->latency_n ? ss->latency_ms_sum / (double)ss->latency_n : 0.0;
+        M("softcast_session_step_ms{session=\"%s\"} %.4f\n", ss->id, ss->last_step_ms);
+        M("softcast_session_encode_ms{session=\"%s\"} %.4f\n", ss->id, ss->last_encode_ms);
+        M("softcast_session_frames_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->frames);
+        M("softcast_session_frames_sent_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->frames_sent);
+        M("softcast_session_bytes_sent_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->bytes_sent);
+        M("softcast_session_clients{session=\"%s\"} %d\n", ss->id, ss->nclients);
+        M("softcast_session_events_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->events);
+        M("softcast_session_errors_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->errors);
+        M("softcast_session_event_to_frame_ms{session=\"%s\"} %.4f\n", ss->id, lat);
+        pthread_mutex_unlock(&ss->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    M("# TYPE softcast_sessions gauge\nsoftcast_sessions %d\n", nsessions);
+    M("# TYPE softcast_clients gauge\nsoftcast_clients %d\n", srv_ws_clients(s));
+    M("# TYPE softcast_frames_sent_total counter\nsoftcast_frames_sent_total %llu\n",
+      (unsigned long long)atomic_load(&s->total_frames_sent));
+    M("# TYPE softcast_bytes_sent_total counter\nsoftcast_bytes_sent_total %llu\n",
+      (unsigned long long)atomic_load(&s->total_bytes_sent));
+    M("# TYPE softcast_errors_total counter\nsoftcast_errors_total %llu\n",
+      (unsigned long long)atomic_load(&s->total_errors));
+    M("# TYPE softcast_uptime_seconds gauge\nsoftcast_uptime_seconds %.1f\n",
+      (srv_now_ms() - (double)s->started_ms) / 1000.0);
+#undef M
+    enum MHD_Result r = send_body(conn, 200, "text/plain; version=0.0.4", o ? o : "", len);
+    free(o);
+    return r;
+}
+
+static const char *mime_of(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    static const char *const map[][2] = {{".html", "text/html; charset=utf-8"},
+                                         {".js", "text/javascript"},
+                                         {".mjs", "text/javascript"},
+                                         {".css", "text/css"},
+                                         {".json", "application/json"},
+                                         {".wasm", "application/wasm"},
+                                         {".png", "image/png"},
+                                         {".svg", "image/svg+xml"}};
+    for (size_t i = 0; dot && i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(dot, map[i][0]))
+            return map[i][1];
+    return "application/octet-stream";
+}
+
+static enum MHD_Result serve_file(srv *s, struct MHD_Connection *conn, const char *url)
+{
+    const char *rel = !strcmp(url, "/") ? "/index.html" : url;
+    for (const char *c = rel; *c; c++)
+        if (!(isalnum((unsigned char)*c) || strchr("/._-", *c)) || (c[0] == '.' && c[1] == '.'))
+            return send_error(conn, 404, "not found", url);
+    if (!s->cfg.data_dir[0] || strlen(s->cfg.data_dir) + strlen(rel) + 1 > 1024)
+        goto none;
+    char path[2048];
+    snprintf(path, sizeof path, "%s%s", s->cfg.data_dir, rel);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) {
+        if (fd >= 0)
+            close(fd);
+        goto none;
+    }
+    struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    if (!r) {
+        close(fd);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", mime_of(rel)); /* MHD closes fd */
+    enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+none:
+    if (strcmp(rel, "/index.html") != 0)
+        return send_error(conn, 404, "not found", url);
+    static const char page[] =
+        "<!doctype html><meta charset=utf-8><title>Softcast</title>"
+        "<h1>Softcast server</h1><p>The browser client is not installed here. API: "
+        "<code>GET /api/health</code>, <code>POST /api/sessions</code>, "
+        "<code>GET /api/sessions</code>, <code>GET /metrics</code>; protocol: "
+        "protocol/README.md.</p>";
+    return send_body(conn, 200, "text/html; charset=utf-8", page, sizeof page - 1);
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    srv *s = cls;
+    request *rq = *con_cls;
+    if (!rq) {
+        rq = calloc(1, sizeof *rq);
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (rq->len + *upload_size > BODY_MAX) {
+            rq->too_big = 1;
+        } else {
+            char *b = realloc(rq->body, rq->len + *upload_size + 1);
+            if (!b)
+                return MHD_NO;
+            rq->body = b;
+            memcpy(rq->body + rq->len, upload, *upload_size);
+            rq->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->too_big)
+        return send_error(conn, 413, "body too large", "request bodies are limited to 64 KiB");
+    if (!strcmp(url, "/api/health") && !strcmp(method, "GET")) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "status", "ok");
+        cJSON_AddStringToObject(j, "backend", sim_backend_name(s->backend));
+        cJSON_AddNumberToObject(j, "threads", sim_backend_threads(s->backend));
+        pthread_mutex_lock(&s->lock);
+        cJSON_AddNumberToObject(j, "sessions", s->nsessions);
+        pthread_mutex_unlock(&s->lock);
+        cJSON_AddNumberToObject(j, "clients", srv_ws_clients(s));
+        cJSON_AddNumberToObject(j, "max_sessions", s->cfg.max_sessions);
+        cJSON_AddNumberToObject(j, "ws_port", s->ws_port);
+        return send_json(conn, 200, j);
+    }
+    if (!strcmp(url, "/api/sessions")) {
+        if (!strcmp(method, "POST"))
+            return create_session(s, conn, rq);
+        if (!strcmp(method, "GET")) {
+            cJSON *arr = cJSON_CreateArray();
+            pthread_mutex_lock(&s->lock);
+            for (int i = 0; i < s->cfg.max_sessions; i++)
+                if (s->slots[i])
+                    cJSON_AddItemToArray(arr, session_json(s, s->slots[i], 0));
+            pthread_mutex_unlock(&s->lock);
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddItemToObject(j, "sessions", arr);
+            return send_json(conn, 200, j);
+        }
+        return send_error(conn, 405, "method not allowed", method);
+    }
+    if (!strncmp(url, "/api/sessions/", 14)) {
+        const char *id = url + 14;
+        if (!strcmp(method, "DELETE")) {
+            const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+            const char *tok =
+                auth && !strncmp(auth, "Bearer ", 7)
+                    ? auth + 7
+                    : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
+            int rc = srv_session_delete(s, id, tok);
+            if (rc == 204)
+                return send_body(conn, 204, "application/json", "", 0);
+            return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
+                              rc == 404 ? id : "the control token is required");
+        }
+        if (!strcmp(method, "GET")) {
+            srv_session *ss = srv_session_get(s, id);
+            if (!ss)
+                return send_error(conn, 404, "unknown session", id);
+            cJSON *j = session_json(s, ss, 0);
+            srv_session_put(s, ss);
+            return send_json(conn, 200, j);
+        }
+        return send_error(conn, 405, "method not allowed", method);
+    }
+    if (!strcmp(url, "/metrics") && !strcmp(method, "GET"))
+        return metrics(s, conn);
+    if (!strncmp(url, "/api/", 5))
+        return send_error(conn, 404, "not found", url);
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+        return serve_file(s, conn, url);
+    return send_error(conn, 405, "method not allowed", method);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    request *rq = *con_cls;
+    if (rq) {
+        free(rq->body);
+        free(rq);
+        *con_cls = NULL;
+    }
+}
+
+int srv_http_start(srv *s, char *err, size_t err_sz)
+{
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)s->cfg.http_port);
+    if (inet_pton(AF_INET, s->cfg.bind, &addr.sin_addr) != 1) {
+        snprintf(err, err_sz, "HTTP: --bind %s is not an IPv4 address", s->cfg.bind);
+        return -1;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)s->cfg.http_port, NULL, NULL,
+        handler, s, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+        MHD_OPTION_END);
+    if (!d) {
+        snprintf(err, err_sz, "HTTP: cannot listen on %s:%d (%s)", s->cfg.bind, s->cfg.http_port,
+                 strerror(errno));
+        return -1;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    s->http_port = info ? info->port : s->cfg.http_port;
+    s->http = d;
+    return 0;
+}
+
+void srv_http_stop(srv *s)
+{
+    if (s->http)
+        MHD_stop_daemon(s->http);
+    s->http = NULL;
+}

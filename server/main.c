@@ -1,0 +1,289 @@
+/* main.c: softcast-server. Parses flags (and an optional JSON config), loads the default
+ * volume, starts HTTP, WebSocket and the simulation worker, prints one JSON line
+ * {"event":"listening",...} and runs until SIGINT or SIGTERM, then shuts down cleanly:
+ * clients get a close frame, sessions are freed, exit 0. */
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server.h"
+
+static const char k_usage[] =
+    "usage: softcast-server [options]\n"
+    "  --http-port N                 HTTP port (0: pick a free one; default 8080)\n"
+    "  --ws-port N                   WebSocket port (0: pick a free one; default 8081)\n"
+    "  --bind ADDR                   listen address (default 127.0.0.1)\n"
+    "  --backend auto|cpu|cuda       simulation backend (default auto)\n"
+    "  --threads N                   CPU backend threads (0: all cores)\n"
+    "  --max-sessions N              sessions per server (default 64)\n"
+    "  --max-clients-per-session N   (default 256)\n"
+    "  --max-message-bytes N         largest client message (default 65536)\n"
+    "  --max-events-per-s N          per client (default 240)\n"
+    "  --max-elements N              largest volume a session may create (default 4194304)\n"
+    "  --rate HZ                     frames per second per session (default 60)\n"
+    "  --keyframe-every N            frames between mesh keyframes (default 120)\n"
+    "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
+    "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
+    "  --data-dir DIR                web client files (default web-client if present)\n"
+    "  --public-host NAME            host name written into session URLs\n"
+    "  --default-session             create a session at start and print its links\n"
+    "  --config FILE                 JSON object with any of the above, without dashes\n";
+
+static volatile sig_atomic_t g_signal;
+static void on_signal(int sig)
+{
+    g_signal = sig;
+}
+
+srv_config srv_default_config(void)
+{
+    srv_config c;
+    memset(&c, 0, sizeof c);
+    c.http_port = 8080;
+    c.ws_port = 8081;
+    strcpy(c.bind, "127.0.0.1");
+    c.backend = SIM_BACKEND_AUTO;
+    c.max_sessions = 64;
+    c.max_clients_per_session = 256;
+    c.max_message_bytes = 65536;
+    c.max_events_per_s = 240;
+    c.max_elements = 4 << 20;
+    c.rate_hz = 60.0;
+    c.keyframe_every = 120;
+    c.default_dims[0] = 128;
+    c.default_dims[1] = 128;
+    c.default_dims[2] = 75;
+    if (access("web-client/index.html", R_OK) == 0)
+        strcpy(c.data_dir, "web-client");
+    return c;
+}
+
+/* One option by name (without dashes) and value; shared by flags and the config file. */
+static int set_option(srv_config *c, const char *name, const char *val, char *err, size_t err_sz)
+{
+    char *end = NULL;
+    long long n = val ? strtoll(val, &end, 10) : 0;
+    int is_int = val && *val && end && *end == 0;
+#define INT_OPT(key, field, lo, hi)                                                   \
+    if (!strcmp(name, key)) {                                                         \
+        if (!is_int || n < (lo) || n > (hi)) {                                        \
+            snprintf(err, err_sz, "--%s %s: must be an integer in [%lld, %lld]", key, \
+                     val ? val : "(missing)", (long long)(lo), (long long)(hi));      \
+            return -1;                                                                \
+        }                                                                             \
+        c->field = (int)n;                                                            \
+        return 0;                                                                     \
+    }
+    INT_OPT("http-port", http_port, 0, 65535)
+    INT_OPT("ws-port", ws_port, 0, 65535)
+    INT_OPT("threads", threads, 0, 1024)
+    INT_OPT("max-sessions", max_sessions, 1, 100000)
+    INT_OPT("max-clients-per-session", max_clients_per_session, 1, 100000)
+    INT_OPT("max-message-bytes", max_message_bytes, 64, 16 << 20)
+    INT_OPT("max-events-per-s", max_events_per_s, 1, 100000)
+    INT_OPT("keyframe-every", keyframe_every, 1, 100000)
+#undef INT_OPT
+    if (!val) {
+        snprintf(err, err_sz, "--%s needs a value", name);
+        return -1;
+    }
+    if (!strcmp(name, "max-elements")) {
+        if (!is_int || n < 512 || n > (1LL << 31)) {
+            snprintf(err, err_sz, "--max-elements %s: must be an integer in [512, 2^31]", val);
+            return -1;
+        }
+        c->max_elements = n;
+    } else if (!strcmp(name, "rate")) {
+        double r = strtod(val, &end);
+        if (*end || !(r >= 1 && r <= 1000)) {
+            snprintf(err, err_sz, "--rate %s: must be 1 to 1000 Hz", val);
+            return -1;
+        }
+        c->rate_hz = r;
+    } else if (!strcmp(name, "bind") || !strcmp(name, "volume") || !strcmp(name, "data-dir") ||
+               !strcmp(name, "public-host")) {
+        char *dst = !strcmp(name, "bind")       ? c->bind
+                    : !strcmp(name, "volume")   ? c->volume_path
+                    : !strcmp(name, "data-dir") ? c->data_dir
+                                                : c->public_host;
+        size_t cap = !strcmp(name, "bind")       ? sizeof c->bind
+                     : !strcmp(name, "volume")   ? sizeof c->volume_path
+                     : !strcmp(name, "data-dir") ? sizeof c->data_dir
+                                                 : sizeof c->public_host;
+        if (strlen(val) >= cap) {
+            snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
+            return -1;
+        }
+        strcpy(dst, val);
+    } else if (!strcmp(name, "backend")) {
+        int k = sim_backend_kind_parse(val);
+        if (k < 0) {
+            snprintf(err, err_sz, "--backend %s: must be auto, cpu or cuda", val);
+            return -1;
+        }
+        c->backend = (sim_backend_kind)k;
+    } else if (!strcmp(name, "dims")) {
+        char tail;
+        if (sscanf(val, "%dx%dx%d%c", &c->default_dims[0], &c->default_dims[1], &c->default_dims[2],
+                   &tail) != 3) {
+            snprintf(err, err_sz, "--dims %s: must be WxHxD", val);
+            return -1;
+        }
+    } else {
+        snprintf(err, err_sz, "unknown option --%s (see --help)", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_config_file(srv_config *c, const char *path, char *err, size_t err_sz)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, err_sz, "--config %s: cannot open", path);
+        return -1;
+    }
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    cJSON *j = cJSON_ParseWithLength(buf, n);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        snprintf(err, err_sz, "--config %s: not a JSON object", path);
+        return -1;
+    }
+    int rc = 0;
+    for (cJSON *e = j->child; e && rc == 0; e = e->next) {
+        char val[600];
+        if (cJSON_IsString(e))
+            snprintf(val, sizeof val, "%s", e->valuestring);
+        else if (cJSON_IsNumber(e))
+            snprintf(val, sizeof val, "%.17g", e->valuedouble);
+        else if (cJSON_IsBool(e) && !strcmp(e->string, "default-session")) {
+            c->default_session = cJSON_IsTrue(e);
+            continue;
+        } else {
+            snprintf(err, err_sz, "--config %s: \"%s\" must be a string or a number", path,
+                     e->string);
+            rc = -1;
+            break;
+        }
+        rc = set_option(c, e->string, val, err, err_sz);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_sz)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(k_usage, stdout);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, err_sz, "unexpected argument %s (see --help)", a);
+            return -1;
+        }
+        if (!strcmp(a, "--default-session")) {
+            c->default_session = 1;
+            continue;
+        }
+        const char *val = i + 1 < argc ? argv[++i] : NULL;
+        int rc = !strcmp(a, "--config") ? (val ? load_config_file(c, val, err, err_sz) : -1)
+                                        : set_option(c, a + 2, val, err, err_sz);
+        if (rc)
+            return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static srv s; /* big and process-wide */
+    char err[512] = "";
+    s.cfg = srv_default_config();
+    int rc = srv_parse_args(&s.cfg, argc, argv, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0)
+            fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "bad arguments");
+        return rc < 0 ? 2 : 0;
+    }
+    s.started_ms = (uint64_t)srv_now_ms();
+    if (sim_backend_create(&s.backend, s.cfg.backend, s.cfg.threads, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-server: %s\n", err);
+        return 1;
+    }
+    sim_volume v;
+    sim_status st = s.cfg.volume_path[0]
+                        ? sim_volume_load_nifti(&v, s.cfg.volume_path, NULL, err, sizeof err)
+                        : sim_volume_phantom(&v, s.cfg.default_dims[0], s.cfg.default_dims[1],
+                                             s.cfg.default_dims[2], err, sizeof err);
+    if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > s.cfg.max_elements) {
+        snprintf(err, sizeof err, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
+                 v.nz, (long long)s.cfg.max_elements);
+        st = SIM_ERR_LIMIT;
+        sim_volume_free(&v);
+    }
+    if (st == SIM_OK) {
+        st = sim_volume_model_create(&s.default_model, &v, NULL, err, sizeof err);
+        sim_volume_free(&v);
+    }
+    if (st != SIM_OK) {
+        fprintf(stderr, "softcast-server: %s\n", err);
+        sim_backend_destroy(s.backend);
+        return 1;
+    }
+    atomic_init(&s.stop, 0);
+    if (srv_sessions_init(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
+        srv_http_start(&s, err, sizeof err) != 0 || srv_worker_start(&s) != 0) {
+        fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
+        atomic_store(&s.stop, 1);
+        srv_http_stop(&s);
+        srv_ws_stop(&s);
+        srv_sessions_fini(&s);
+        sim_volume_model_destroy(s.default_model);
+        sim_backend_destroy(s.backend);
+        return 1;
+    }
+    srv_session *first = NULL;
+    if (s.cfg.default_session) {
+        int status;
+        first = srv_session_create(&s, NULL, err, sizeof err, &status);
+        if (!first)
+            fprintf(stderr, "softcast-server: default session: %s\n", err);
+    }
+    const char *host = s.cfg.public_host[0] ? s.cfg.public_host : s.cfg.bind;
+    printf("{\"event\":\"listening\",\"http_port\":%d,\"ws_port\":%d,\"bind\":\"%s\","
+           "\"backend\":\"%s\",\"url\":\"http://%s:%d/\"",
+           s.http_port, s.ws_port, s.cfg.bind, sim_backend_name(s.backend), host, s.http_port);
+    if (first)
+        printf(",\"session\":\"%s\",\"control_url\":\"http://%s:%d/?session=%s&token=%s\","
+               "\"join_url\":\"http://%s:%d/?session=%s&token=%s\"",
+               first->id, host, s.http_port, first->id, first->control_token, host, s.http_port,
+               first->id, first->view_token);
+    printf("}\n");
+    fflush(stdout);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    while (!g_signal)
+        pause();
+
+    fprintf(stderr, "softcast-server: signal %d, shutting down\n", (int)g_signal);
+    srv_http_stop(&s);
+    srv_worker_stop(&s);
+    srv_ws_stop(&s);
+    srv_sessions_fini(&s);
+    sim_volume_model_destroy(s.default_model);
+    sim_backend_destroy(s.backend);
+    return 0;
+}

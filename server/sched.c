@@ -1,0 +1,326 @@
+/* sched.c: the simulation worker. At a fixed rate it visits every session: drains its
+ * inbox, applies the events at the frame boundary, steps the scene, encodes one frame
+ * for all its clients (keyframe on join and every N frames, deltas between) and
+ * publishes it, then wakes the WebSocket thread. A session with no clients sleeps; a
+ * settled volume costs nothing and sends nothing until an event arrives. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server.h"
+
+/* Parameter names a client may set (protocol/README.md): flat names for globals,
+ * "tissue.<class>.<field>" and "hu_threshold.<i>". */
+static int set_param(sim_volume_params *p, const char *name, double v)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+        int is_int;
+    } k[] = {
+        {"alpha", offsetof(sim_volume_params, alpha), 0},
+        {"b0", offsetof(sim_volume_params, b0), 0},
+        {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
+        {"v_max", offsetof(sim_volume_params, v_max), 0},
+        {"dead_zone", offsetof(sim_volume_params, dead_zone), 0},
+        {"boundary_margin", offsetof(sim_volume_params, boundary_margin), 0},
+        {"relax_iterations", offsetof(sim_volume_params, relax_iterations), 1},
+        {"relax_step", offsetof(sim_volume_params, relax_step), 0},
+        {"relax_threshold", offsetof(sim_volume_params, relax_threshold), 0},
+        {"home_weight", offsetof(sim_volume_params, home_weight), 0},
+        {"max_passes", offsetof(sim_volume_params, max_passes), 1},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(name, k[i].name)) {
+            char *base = (char *)p + k[i].off;
+            if (k[i].is_int) {
+                if (v != floor(v) || fabs(v) > 1e6)
+                    return -1;
+                *(int *)(void *)base = (int)v;
+            } else {
+                *(float *)(void *)base = (float)v;
+            }
+            return 0;
+        }
+    unsigned t;
+    if (sscanf(name, "hu_threshold.%u", &t) == 1 && t < 3) {
+        p->hu_threshold[t] = (float)v;
+        return 0;
+    }
+    static const char *const fields[] = {"min_len", "max_len", "shear", "speed", "inv_mass", "b1"};
+    for (int c = 0; c < SIM_NTISSUE; c++) {
+        char prefix[64];
+        size_t n = (size_t)snprintf(prefix, sizeof prefix, "tissue.%s.", sim_tissue_name(c));
+        if (strncmp(name, prefix, n) != 0)
+            continue;
+        float *f[6] = {&p->tissue[c].min_len, &p->tissue[c].max_len,  &p->tissue[c].shear,
+                       &p->tissue[c].speed,   &p->tissue[c].inv_mass, &p->tissue[c].b1};
+        for (int j = 0; j < 6; j++)
+            if (!strcmp(name + n, fields[j])) {
+                *f[j] = (float)v;
+                return 0;
+            }
+    }
+    return -1;
+}
+
+static void reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
+                        const char *detail)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"type\":\"error\",\"seq\":%u,\"error\":\"%s\",\"detail\":\"%s\"}", seq, error,
+             detail);
+    for (char *c = text; *c; c++) /* details come from our own messages: keep them JSON-safe */
+        if (*c == '\\' || (unsigned char)*c < 0x20)
+            *c = ' ';
+    srv_session_reply(ss, client, NULL, text);
+    pthread_mutex_lock(&ss->lock);
+    ss->errors++;
+    pthread_mutex_unlock(&ss->lock);
+}
+
+static void apply(srv *s, srv_session *ss, const srv_inbox_item *it)
+{
+    const proto_event *e = &it->ev;
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.seq = e->seq;
+    char err[256] = "";
+    switch (e->type) {
+    case PROTO_EV_GRAB:
+    case PROTO_EV_MOVE:
+        ev.type = e->type == PROTO_EV_GRAB ? SIM_EV_GRAB : SIM_EV_MOVE;
+        ev.space = e->world ? SIM_SPACE_WORLD : SIM_SPACE_LATTICE;
+        memcpy(ev.point, e->point, sizeof ev.point);
+        ev.radius = e->radius;
+        break;
+    case PROTO_EV_RELEASE:
+        ev.type = SIM_EV_RELEASE;
+        break;
+    case PROTO_EV_RESET:
+        ev.type = SIM_EV_RESET;
+        break;
+    case PROTO_EV_SET_CONDITION:
+        ev.type = SIM_EV_SET_CONDITION;
+        ev.condition = (sim_condition)(e->condition - 'A');
+        break;
+    case PROTO_EV_SET_PARAMS:
+        ev.type = SIM_EV_SET_PARAMS;
+        ev.params = sim_volume_get_params(ss->state);
+        for (int i = 0; i < e->nparams; i++)
+            if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
+                reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
+                return;
+            }
+        break;
+    case PROTO_EV_PAUSE:
+    case PROTO_EV_RESUME:
+        pthread_mutex_lock(&ss->lock);
+        ss->paused = e->type == PROTO_EV_PAUSE;
+        ss->last_seq = e->seq;
+        pthread_mutex_unlock(&ss->lock);
+        return;
+    case PROTO_EV_SLICE: {
+        int w, h;
+        sim_volume_slice_size(ss->model, (sim_plane)e->plane, &w, &h);
+        uint8_t *img = malloc((size_t)w * (size_t)h + 1);
+        if (!img)
+            return;
+        if (sim_volume_slice(ss->state, (sim_plane)e->plane, e->index, e->level_hu, e->width_hu,
+                             NULL, img, err, sizeof err) != SIM_OK) {
+            free(img);
+            reply_error(ss, it->client, e->seq, "bad slice", err);
+            return;
+        }
+        proto_slice sl = {e->plane,    (uint32_t)e->index, (uint32_t)w, (uint32_t)h,
+                          e->level_hu, e->width_hu,        img};
+        proto_header hd;
+        memset(&hd, 0, sizeof hd);
+        hd.frame = ss->frame_no;
+        hd.last_seq = e->seq;
+        hd.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
+        proto_buf b = {0};
+        if (proto_encode_slice(&b, &hd, &sl, 1) == PROTO_OK)
+            srv_session_reply(ss, it->client, srv_frame_new(b.data, b.len, ss->frame_no, 0), NULL);
+        proto_buf_free(&b);
+        free(img);
+        return;
+    }
+    case PROTO_EV_PING:
+    case PROTO_EV_HANDOVER:
+        return; /* answered by the WebSocket thread */
+    }
+    if (sim_volume_push_event(ss->state, &ev, err, sizeof err) != SIM_OK)
+        reply_error(ss, it->client, e->seq, "event refused", err);
+}
+
+/* Quantise the surfaces now; encode a keyframe or a delta; publish. */
+static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t last_seq)
+{
+    double t0 = srv_now_ms();
+    if (!ss->nsurf) {
+        ss->nsurf = 2;
+        for (int k = 0; k < 2; k++) {
+            const sim_surface *sf = sim_volume_model_surface(ss->model, (sim_surface_kind)k);
+            ss->surf_nvert[k] = (uint32_t)sf->nvert;
+            size_t n = (size_t)sf->nvert * 3 + 3;
+            ss->surf_pos[k] = malloc(n * sizeof(float));
+            ss->cur_q[k] = malloc(n * sizeof(uint16_t));
+            ss->key_q[k] = malloc(n * sizeof(uint16_t));
+            if (!ss->surf_pos[k] || !ss->cur_q[k] || !ss->key_q[k]) {
+                ss->nsurf = 0;
+                return;
+            }
+        }
+    }
+    proto_mesh cur, key;
+    memset(&cur, 0, sizeof cur);
+    memcpy(cur.bmin, ss->bmin, sizeof cur.bmin);
+    memcpy(cur.bmax, ss->bmax, sizeof cur.bmax);
+    cur.nsurf = 2;
+    for (int k = 0; k < 2; k++) {
+        const sim_surface *sf = sim_volume_model_surface(ss->model, (sim_surface_kind)k);
+        sim_volume_surface_positions(ss->state, (sim_surface_kind)k, ss->surf_pos[k]);
+        proto_quantise(ss->surf_pos[k], ss->surf_nvert[k], ss->bmin, ss->bmax, ss->cur_q[k]);
+        cur.surf[k].id = (uint8_t)k;
+        cur.surf[k].nvert = ss->surf_nvert[k];
+        cur.surf[k].ntri = (uint32_t)sf->ntri;
+        cur.surf[k].tri = sf->tri;
+        cur.surf[k].q = ss->cur_q[k];
+    }
+    proto_header h;
+    memset(&h, 0, sizeof h);
+    h.frame = ss->frame_no;
+    h.last_seq = last_seq;
+    h.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
+    proto_buf b = {0};
+    proto_status st;
+    if (keyframe) {
+        st = proto_encode_mesh_key(&b, &h, &cur, 1);
+        for (int k = 0; k < 2; k++)
+            memcpy(ss->key_q[k], ss->cur_q[k], (size_t)ss->surf_nvert[k] * 3 * sizeof(uint16_t));
+        ss->key_frame_no = ss->frame_no;
+    } else {
+        key = cur;
+        for (int k = 0; k < 2; k++)
+            key.surf[k].q = ss->key_q[k];
+        cur.key_frame = ss->key_frame_no;
+        st = proto_encode_mesh_delta(&b, &h, &key, &cur, 1);
+    }
+    if (st == PROTO_OK) {
+        srv_frame *f = srv_frame_new(b.data, b.len, ss->frame_no, keyframe);
+        if (f)
+            srv_session_publish(ss, f);
+    }
+    proto_buf_free(&b);
+    pthread_mutex_lock(&ss->lock);
+    ss->last_encode_ms = srv_now_ms() - t0;
+    ss->encode_ms_sum += ss->last_encode_ms;
+    pthread_mutex_unlock(&ss->lock);
+}
+
+static int run_session(srv *s, srv_session *ss)
+{
+    srv_inbox_item items[SRV_INBOX_CAP];
+    pthread_mutex_lock(&ss->lock);
+    int n = ss->inbox_count, nclients = ss->nclients, want_key = ss->want_keyframe;
+    for (int i = 0; i < n; i++)
+        items[i] = ss->inbox[(ss->inbox_head + i) % SRV_INBOX_CAP];
+    ss->inbox_head = (ss->inbox_head + n) % SRV_INBOX_CAP;
+    ss->inbox_count = 0;
+    ss->want_keyframe = 0;
+    pthread_mutex_unlock(&ss->lock);
+    if (nclients == 0 && n == 0)
+        return 0; /* nobody watches: the session sleeps */
+    uint32_t last_seq = 0;
+    double oldest = 0;
+    for (int i = 0; i < n; i++) {
+        apply(s, ss, &items[i]);
+        last_seq = items[i].ev.seq;
+        if (i == 0)
+            oldest = items[i].arrived_ms;
+    }
+    pthread_mutex_lock(&ss->lock);
+    if (n)
+        ss->last_seq = last_seq;
+    last_seq = ss->last_seq;
+    int paused = ss->paused;
+    pthread_mutex_unlock(&ss->lock);
+    sim_volume_metrics mt;
+    memset(&mt, 0, sizeof mt);
+    mt.skipped = 1;
+    if (!paused) {
+        char err[256];
+        if (sim_volume_step(ss->state, &mt, err, sizeof err) != SIM_OK)
+            fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
+    }
+    ss->frame_no++;
+    int keyframe = want_key || ss->key_frame_no == 0 ||
+                   ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every;
+    int changed = !mt.skipped || n > 0;
+    if (changed || keyframe)
+        encode_and_publish(s, ss, keyframe, last_seq);
+    pthread_mutex_lock(&ss->lock);
+    ss->frames++;
+    ss->last_step_ms = mt.total_ms;
+    ss->step_ms_sum += mt.total_ms;
+    if (n) {
+        ss->latency_ms_sum += srv_now_ms() - oldest;
+        ss->latency_n++;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return changed || keyframe || ss->nreplies;
+}
+
+static void *worker_main(void *arg)
+{
+    srv *s = arg;
+    double period = 1000.0 / s->cfg.rate_hz, next = srv_now_ms();
+    while (!atomic_load(&s->stop)) {
+        srv_sessions_reap(s);
+        int woke = 0;
+        for (int i = 0; i < s->cfg.max_sessions; i++) {
+            pthread_mutex_lock(&s->lock);
+            srv_session *ss = s->slots[i];
+            int closing = 1;
+            if (ss) {
+                pthread_mutex_lock(&ss->lock);
+                closing = ss->closing;
+                pthread_mutex_unlock(&ss->lock);
+                if (!closing)
+                    s->refs[i]++; /* the worker holds it while it steps it */
+            }
+            pthread_mutex_unlock(&s->lock);
+            if (!ss || closing)
+                continue;
+            woke |= run_session(s, ss);
+            srv_session_put(s, ss);
+        }
+        if (woke)
+            srv_ws_wake(s);
+        next += period;
+        double now = srv_now_ms();
+        if (next < now - period)
+            next = now; /* fell behind: do not try to catch up with a burst */
+        double wait = next - now;
+        if (wait > 0) {
+            struct timespec ts = {(time_t)(wait / 1000.0), (long)(fmod(wait, 1000.0) * 1e6)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+int srv_worker_start(srv *s)
+{
+    return pthread_create(&s->worker, NULL, worker_main, s);
+}
+
+void srv_worker_stop(srv *s)
+{
+    atomic_store(&s->stop, 1);
+    pthread_join(s->worker, NULL);
+}

@@ -1,0 +1,169 @@
+/* server.h: softcast-server's shared types. One process: HTTP threads (libmicrohttpd),
+ * one WebSocket service thread (libwebsockets), one simulation worker (sched.c).
+ *
+ * Locks: srv.lock guards the session table (slots, generations, counts). Each session's
+ * lock guards its inbox, its latest frames, its client list and its counters. The sim
+ * state is touched only by the worker (and by creation/destruction, when no worker runs
+ * it). Never hold a session lock while taking srv.lock. */
+#ifndef SERVER_SERVER_H
+#define SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "protocol/proto.h"
+#include "sim/sim.h"
+
+#define SRV_ID_LEN    32
+#define SRV_TOKEN_LEN 33 /* 32 hex characters + NUL */
+#define SRV_INBOX_CAP 256
+
+typedef struct srv_config {
+    int http_port, ws_port; ///< 0: pick a free port
+    char bind[64];          ///< listen address, default 127.0.0.1
+    sim_backend_kind backend;
+    int threads; ///< CPU backend threads (0: all cores)
+    int max_sessions;
+    int max_clients_per_session;
+    int max_message_bytes; ///< largest text message a client may send
+    int max_events_per_s;  ///< per client, sustained (a burst of the same size is allowed)
+    int64_t max_elements;  ///< largest volume a session may create
+    double rate_hz;        ///< simulation frames per second per session
+    int keyframe_every;    ///< frames between mesh keyframes
+    char volume_path[512]; ///< the default volume scene ("" = the phantom)
+    int default_dims[3];   ///< phantom size of the default scene
+    char data_dir[512];    ///< where the web client's files are ("" = none)
+    char public_host[128]; ///< host name put into URLs (default: bind address)
+    int default_session;   ///< create a session at start (make run)
+} srv_config;
+
+srv_config srv_default_config(void);
+/// Parse argv (and a --config FILE of JSON); errors go to err. Returns 0 on success,
+/// 1 for --help (usage printed), -1 on error.
+int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_sz);
+
+/* A published frame: encoded once, shared by every client (refcounted). */
+typedef struct srv_frame {
+    atomic_int refs;
+    uint64_t frame;
+    int keyframe;
+    size_t len;
+    uint8_t *data; /* LWS_PRE bytes of headroom, then len bytes */
+} srv_frame;
+
+srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int keyframe);
+void srv_frame_ref(srv_frame *f);
+void srv_frame_unref(srv_frame *f);
+
+typedef struct srv_inbox_item {
+    proto_event ev;
+    uint32_t client; ///< who sent it (for slice replies and handover)
+    double arrived_ms;
+} srv_inbox_item;
+
+typedef struct srv_client srv_client; /* ws.c */
+
+typedef struct srv_session {
+    /* Immutable after creation. */
+    uint32_t slot, generation;
+    char id[SRV_ID_LEN];
+    char control_token[SRV_TOKEN_LEN], view_token[SRV_TOKEN_LEN];
+    sim_volume_model *model;
+    sim_volume_state *state; /* worker only */
+    float bmin[3], bmax[3];  /* quantisation box, world mm */
+
+    pthread_mutex_t lock; /* guards everything below */
+    srv_inbox_item inbox[SRV_INBOX_CAP];
+    int inbox_head, inbox_count;
+    srv_frame *latest;   /* newest frame */
+    srv_frame *keyframe; /* newest keyframe (late joiners and slow clients start here) */
+    int nclients;
+    uint32_t driver; /* client id holding control (0: none) */
+    int paused;
+    int want_keyframe; /* a client joined: encode a keyframe next */
+    uint32_t last_seq;
+    /* counters for /metrics */
+    uint64_t frames, frames_sent, bytes_sent, events, errors;
+    double step_ms_sum, encode_ms_sum, latency_ms_sum;
+    uint64_t latency_n;
+    double last_step_ms, last_encode_ms;
+    int closing; /* DELETE or shutdown: clients get a close frame */
+    /* Replies to one client (slices, errors found by the worker), latest first served. */
+    struct {
+        uint32_t client;
+        srv_frame *frame; /* binary frame, or text when text != NULL */
+        char *text;
+    } replies[8];
+    int nreplies;
+
+    /* Worker only: the surfaces' quantised positions now and at the last keyframe. */
+    int nsurf;
+    uint32_t surf_nvert[2];
+    float *surf_pos[2];
+    uint16_t *cur_q[2], *key_q[2];
+    uint64_t key_frame_no;
+    uint64_t frame_no;
+} srv_session;
+
+typedef struct srv srv;
+
+/* session.c */
+int srv_sessions_init(srv *s);
+void srv_sessions_fini(srv *s);
+/// Create a session (scene "volume"); options: dims or the default volume.
+srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err_sz,
+                                int *http_status);
+/// Find by id (NULL: unknown or gone). The caller gets a reference: srv_session_put.
+srv_session *srv_session_get(srv *s, const char *id);
+void srv_session_put(srv *s, srv_session *ss);
+/// Free closing sessions that no thread holds (worker).
+void srv_sessions_reap(srv *s);
+/// Mark for deletion; the worker frees it when no client holds it.
+int srv_session_delete(srv *s, const char *id, const char *token);
+/// Push an event into the session's inbox (any thread). 0, or -1 when full.
+int srv_session_push(srv_session *ss, const proto_event *ev, uint32_t client);
+/// Replace the latest frame (worker). Takes ownership of f.
+void srv_session_publish(srv_session *ss, srv_frame *f);
+/// Queue a reply for one client (worker): a binary frame (owned) or a text (copied).
+void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text);
+
+/* The whole server. */
+struct srv {
+    srv_config cfg;
+    pthread_mutex_t lock; /* guards the table below */
+    srv_session **slots;  /* max_sessions entries */
+    uint32_t *generation;
+    int *refs; /* references held by HTTP/WS threads */
+    int nsessions;
+    sim_backend *backend;
+    sim_volume_model *default_model; /* the default volume, shared by its sessions */
+    atomic_int stop;
+    atomic_uint next_client;
+    pthread_t worker;
+    void *ws;   /* ws.c context */
+    void *http; /* MHD daemon */
+    int http_port, ws_port;
+    uint64_t started_ms;
+    atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;
+};
+
+/* sched.c */
+int srv_worker_start(srv *s);
+void srv_worker_stop(srv *s);
+
+/* ws.c */
+int srv_ws_start(srv *s, char *err, size_t err_sz);
+void srv_ws_stop(srv *s);
+void srv_ws_wake(srv *s); /* any thread: new frames are ready */
+int srv_ws_clients(srv *s);
+
+/* http.c */
+int srv_http_start(srv *s, char *err, size_t err_sz);
+void srv_http_stop(srv *s);
+
+/* util */
+void srv_random_hex(char *out, size_t nbytes);
+double srv_now_ms(void);
+
+#endif

@@ -1,0 +1,326 @@
+/* session.c: the session table. Sessions live in fixed slots with generations, so a
+ * stale id is "unknown session", never a use-after-free (Box2D's b2BodyId). HTTP and
+ * WebSocket threads hold references; only the worker frees a session, once it is closing
+ * and nobody holds it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "sim/core/sc_base.h"
+
+#define LWS_PRE_BYTES 16 /* matches LWS_PRE; checked in ws.c */
+
+double srv_now_ms(void)
+{
+    return sc_now_ms();
+}
+
+void srv_random_hex(char *out, size_t nbytes)
+{
+    unsigned char b[64];
+    if (nbytes > sizeof b)
+        nbytes = sizeof b;
+    size_t got = 0;
+    while (got < nbytes) {
+        ssize_t r = getrandom(b + got, nbytes - got, 0);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r > 0)
+            got += (size_t)r;
+    }
+    for (; got < nbytes; got++) /* no entropy source at all: still unique per process */
+        b[got] = (unsigned char)(rand() ^ (int)time(NULL));
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int keyframe)
+{
+    srv_frame *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->data = malloc(LWS_PRE_BYTES + len);
+    if (!f->data) {
+        free(f);
+        return NULL;
+    }
+    memcpy(f->data + LWS_PRE_BYTES, bytes, len);
+    f->len = len;
+    f->frame = frame;
+    f->keyframe = keyframe;
+    atomic_init(&f->refs, 1);
+    return f;
+}
+
+void srv_frame_ref(srv_frame *f)
+{
+    atomic_fetch_add(&f->refs, 1);
+}
+
+void srv_frame_unref(srv_frame *f)
+{
+    if (f && atomic_fetch_sub(&f->refs, 1) == 1) {
+        free(f->data);
+        free(f);
+    }
+}
+
+int srv_sessions_init(srv *s)
+{
+    int n = s->cfg.max_sessions;
+    s->slots = calloc((size_t)n, sizeof *s->slots);
+    s->generation = calloc((size_t)n, sizeof *s->generation);
+    s->refs = calloc((size_t)n, sizeof *s->refs);
+    if (!s->slots || !s->generation || !s->refs)
+        return -1;
+    return pthread_mutex_init(&s->lock, NULL) == 0 ? 0 : -1;
+}
+
+static void session_free(srv_session *ss)
+{
+    for (int i = 0; i < ss->nreplies; i++) {
+        srv_frame_unref(ss->replies[i].frame);
+        free(ss->replies[i].text);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(ss->surf_pos[k]);
+        free(ss->cur_q[k]);
+        free(ss->key_q[k]);
+    }
+    sim_volume_state_destroy(ss->state);
+    srv_frame_unref(ss->latest);
+    srv_frame_unref(ss->keyframe);
+    pthread_mutex_destroy(&ss->lock);
+    free(ss);
+}
+
+void srv_sessions_fini(srv *s)
+{
+    for (int i = 0; s->slots && i < s->cfg.max_sessions; i++)
+        if (s->slots[i]) {
+            if (s->slots[i]->model != s->default_model)
+                sim_volume_model_destroy(s->slots[i]->model);
+            session_free(s->slots[i]);
+        }
+    free(s->slots);
+    free(s->generation);
+    free(s->refs);
+    pthread_mutex_destroy(&s->lock);
+}
+
+srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err_sz,
+                                int *http_status)
+{
+    *http_status = 500;
+    sim_volume_model *model = NULL;
+    if (dims) {
+        int64_t n = (int64_t)dims[0] * dims[1] * dims[2];
+        if (dims[0] < 8 || dims[1] < 8 || dims[2] < 8 || n > s->cfg.max_elements) {
+            *http_status = dims[0] < 8 || dims[1] < 8 || dims[2] < 8 ? 400 : 413;
+            snprintf(err, err_sz, "dims %dx%dx%d: each axis >= 8 and at most %lld elements",
+                     dims[0], dims[1], dims[2], (long long)s->cfg.max_elements);
+            return NULL;
+        }
+        sim_volume v;
+        if (sim_volume_phantom(&v, dims[0], dims[1], dims[2], err, err_sz) != SIM_OK) {
+            *http_status = 400;
+            return NULL;
+        }
+        sim_status st = sim_volume_model_create(&model, &v, NULL, err, err_sz);
+        sim_volume_free(&v);
+        if (st != SIM_OK)
+            return NULL;
+    } else {
+        model = s->default_model;
+    }
+    srv_session *ss = calloc(1, sizeof *ss);
+    if (!ss) {
+        snprintf(err, err_sz, "out of memory");
+        goto fail;
+    }
+    pthread_mutex_init(&ss->lock, NULL);
+    ss->model = model;
+    if (sim_volume_state_create(&ss->state, model, s->backend, err, err_sz) != SIM_OK)
+        goto fail;
+    const sim_volume *vol = sim_volume_model_volume(model);
+    int n[3] = {vol->nx, vol->ny, vol->nz};
+    sim_volume_params p = sim_volume_get_params(ss->state);
+    for (int b = 0; b < 3; b++) {
+        ss->bmin[b] = -p.boundary_margin * vol->spacing_mm[b];
+        ss->bmax[b] = ((float)(n[b] - 1) + p.boundary_margin) * vol->spacing_mm[b];
+    }
+    srv_random_hex(ss->control_token, 16);
+    srv_random_hex(ss->view_token, 16);
+    ss->want_keyframe = 1;
+    pthread_mutex_lock(&s->lock);
+    int slot = -1;
+    for (int i = 0; i < s->cfg.max_sessions; i++)
+        if (!s->slots[i]) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        pthread_mutex_unlock(&s->lock);
+        *http_status = 429;
+        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+        goto fail;
+    }
+    ss->slot = (uint32_t)slot;
+    ss->generation = ++s->generation[slot];
+    char rnd[9];
+    srv_random_hex(rnd, 4);
+    snprintf(ss->id, sizeof ss->id, "s%u-%u-%s", ss->slot, ss->generation, rnd);
+    s->slots[slot] = ss;
+    s->refs[slot] = 0;
+    s->nsessions++;
+    pthread_mutex_unlock(&s->lock);
+    *http_status = 201;
+    return ss;
+fail:
+    if (ss) {
+        sim_volume_state_destroy(ss->state);
+        pthread_mutex_destroy(&ss->lock);
+        free(ss);
+    }
+    if (model && model != s->default_model)
+        sim_volume_model_destroy(model);
+    return NULL;
+}
+
+/* "s<slot>-<generation>-<random>" to the live session with exactly that id. */
+static srv_session *lookup_locked(srv *s, const char *id)
+{
+    unsigned slot, gen;
+    if (!id || sscanf(id, "s%u-%u-", &slot, &gen) != 2 || slot >= (unsigned)s->cfg.max_sessions)
+        return NULL;
+    srv_session *ss = s->slots[slot];
+    if (!ss || ss->generation != gen || strcmp(ss->id, id) != 0)
+        return NULL;
+    return ss;
+}
+
+srv_session *srv_session_get(srv *s, const char *id)
+{
+    pthread_mutex_lock(&s->lock);
+    srv_session *ss = lookup_locked(s, id);
+    if (ss) {
+        pthread_mutex_lock(&ss->lock);
+        int closing = ss->closing;
+        pthread_mutex_unlock(&ss->lock);
+        if (closing)
+            ss = NULL;
+        else
+            s->refs[ss->slot]++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return ss;
+}
+
+void srv_session_put(srv *s, srv_session *ss)
+{
+    if (!ss)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->refs[ss->slot]--;
+    pthread_mutex_unlock(&s->lock);
+}
+
+int srv_session_delete(srv *s, const char *id, const char *token)
+{
+    pthread_mutex_lock(&s->lock);
+    srv_session *ss = lookup_locked(s, id);
+    int rc = 404;
+    if (ss) {
+        rc = token && !strcmp(token, ss->control_token) ? 204 : 403;
+        if (rc == 204) {
+            pthread_mutex_lock(&ss->lock);
+            ss->closing = 1;
+            pthread_mutex_unlock(&ss->lock);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc == 204)
+        srv_ws_wake(s); /* clients get their close frames */
+    return rc;
+}
+
+int srv_session_push(srv_session *ss, const proto_event *ev, uint32_t client)
+{
+    pthread_mutex_lock(&ss->lock);
+    int rc = -1;
+    if (ss->inbox_count < SRV_INBOX_CAP) {
+        srv_inbox_item *it = &ss->inbox[(ss->inbox_head + ss->inbox_count) % SRV_INBOX_CAP];
+        it->ev = *ev;
+        it->client = client;
+        it->arrived_ms = srv_now_ms();
+        ss->inbox_count++;
+        ss->events++;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return rc;
+}
+
+void srv_session_publish(srv_session *ss, srv_frame *f)
+{
+    pthread_mutex_lock(&ss->lock);
+    srv_frame *old = ss->latest, *oldkey = NULL;
+    ss->latest = f;
+    if (f->keyframe) {
+        oldkey = ss->keyframe;
+        srv_frame_ref(f);
+        ss->keyframe = f;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    srv_frame_unref(old);
+    srv_frame_unref(oldkey);
+}
+
+void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text)
+{
+    pthread_mutex_lock(&ss->lock);
+    if (ss->nreplies == 8) { /* the oldest goes: a client that does not read loses replies */
+        srv_frame_unref(ss->replies[0].frame);
+        free(ss->replies[0].text);
+        memmove(&ss->replies[0], &ss->replies[1], 7 * sizeof ss->replies[0]);
+        ss->nreplies--;
+    }
+    ss->replies[ss->nreplies].client = client;
+    ss->replies[ss->nreplies].frame = f;
+    ss->replies[ss->nreplies].text = text ? strdup(text) : NULL;
+    ss->nreplies++;
+    pthread_mutex_unlock(&ss->lock);
+}
+
+/* The worker frees closing sessions nobody holds; called with no session lock held. */
+void srv_sessions_reap(srv *s)
+{
+    for (int i = 0; i < s->cfg.max_sessions; i++) {
+        srv_session *dead = NULL;
+        pthread_mutex_lock(&s->lock);
+        srv_session *ss = s->slots[i];
+        if (ss && s->refs[i] == 0) {
+            pthread_mutex_lock(&ss->lock);
+            int closing = ss->closing && ss->nclients == 0;
+            pthread_mutex_unlock(&ss->lock);
+            if (closing) {
+                s->slots[i] = NULL;
+                s->nsessions--;
+                dead = ss;
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (dead) {
+            if (dead->model != s->default_model)
+                sim_volume_model_destroy(dead->model);
+            session_free(dead);
+        }
+    }
+}
