@@ -107,7 +107,7 @@ $(REL)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
-test: deps format-check $(BUILD)/softcast-tests cuda-check
+test: deps format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check
 	tests/run-tests.sh $(BUILD)
 
 # The one .clang-format, checked on every test run; `make format` applies it.

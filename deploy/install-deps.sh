@@ -9,6 +9,8 @@ PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev clang-format"
 PKGS="$PKGS libzstd-dev libmeshoptimizer-dev libcjson-dev"
 # server/: HTTP and WebSocket.
 PKGS="$PKGS libmicrohttpd-dev libwebsockets-dev"
+# The integration tests run under node; take Debian's unless one is already installed.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 
 missing=""
 for p in $PKGS; do

@@ -26,8 +26,8 @@ struct srv_client {
     struct lws *wsi;
     srv_session *ss;
     uint32_t id;
-    char session_id[SRV_ID_LEN + 8];
-    char token[SRV_TOKEN_LEN + 8];
+    char session_id[SRV_ID_LEN + 16]; /* room for "session=" while parsing */
+    char token[SRV_TOKEN_LEN + 16];
     uint64_t sent_frame; /* newest mesh frame number sent */
     uint64_t have_key;   /* keyframe the client holds (its deltas apply to it) */
     int got_any;
@@ -265,6 +265,17 @@ static void unlink_client(ws_ctx *w, srv_client *c)
         }
 }
 
+/* A URL argument's value: lws copies the whole "name=value" into buf and points at the
+ * value inside it. */
+static int url_arg(struct lws *wsi, const char *name, char *buf, int len)
+{
+    const char *v = lws_get_urlarg_by_name(wsi, name, buf, len);
+    if (!v)
+        return 0;
+    memmove(buf, v, strlen(v) + 1);
+    return buf[0] != 0;
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                     size_t len)
 {
@@ -275,48 +286,53 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return 0;
     srv *s = w->s;
     switch (reason) {
-    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* Accept the handshake and judge the credentials once established, so a refused
+         * client learns why (an error message, then close 1008) instead of a bare hang-up. */
         memset(c, 0, sizeof *c);
-        if (lws_get_urlarg_by_name(wsi, "session=", c->session_id, sizeof c->session_id) == NULL ||
-            lws_get_urlarg_by_name(wsi, "token=", c->token, sizeof c->token) == NULL)
-            return 1; /* refused: no session or no token */
-        srv_session *ss = srv_session_get(s, c->session_id);
-        int ok = 0;
-        if (ss) {
-            pthread_mutex_lock(&ss->lock);
-            ok = (!strcmp(c->token, ss->control_token) || !strcmp(c->token, ss->view_token)) &&
-                 ss->nclients < s->cfg.max_clients_per_session;
-            pthread_mutex_unlock(&ss->lock);
-            srv_session_put(s, ss);
-        }
-        return ok ? 0 : 1;
-    }
+        url_arg(wsi, "session=", c->session_id, sizeof c->session_id);
+        url_arg(wsi, "token=", c->token, sizeof c->token);
+        return 0;
     case LWS_CALLBACK_ESTABLISHED: {
         c->wsi = wsi;
-        c->ss = srv_session_get(s, c->session_id);
-        if (!c->ss) {
-            lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"gone", 4);
-            return -1;
-        }
-        c->id = atomic_fetch_add(&s->next_client, 1) + 1;
-        c->tokens = s->cfg.max_events_per_s;
-        c->last_refill_ms = srv_now_ms();
-        pthread_mutex_lock(&c->ss->lock);
-        int full = c->ss->nclients >= s->cfg.max_clients_per_session;
-        if (!full) {
-            c->ss->nclients++;
-            if (!strcmp(c->token, c->ss->control_token))
-                c->ss->driver = c->id; /* the newest holder of the control token drives */
-            c->ss->want_keyframe = 1;
-        }
-        pthread_mutex_unlock(&c->ss->lock);
-        if (full) {
-            srv_session_put(s, c->ss);
-            c->ss = NULL;
-            lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"full", 4);
-            return -1;
+        const char *why = NULL;
+        srv_session *ss = c->session_id[0] ? srv_session_get(s, c->session_id) : NULL;
+        if (!c->session_id[0])
+            why = "the URL needs ?session=ID&token=TOKEN";
+        else if (!ss)
+            why = "unknown session";
+        if (ss) {
+            pthread_mutex_lock(&ss->lock);
+            int driver = !strcmp(c->token, ss->control_token);
+            int viewer = !strcmp(c->token, ss->view_token);
+            if (!driver && !viewer)
+                why = "wrong or missing token";
+            else if (ss->nclients >= s->cfg.max_clients_per_session)
+                why = "the session holds its limit of clients";
+            if (!why) {
+                c->id = atomic_fetch_add(&s->next_client, 1) + 1;
+                ss->nclients++;
+                if (driver)
+                    ss->driver = c->id; /* the newest holder of the control token drives */
+                ss->want_keyframe = 1;
+            }
+            pthread_mutex_unlock(&ss->lock);
+            if (why)
+                srv_session_put(s, ss);
         }
         memset(c->token, 0, sizeof c->token);
+        if (why) {
+            char text[200];
+            snprintf(text, sizeof text,
+                     "{\"type\":\"error\",\"seq\":0,\"error\":\"refused\",\"detail\":\"%s\"}", why);
+            c->closing = 1;
+            queue_text(c, text);
+            atomic_fetch_add(&s->total_errors, 1);
+            return 0;
+        }
+        c->ss = ss;
+        c->tokens = s->cfg.max_events_per_s;
+        c->last_refill_ms = srv_now_ms();
         c->next = w->clients;
         w->clients = c;
         w->nclients++;
@@ -325,6 +341,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return 0;
     }
     case LWS_CALLBACK_RECEIVE: {
+        if (c->closing)
+            return 0;
         if (!c->ss)
             return -1;
         if (lws_frame_is_binary(wsi)) {
@@ -358,6 +376,12 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return 0;
     }
     case LWS_CALLBACK_SERVER_WRITEABLE:
+        if (c->closing) { /* refused: say why, then close */
+            if (c->nout)
+                return write_next(w, c) < 0 ? -1 : (lws_callback_on_writable(wsi), 0);
+            lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
+            return -1;
+        }
         if (!c->ss)
             return -1;
         if (atomic_load(&s->stop)) {
@@ -426,7 +450,8 @@ int srv_ws_start(srv *s, char *err, size_t err_sz)
     if (!w)
         return -1;
     w->s = s;
-    lws_set_log_level(LLL_ERR, NULL);
+    lws_set_log_level(
+        getenv("SOFTCAST_LWS_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE | LLL_INFO : LLL_ERR, NULL);
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     info.port = s->cfg.ws_port;

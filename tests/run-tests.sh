@@ -1,5 +1,6 @@
 #!/bin/sh
-# Run the C test binary. First fetch the optional real-CT data (Debian's
+# Run every test: the C binary, then the server and JS tests under node.
+# First fetch the optional real-CT data (Debian's
 # invesalius-examples head CT) into BUILD/data; a failed fetch only makes the
 # test that needs it skip, saying why.
 set -u
@@ -24,4 +25,37 @@ export SOFTCAST_DATA="$DATA"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 shift 2>/dev/null || true
-exec "$BUILD/softcast-tests" "$@"
+
+# 1. The C tests (sim, protocol).
+log=$(mktemp)
+# (sh has no pipefail: the binary's own status, which LeakSanitizer sets at exit, goes
+# through a file.)
+{
+    "$BUILD/softcast-tests" "$@"
+    echo $? >"$log.rc"
+} | tee "$log"
+c_status=$(cat "$log.rc")
+set -- $(tail -n 1 "$log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
+c_pass=${1:-0} c_fail=${2:-1} c_skip=${3:-0}
+
+# 2. The server end to end and the JavaScript decoder (node's test runner), against the
+#    server built with ASan and UBSan.
+n_pass=0 n_fail=0 n_skip=0
+if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
+    (cd tests/server && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+        { echo "run-tests: npm ci failed in tests/server"; n_fail=1; }
+    if [ "$n_fail" = 0 ]; then
+        SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
+            node --test --test-reporter=tap tests/server/ >"$log" 2>&1
+        cat "$log"
+        n_pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$log" | tail -n 1)
+        n_fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$log" | tail -n 1)
+        n_skip=$(sed -n 's/^# skipped \([0-9]*\)$/\1/p' "$log" | tail -n 1)
+        [ -n "$n_pass" ] || { n_pass=0; n_fail=1; }
+    fi
+fi
+rm -f "$log" "$log.rc"
+pass=$((c_pass + n_pass)) fail=$((c_fail + ${n_fail:-0})) skip=$((c_skip + ${n_skip:-0}))
+[ "$c_status" = 0 ] || [ "$fail" -gt 0 ] || fail=1
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,139 @@
+// softcast-server end to end: a real server on 127.0.0.1, real WebSocket clients.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import WebSocket from 'ws';
+import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
+
+let srv;
+before(async () => { srv = await startServer(['--dims', '32x32x20', '--max-events-per-s', '50']); });
+after(async () => {
+  const code = await srv.stop();
+  assert.equal(code, 0, `server exit ${code}; stderr:\n${srv.stderr()}`);
+});
+
+const maxAbsDiff = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+
+test('health, create, list, get, unknown session is 404', async () => {
+  const h = await api(srv.base, 'GET', '/api/health');
+  assert.equal(h.status, 200);
+  assert.equal(h.json.status, 'ok');
+  assert.equal(h.json.backend, 'cpu');
+  const c = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', dims: [24, 24, 16] });
+  assert.equal(c.status, 201);
+  for (const k of ['id', 'control_token', 'view_token', 'ws_url', 'join_url', 'control_url']) assert.ok(c.json[k], k);
+  const l = await api(srv.base, 'GET', '/api/sessions');
+  assert.ok(l.json.sessions.some((s) => s.id === c.json.id));
+  assert.ok(!JSON.stringify(l.json).includes(c.json.control_token), 'list leaks tokens');
+  assert.equal((await api(srv.base, 'GET', `/api/sessions/${c.json.id}`)).status, 200);
+  const u = await api(srv.base, 'GET', '/api/sessions/s7-3-deadbeef');
+  assert.equal(u.status, 404);
+  assert.equal(u.json.error, 'unknown session');
+  assert.equal((await api(srv.base, 'DELETE', `/api/sessions/${c.json.id}`)).status, 403);
+  const del = await api(srv.base, 'DELETE', `/api/sessions/${c.json.id}`, undefined, { authorization: `Bearer ${c.json.control_token}` });
+  assert.equal(del.status, 204);
+  assert.equal((await api(srv.base, 'POST', '/api/sessions', '{nope')).status, 400);
+  assert.equal((await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth9' })).status, 400);
+  const m = await api(srv.base, 'GET', '/metrics');
+  assert.match(m.text, /softcast_sessions \d+/);
+});
+
+test('driver and two viewers see the same deformation at the same frame numbers', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', dims: [32, 32, 20] })).json;
+  const driver = await new Client(wsUrl(s, s.control_token)).open();
+  const v1 = await new Client(wsUrl(s, s.view_token)).open();
+  const v2 = await new Client(wsUrl(s, s.view_token)).open();
+  const all = [driver, v1, v2];
+  for (const c of all) await c.until(() => c.frames.length > 0 && c.texts.some((t) => t.type === 'welcome'), 10000, 'keyframe');
+  assert.equal(driver.texts.find((t) => t.type === 'welcome').role, 'driver');
+  assert.equal(v1.texts.find((t) => t.type === 'welcome').role, 'viewer');
+  const rest = driver.frames.at(-1).q[0];
+  // Grab the belly (front is high y) in lattice units and pull it out.
+  driver.send({ type: 'grab', seq: 1, point: [16, 26, 10], radius: 2.5, space: 'lattice' });
+  for (let k = 1; k <= 6; k++) driver.send({ type: 'move', seq: 1 + k, point: [16, 26 + k, 10], space: 'lattice' });
+  for (const c of all) await c.until(() => c.frames.some((f) => f.lastSeq >= 7), 15000, 'seq 7 echoed');
+  const target = driver.frames.find((f) => f.lastSeq >= 7).frame;
+  for (const c of all) {
+    const f = c.frames.find((x) => x.frame === target);
+    assert.ok(f, `client lacks frame ${target}`);
+    assert.ok(maxAbsDiff(f.q[0], rest) > 1000, 'skin did not move');
+    assert.equal(c.errors, 0);
+  }
+  assert.deepEqual(Array.from(v1.frames.find((x) => x.frame === target).q[0]), Array.from(driver.frames.find((x) => x.frame === target).q[0]));
+  assert.deepEqual(Array.from(v2.frames.find((x) => x.frame === target).q[0]), Array.from(driver.frames.find((x) => x.frame === target).q[0]));
+  // A slice, decoded.
+  driver.send({ type: 'slice', seq: 20, plane: 'axial', index: 10, level: 40, width: 400 });
+  await driver.until(() => driver.slices.length > 0, 10000, 'slice');
+  const sl = driver.slices[0];
+  assert.equal(sl.width, 32);
+  assert.equal(sl.height, 32);
+  assert.ok(new Set(sl.pixels).size > 3, 'slice is flat');
+  // A viewer's event is refused and changes nothing.
+  const before = driver.frames.length;
+  v1.send({ type: 'release', seq: 5 });
+  await v1.until(() => v1.texts.some((t) => t.type === 'error'), 5000, 'viewer error');
+  assert.equal(v1.texts.find((t) => t.type === 'error').error, 'not the driver');
+  assert.ok(driver.frames.length >= before);
+  for (const c of all) await c.close();
+});
+
+test('wrong or missing token, unknown session: refused at connect with a reason', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', { dims: [16, 16, 8] })).json;
+  const urls = [
+    [wsUrl(s, 'f'.repeat(32)), /token/],
+    [s.ws_url, /token/],
+    [`ws://127.0.0.1:${srv.info.ws_port}/?session=s1-9-00000000&token=${s.view_token}`, /unknown session/],
+  ];
+  for (const [url, why] of urls) {
+    const c = await new Client(url).open();
+    const code = await c.closed;
+    assert.equal(code, 1008);
+    const e = c.texts.find((t) => t.type === 'error');
+    assert.ok(e && e.error === 'refused', JSON.stringify(c.texts));
+    assert.match(e.detail, why);
+    assert.equal(c.frames.length, 0);
+  }
+});
+
+test('bad messages get errors and the connection stays', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', { dims: [16, 16, 8] })).json;
+  const c = await new Client(wsUrl(s, s.control_token)).open();
+  const cases = [
+    ['{not json', 'bad message'],
+    [{ type: 'teleport', seq: 1 }, 'unknown message type'],
+    [{ type: 'grab', seq: 2, point: [1, 2] , radius: 1 }, 'bad message'],
+    [{ type: 'grab', seq: 3, point: [1, 2, 3] }, 'bad message'],
+    ['{"type":"move","seq":4,"point":[1,2,1e999]}', 'bad message'],
+    ['x'.repeat(70000), 'message too large'],
+  ];
+  for (const [msg, want] of cases) {
+    const n = c.texts.filter((t) => t.type === 'error').length;
+    c.send(msg);
+    await c.until(() => c.texts.filter((t) => t.type === 'error').length > n, 5000, `error for ${String(msg).slice(0, 30)}`);
+    assert.equal(c.texts.filter((t) => t.type === 'error').at(-1).error, want);
+  }
+  c.ws.send(Buffer.from([1, 2, 3, 4]), { binary: true });
+  await c.until(() => c.texts.some((t) => /binary/.test(t.detail ?? '')), 5000, 'binary refused');
+  // Still alive: a ping is answered.
+  c.send({ type: 'ping', seq: 99, t: 1234.5 });
+  await c.until(() => c.texts.some((t) => t.type === 'pong'), 5000, 'pong');
+  assert.equal(c.texts.find((t) => t.type === 'pong').t, 1234.5);
+  // A flood over the rate limit is refused, not queued.
+  for (let i = 0; i < 200; i++) c.send({ type: 'ping', seq: 1000 + i, t: i });
+  await c.until(() => c.texts.some((t) => t.error === 'rate limited'), 5000, 'rate limit');
+  await c.close();
+});
+
+test('200 connect/disconnect cycles, abrupt ones included; the server keeps serving', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', { dims: [16, 16, 8] })).json;
+  for (let i = 0; i < 200; i++) {
+    const ws = new WebSocket(wsUrl(s, s.view_token));
+    await withTimeout(new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); }), 5000, 'open');
+    if (i % 2) ws.terminate(); // abrupt: no close frame
+    else ws.close();
+  }
+  const h = await api(srv.base, 'GET', '/api/health');
+  assert.equal(h.status, 200);
+  const c = await new Client(wsUrl(s, s.control_token)).open();
+  await c.until(() => c.frames.length > 0, 10000, 'frame after churn');
+  await c.close();
+});
