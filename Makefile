@@ -1,7 +1,7 @@
 # Softcast top-level Makefile (plain make, Redis style).
 #   make            install missing system packages (deploy/install-deps.sh), build all
 #   make test       build with ASan+UBSan and run every test (last line: N passed, N failed)
-#   make run        build, then run the default scene
+#   make run        build, then serve the default scene on http://127.0.0.1:8080
 #   make bench      run the volume benches
 #   make cuda-check compile every .cu with warnings as errors (no GPU needed)
 #   make format     apply .clang-format (make test checks it)
@@ -119,8 +119,10 @@ format-check:
 format:
 	clang-format -i $(FORMAT_FILES)
 
+# Serve the default volume scene on http://127.0.0.1:8080 (WebSocket on 8081) with one
+# session ready; its links are printed. Ctrl-C stops it cleanly.
 run: all
-	$(BUILD)/softcast-bench volume --frames 120 --scenario release --condition C
+	$(BUILD)/softcast-server --http-port 8080 --ws-port 8081 --default-session
 
 # Pull at the reference size with 2 and 1 threads; the same small pull on a homogeneous
 # block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
