@@ -43,7 +43,7 @@ SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/cuda/*.cu)
 PROTO_C  := $(wildcard protocol/*.c)
 SERVER_C := $(wildcard server/*.c)
-TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c)
+TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
 LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
@@ -87,6 +87,19 @@ $(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(T
 
 $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
+
+# libFuzzer on the frame decoder and the event parser (clang). FUZZ_SECONDS each; new
+# interesting inputs land in tests/fuzz/corpus/, which make test replays.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fsanitize=fuzzer,address,undefined -I. -DFUZZ_MAIN
+.PHONY: fuzz
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	for t in frame event; do \
+	  $(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $(PROTO_C) $(PROTO_LIBS) -lm || exit 1; \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
+	done
 
 # Regenerate protocol/vectors/*.bin (commit the result; vectors.json says what they hold).
 protocol-vectors: $(BUILD)/softcast-protogen
