@@ -316,9 +316,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         if (!strcmp(method, "GET")) {
             cJSON *arr = cJSON_CreateArray();
             pthread_mutex_lock(&s->lock);
-            for (int i = 0; i < s->cfg.max_sessions; i++)
-                if (s->slots[i])
-                    cJSON_AddItemToArray(arr, session_json(s, s->slots[i], 0));
+            for (int i = 0; i < s->cfg.max_sessions; i++) {
+                srv_session *ss = s->slots[i];
+                if (!ss)
+                    continue;
+                pthread_mutex_lock(&ss->lock);
+                int closing = ss->closing; /* deleted: gone for callers, freed soon */
+                pthread_mutex_unlock(&ss->lock);
+                if (!closing)
+                    cJSON_AddItemToArray(arr, session_json(s, ss, 0));
+            }
             pthread_mutex_unlock(&s->lock);
             cJSON *j = cJSON_CreateObject();
             cJSON_AddItemToObject(j, "sessions", arr);

@@ -42,8 +42,10 @@ c_pass=${1:-0} c_fail=${2:-1} c_skip=${3:-0}
 #    server built with ASan and UBSan.
 n_pass=0 n_fail=0 n_skip=0
 if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
-    (cd tests/server && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
-        { echo "run-tests: npm ci failed in tests/server"; n_fail=1; }
+    for d in tests/server deploy/load; do
+        (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+            { echo "run-tests: npm ci failed in $d"; n_fail=1; }
+    done
     if [ "$n_fail" = 0 ]; then
         SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
             node --test --test-reporter=tap tests/server/ >"$log" 2>&1

@@ -26,5 +26,8 @@ int fuzz_event_one(const uint8_t *data, size_t size)
 
 #ifdef FUZZ_MAIN
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_event_one(data, size); }
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_event_one(data, size);
+}
 #endif

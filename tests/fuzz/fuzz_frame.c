@@ -24,5 +24,8 @@ int fuzz_frame_one(const uint8_t *data, size_t size)
 
 #ifdef FUZZ_MAIN
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_frame_one(data, size); }
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_frame_one(data, size);
+}
 #endif

@@ -1,0 +1,128 @@
+#!/usr/bin/env node
+// softcast-load: creates N sessions with M clients each (1 driver + M-1 viewers), drives
+// each session with a grab-move-release loop, stops after S seconds and prints one JSON
+// line: sessions, clients, frames, bytes, fps_per_client, latency_ms_p50/p99 (from a
+// move's send to the first frame that echoes its seq, at every client), errors.
+// Only frame headers are read (40 bytes): the tool stays cheap next to the server.
+import WebSocket from 'ws';
+
+const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--clients M] [--seconds S]
+                     [--dims WxHxD] [--rate HZ]   (moves per second per driver, default 30)`;
+
+function parse(argv) {
+  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30 };
+  for (let i = 2; i < argv.length; i++) {
+    const k = argv[i], v = argv[i + 1];
+    if (k === '--help' || k === '-h') { console.log(usage); process.exit(0); }
+    if (v === undefined) throw new Error(`${k} needs a value\n${usage}`);
+    i++;
+    if (k === '--url') o.url = v;
+    else if (k === '--sessions') o.sessions = posInt(k, v);
+    else if (k === '--clients') o.clients = posInt(k, v);
+    else if (k === '--seconds') o.seconds = Number(v);
+    else if (k === '--rate') o.rate = Number(v);
+    else if (k === '--dims') {
+      const m = /^(\d+)x(\d+)x(\d+)$/.exec(v);
+      if (!m) throw new Error(`--dims ${v}: must be WxHxD`);
+      o.dims = m.slice(1).map(Number);
+    } else throw new Error(`unknown option ${k}\n${usage}`);
+  }
+  if (!o.url) throw new Error(usage);
+  if (!(o.seconds > 0 && o.seconds <= 3600)) throw new Error('--seconds: 0 to 3600');
+  if (!(o.rate > 0 && o.rate <= 1000)) throw new Error('--rate: 0 to 1000');
+  return o;
+}
+function posInt(k, v) {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 10000) throw new Error(`${k} ${v}: an integer 1 to 10000`);
+  return n;
+}
+
+const quantile = (xs, q) => {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+
+async function main() {
+  const o = parse(process.argv);
+  const base = o.url.replace(/\/+$/, '');
+  const stats = { frames: 0, bytes: 0, errors: 0, latencies: [] };
+  const sessions = [];
+  for (let i = 0; i < o.sessions; i++) {
+    const r = await fetch(`${base}/api/sessions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
+    });
+    if (r.status !== 201) throw new Error(`creating session ${i}: HTTP ${r.status} ${await r.text()}`);
+    sessions.push({ info: await r.json(), sent: new Map(), clients: [] });
+  }
+  // Connect everyone.
+  for (const s of sessions)
+    for (let c = 0; c < o.clients; c++) {
+      const token = c === 0 ? s.info.control_token : s.info.view_token;
+      const ws = new WebSocket(`${s.info.ws_url}&token=${token}`);
+      ws.binaryType = 'nodebuffer';
+      const cl = { ws, lastSeq: 0, frames: 0 };
+      ws.on('message', (data, isBinary) => {
+        if (!isBinary) {
+          const t = JSON.parse(data.toString());
+          if (t.type === 'error') stats.errors++;
+          return;
+        }
+        stats.frames++;
+        stats.bytes += data.length;
+        cl.frames++;
+        const seq = data.readUInt32LE(16);
+        const now = performance.now();
+        for (let q = cl.lastSeq + 1; q <= seq; q++) {
+          const t0 = s.sent.get(q);
+          if (t0 !== undefined) stats.latencies.push(now - t0);
+        }
+        if (seq > cl.lastSeq) cl.lastSeq = seq;
+      });
+      ws.on('error', () => { stats.errors++; });
+      await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
+      s.clients.push(cl);
+    }
+  // Drive: grab the belly, drag it in and out, release, again.
+  const t0 = performance.now(), period = 1000 / o.rate;
+  let ticks = 0;
+  await new Promise((resolve) => {
+    const timer = setInterval(() => {
+      const elapsed = performance.now() - t0;
+      if (elapsed >= o.seconds * 1000) { clearInterval(timer); resolve(); return; }
+      for (const s of sessions) {
+        const d = s.info.dims, phase = ticks % 90, seq = ticks + 1;
+        const p = [d[0] / 2, d[1] * 0.85, d[2] / 2];
+        let msg;
+        if (phase === 0) msg = { type: 'grab', seq, point: p, radius: 2.5, space: 'lattice' };
+        else if (phase < 75) msg = { type: 'move', seq, point: [p[0], p[1] + 4 * Math.sin(phase / 12), p[2]], space: 'lattice' };
+        else if (phase === 75) msg = { type: 'release', seq };
+        if (msg) {
+          s.sent.set(seq, performance.now());
+          s.clients[0].ws.send(JSON.stringify(msg));
+        }
+      }
+      ticks++;
+    }, period);
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  for (const s of sessions) {
+    for (const c of s.clients) c.ws.close();
+    await fetch(`${base}/api/sessions/${s.info.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.info.control_token}` } });
+  }
+  const nclients = o.sessions * o.clients;
+  console.log(JSON.stringify({
+    sessions: o.sessions, clients: nclients, seconds: Number(seconds.toFixed(2)),
+    frames: stats.frames, bytes: stats.bytes,
+    fps_per_client: Number((stats.frames / nclients / seconds).toFixed(2)),
+    kbytes_per_s: Number((stats.bytes / 1024 / seconds).toFixed(1)),
+    latency_ms_p50: quantile(stats.latencies, 0.5)?.toFixed(2) * 1 ?? null,
+    latency_ms_p99: quantile(stats.latencies, 0.99)?.toFixed(2) * 1 ?? null,
+    latency_samples: stats.latencies.length,
+    errors: stats.errors,
+  }));
+}
+
+main().catch((e) => { console.error(`softcast-load: ${e.message}`); process.exit(1); });

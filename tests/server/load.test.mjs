@@ -1,0 +1,30 @@
+// softcast-load against a real server: it runs, reports every field, sees no errors.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { startServer, withTimeout } from './harness.mjs';
+
+let srv;
+before(async () => { srv = await startServer(['--dims', '24x24x16']); });
+after(async () => { assert.equal(await srv.stop(), 0, srv.stderr()); });
+
+test('softcast-load: 2 sessions x 3 clients for 2 s', async () => {
+  const tool = new URL('../../deploy/load/softcast-load.mjs', import.meta.url).pathname;
+  const p = spawn(process.execPath, [tool, '--url', `${srv.base}/`, '--sessions', '2', '--clients', '3', '--seconds', '2', '--dims', '32x32x20'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  p.stdout.on('data', (d) => { out += d; });
+  p.stderr.on('data', (d) => { err += d; });
+  const [code] = await withTimeout(once(p, 'exit'), 30000, 'softcast-load');
+  assert.equal(code, 0, err);
+  const r = JSON.parse(out.trim().split('\n').at(-1));
+  for (const k of ['sessions', 'clients', 'frames', 'bytes', 'fps_per_client', 'latency_ms_p50', 'latency_ms_p99', 'errors'])
+    assert.ok(k in r, k);
+  assert.equal(r.sessions, 2);
+  assert.equal(r.clients, 6);
+  assert.equal(r.errors, 0);
+  assert.ok(r.frames > 6 && r.bytes > 0 && r.latency_ms_p50 > 0, JSON.stringify(r));
+  // The sessions it made are gone again.
+  const list = await (await fetch(`${srv.base}/api/sessions`)).json();
+  assert.equal(list.sessions.length, 0);
+});
