@@ -181,6 +181,12 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
         double lat = ss->latency_n ? ss->latency_ms_sum / (double)ss->latency_n : 0.0;
         M("softcast_session_step_ms{session=\"%s\"} %.4f\n", ss->id, ss->last_step_ms);
         M("softcast_session_encode_ms{session=\"%s\"} %.4f\n", ss->id, ss->last_encode_ms);
+        M("softcast_session_step_ms_mean{session=\"%s\"} %.4f\n", ss->id,
+          ss->frames ? ss->step_ms_sum / (double)ss->frames : 0.0);
+        M("softcast_session_encodes_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->encodes);
+        M("softcast_session_encode_ms_mean{session=\"%s\"} %.4f\n", ss->id,
+          ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0);
         M("softcast_session_frames_total{session=\"%s\"} %llu\n", ss->id,
           (unsigned long long)ss->frames);
         M("softcast_session_frames_sent_total{session=\"%s\"} %llu\n", ss->id,

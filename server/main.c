@@ -17,7 +17,9 @@ static const char k_usage[] =
     "  --ws-port N                   WebSocket port (0: pick a free one; default 8081)\n"
     "  --bind ADDR                   listen address (default 127.0.0.1)\n"
     "  --backend auto|cpu|cuda       simulation backend (default auto)\n"
-    "  --threads N                   CPU backend threads (0: all cores)\n"
+    "  --threads N                   CPU threads per simulation step (default: 1 when\n"
+    "                                workers > 1, else all cores)\n"
+    "  --workers N                   simulation worker threads (default: one per core)\n"
     "  --max-sessions N              sessions per server (default 64)\n"
     "  --max-clients-per-session N   (default 256)\n"
     "  --max-message-bytes N         largest client message (default 65536)\n"
@@ -80,6 +82,7 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("http-port", http_port, 0, 65535)
     INT_OPT("ws-port", ws_port, 0, 65535)
     INT_OPT("threads", threads, 0, 1024)
+    INT_OPT("workers", workers, 1, 64)
     INT_OPT("max-sessions", max_sessions, 1, 100000)
     INT_OPT("max-clients-per-session", max_clients_per_session, 1, 100000)
     INT_OPT("max-message-bytes", max_message_bytes, 64, 16 << 20)
@@ -214,7 +217,14 @@ int main(int argc, char **argv)
         return rc < 0 ? 2 : 0;
     }
     s.started_ms = (uint64_t)srv_now_ms();
-    if (sim_backend_create(&s.backend, s.cfg.backend, s.cfg.threads, err, sizeof err) != SIM_OK) {
+    if (s.cfg.workers == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        s.cfg.workers = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    }
+    /* Workers already spread sessions over the cores: a step on one core each, unless
+     * told otherwise (one big session on an idle machine wants --workers 1). */
+    int step_threads = s.cfg.threads ? s.cfg.threads : s.cfg.workers > 1 ? 1 : 0;
+    if (sim_backend_create(&s.backend, s.cfg.backend, step_threads, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-server: %s\n", err);
         return 1;
     }
@@ -259,8 +269,9 @@ int main(int argc, char **argv)
     }
     const char *host = s.cfg.public_host[0] ? s.cfg.public_host : s.cfg.bind;
     printf("{\"event\":\"listening\",\"http_port\":%d,\"ws_port\":%d,\"bind\":\"%s\","
-           "\"backend\":\"%s\",\"url\":\"http://%s:%d/\"",
-           s.http_port, s.ws_port, s.cfg.bind, sim_backend_name(s.backend), host, s.http_port);
+           "\"backend\":\"%s\",\"workers\":%d,\"threads\":%d,\"url\":\"http://%s:%d/\"",
+           s.http_port, s.ws_port, s.cfg.bind, sim_backend_name(s.backend), s.cfg.workers,
+           sim_backend_threads(s.backend), host, s.http_port);
     if (first)
         printf(",\"session\":\"%s\",\"control_url\":\"http://%s:%d/?session=%s&token=%s\","
                "\"join_url\":\"http://%s:%d/?session=%s&token=%s\"",

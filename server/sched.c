@@ -219,6 +219,7 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
     pthread_mutex_lock(&ss->lock);
     ss->last_encode_ms = srv_now_ms() - t0;
     ss->encode_ms_sum += ss->last_encode_ms;
+    ss->encodes++;
     pthread_mutex_unlock(&ss->lock);
 }
 
@@ -275,14 +276,24 @@ static int run_session(srv *s, srv_session *ss)
     return changed || keyframe || ss->nreplies;
 }
 
+typedef struct worker_arg {
+    srv *s;
+    int index;
+} worker_arg;
+
+/* Worker k steps the sessions in slots k, k + workers, k + 2 workers, ...: a session is
+ * only ever stepped by one thread, and many sessions spread over the cores. */
 static void *worker_main(void *arg)
 {
-    srv *s = arg;
+    worker_arg *wa = arg;
+    srv *s = wa->s;
+    int k = wa->index, nw = s->cfg.workers;
     double period = 1000.0 / s->cfg.rate_hz, next = srv_now_ms();
     while (!atomic_load(&s->stop)) {
-        srv_sessions_reap(s);
+        if (k == 0)
+            srv_sessions_reap(s);
         int woke = 0;
-        for (int i = 0; i < s->cfg.max_sessions; i++) {
+        for (int i = k; i < s->cfg.max_sessions; i += nw) {
             pthread_mutex_lock(&s->lock);
             srv_session *ss = s->slots[i];
             int closing = 1;
@@ -314,13 +325,36 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static worker_arg *g_worker_args;
+
 int srv_worker_start(srv *s)
 {
-    return pthread_create(&s->worker, NULL, worker_main, s);
+    int n = s->cfg.workers;
+    s->workers = calloc((size_t)n, sizeof *s->workers);
+    g_worker_args = calloc((size_t)n, sizeof *g_worker_args);
+    if (!s->workers || !g_worker_args)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        g_worker_args[k].s = s;
+        g_worker_args[k].index = k;
+        if (pthread_create(&s->workers[k], NULL, worker_main, &g_worker_args[k]) != 0) {
+            atomic_store(&s->stop, 1);
+            for (int j = 0; j < k; j++)
+                pthread_join(s->workers[j], NULL);
+            s->cfg.workers = 0;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void srv_worker_stop(srv *s)
 {
     atomic_store(&s->stop, 1);
-    pthread_join(s->worker, NULL);
+    for (int k = 0; s->workers && k < s->cfg.workers; k++)
+        pthread_join(s->workers[k], NULL);
+    free(s->workers);
+    free(g_worker_args);
+    s->workers = NULL;
+    g_worker_args = NULL;
 }

@@ -23,7 +23,8 @@ typedef struct srv_config {
     int http_port, ws_port; ///< 0: pick a free port
     char bind[64];          ///< listen address, default 127.0.0.1
     sim_backend_kind backend;
-    int threads; ///< CPU backend threads (0: all cores)
+    int threads; ///< CPU threads per step (0: all cores, or 1 when workers > 1)
+    int workers; ///< simulation worker threads (0: one per core); sessions are split among them
     int max_sessions;
     int max_clients_per_session;
     int max_message_bytes; ///< largest text message a client may send
@@ -84,7 +85,7 @@ typedef struct srv_session {
     int want_keyframe; /* a client joined: encode a keyframe next */
     uint32_t last_seq;
     /* counters for /metrics */
-    uint64_t frames, frames_sent, bytes_sent, events, errors;
+    uint64_t frames, frames_sent, bytes_sent, events, errors, encodes;
     double step_ms_sum, encode_ms_sum, latency_ms_sum;
     uint64_t latency_n;
     double last_step_ms, last_encode_ms;
@@ -140,9 +141,9 @@ struct srv {
     sim_volume_model *default_model; /* the default volume, shared by its sessions */
     atomic_int stop;
     atomic_uint next_client;
-    pthread_t worker;
-    void *ws;   /* ws.c context */
-    void *http; /* MHD daemon */
+    pthread_t *workers; /* cfg.workers threads */
+    void *ws;           /* ws.c context */
+    void *http;         /* MHD daemon */
     int http_port, ws_port;
     uint64_t started_ms;
     atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;

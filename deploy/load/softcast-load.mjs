@@ -94,7 +94,7 @@ async function main() {
       if (elapsed >= o.seconds * 1000) { clearInterval(timer); resolve(); return; }
       for (const s of sessions) {
         const d = s.info.dims, phase = ticks % 90, seq = ticks + 1;
-        const p = [d[0] / 2, d[1] * 0.85, d[2] / 2];
+        const p = [d[0] / 2, d[1] * 0.81, d[2] / 2]; // just inside the belly skin (the phantom's front is at 0.825 ny)
         let msg;
         if (phase === 0) msg = { type: 'grab', seq, point: p, radius: 2.5, space: 'lattice' };
         else if (phase < 75) msg = { type: 'move', seq, point: [p[0], p[1] + 4 * Math.sin(phase / 12), p[2]], space: 'lattice' };
