@@ -19,7 +19,9 @@ WARN   = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CSTD   = -std=c11 -D_POSIX_C_SOURCE=200809L
 # Same float results on every build: no FMA contraction (CUDA side: --fmad=false).
 FPFLAGS = -ffp-contract=off
-CFLAGS_BASE = $(CSTD) $(WARN) $(FPFLAGS) -fopenmp -MMD -MP -I.
+OPENMP ?= -fopenmp
+# Without OpenMP (tsan-check) the pragmas are ignored, on purpose.
+CFLAGS_BASE = $(CSTD) $(WARN) $(if $(OPENMP),,-Wno-unknown-pragmas) $(FPFLAGS) $(OPENMP) -MMD -MP -I.
 
 # NIfTI support when Debian's NIfTI C library is installed (the GPU machine may lack it).
 NIFTI_H := $(wildcard /usr/include/nifti/nifti1_io.h)
@@ -74,19 +76,19 @@ $(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
 	ar rcs $@ $^
 
 $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
-	$(CC) -fopenmp -o $@ $^ $(LIBS)
+	$(CC) $(OPENMP) -o $@ $^ $(LIBS)
 
 bench-bin: $(BUILD)/softcast-bench
 
 $(BUILD)/softcast-server: $(SERVER_C:%.c=$(REL)/%.o) $(PROTO_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
-	$(CC) -fopenmp -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
+	$(CC) $(OPENMP) -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
 
 # The server under ASan and UBSan, for the integration tests (leaks show at exit).
 $(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
-	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
+	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
 
 $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
-	$(CC) -fopenmp -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
+	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
 # libFuzzer on the frame decoder and the event parser (clang). FUZZ_SECONDS each; new
 # interesting inputs land in tests/fuzz/corpus/, which make test replays.
@@ -100,6 +102,15 @@ fuzz:
 	  $(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $(PROTO_C) $(PROTO_LIBS) -lm || exit 1; \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
 	done
+
+# The server under ThreadSanitizer, through its end-to-end tests. Built without OpenMP:
+# libgomp is not instrumented, so its barriers would read as races.
+.PHONY: tsan-check
+tsan-check: deps
+	$(MAKE) BUILD=$(BUILD)/tsan SANITIZE=thread OPENMP= CUDA=0 $(BUILD)/tsan/test/softcast-server
+	cd tests/server && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	SOFTCAST_SERVER=$(CURDIR)/$(BUILD)/tsan/test/softcast-server TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
+	    node --test tests/server/server.test.mjs tests/server/behaviour.test.mjs
 
 # Regenerate protocol/vectors/*.bin (commit the result; vectors.json says what they hold).
 protocol-vectors: $(BUILD)/softcast-protogen

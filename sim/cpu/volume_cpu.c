@@ -70,6 +70,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
     swap_lists(s);
     int passes = 0;
     int nt = s->be->threads;
+    (void)nt; /* unused when built without OpenMP */
     while (s->ncand > 0 && passes < s->params.max_passes) {
         s->clock += 1.0f;
         float clock = s->clock;
@@ -178,6 +179,7 @@ static int64_t relax(sim_volume_state *s)
 {
     const cm_kparams *kp = &s->kp;
     int nt = s->be->threads;
+    (void)nt; /* unused when built without OpenMP */
     int64_t visited = 0;
     if (s->params.relax_iterations == 0) {
         for (int64_t b = 0; b < s->nblocks; b++)
@@ -236,6 +238,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
 {
     const cm_kparams *kp = &s->kp;
     int nt = s->be->threads;
+    (void)nt; /* unused when built without OpenMP */
     int64_t n = list_blocks(s, BLK_TOUCHED | BLK_VEL);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
     for (int64_t k = 0; k < n; k++) {
