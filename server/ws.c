@@ -314,7 +314,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 ss->nclients++;
                 if (driver)
                     ss->driver = c->id; /* the newest holder of the control token drives */
-                ss->want_keyframe = 1;
+                /* A joiner starts from the session's keyframe (deltas are relative to it);
+                 * only a session that has none yet must make one. */
+                if (!ss->keyframe)
+                    ss->want_keyframe = 1;
             }
             pthread_mutex_unlock(&ss->lock);
             if (why)
