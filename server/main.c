@@ -26,7 +26,7 @@ static const char k_usage[] =
     "  --max-events-per-s N          per client (default 240)\n"
     "  --max-elements N              largest volume a session may create (default 4194304)\n"
     "  --rate HZ                     frames per second per session (default 60)\n"
-    "  --keyframe-every N            frames between mesh keyframes (default 120)\n"
+    "  --keyframe-every N            frames between mesh keyframes (default 600)\n"
     "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
     "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
     "  --data-dir DIR                web client files (default web-client if present)\n"
@@ -54,7 +54,8 @@ srv_config srv_default_config(void)
     c.max_events_per_s = 240;
     c.max_elements = 4 << 20;
     c.rate_hz = 60.0;
-    c.keyframe_every = 120;
+    c.keyframe_every =
+        600; /* 10 s: deltas of local dents stay small; joiners get the current keyframe anyway */
     c.default_dims[0] = 128;
     c.default_dims[1] = 128;
     c.default_dims[2] = 75;
