@@ -279,27 +279,62 @@ static int run_session(srv *s, srv_session *ss)
 typedef struct worker_arg {
     srv *s;
     int index;
+    pthread_mutex_t lock; /* guards poked */
+    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
+    int poked;
 } worker_arg;
 
+static worker_arg *g_worker_args;
+
+void srv_worker_poke(srv *s, uint32_t slot)
+{
+    if (!g_worker_args || s->cfg.workers <= 0)
+        return;
+    worker_arg *wa = &g_worker_args[slot % (uint32_t)s->cfg.workers];
+    pthread_mutex_lock(&wa->lock);
+    wa->poked = 1;
+    pthread_cond_signal(&wa->cond);
+    pthread_mutex_unlock(&wa->lock);
+}
+
+/* Sleep until the absolute monotonic time `until_ms`, or until poked or stopped. */
+static void wait_until(worker_arg *wa, double until_ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(until_ms / 1000.0);
+    ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
+    pthread_mutex_lock(&wa->lock);
+    while (!wa->poked && !atomic_load(&wa->s->stop))
+        if (pthread_cond_timedwait(&wa->cond, &wa->lock, &ts) != 0)
+            break;
+    wa->poked = 0;
+    pthread_mutex_unlock(&wa->lock);
+}
+
 /* Worker k steps the sessions in slots k, k + workers, k + 2 workers, ...: a session is
- * only ever stepped by one thread, and many sessions spread over the cores. */
+ * only ever stepped by one thread, and many sessions spread over the cores. Each session
+ * keeps its own beat at rate_hz; an event that arrives between beats is stepped at once
+ * (but never sooner than half a period after the last step), so input waits for a step,
+ * not for the next tick, and the step rate stays bounded. */
 static void *worker_main(void *arg)
 {
     worker_arg *wa = arg;
     srv *s = wa->s;
     int k = wa->index, nw = s->cfg.workers;
-    double period = 1000.0 / s->cfg.rate_hz, next = srv_now_ms();
+    double period = 1000.0 / s->cfg.rate_hz;
     while (!atomic_load(&s->stop)) {
         if (k == 0)
             srv_sessions_reap(s);
         int woke = 0;
+        double now = srv_now_ms(), wake_at = now + period;
         for (int i = k; i < s->cfg.max_sessions; i += nw) {
             pthread_mutex_lock(&s->lock);
             srv_session *ss = s->slots[i];
-            int closing = 1;
+            int closing = 1, pending = 0;
             if (ss) {
                 pthread_mutex_lock(&ss->lock);
                 closing = ss->closing;
+                pending = ss->inbox_count > 0;
                 pthread_mutex_unlock(&ss->lock);
                 if (!closing)
                     s->refs[i]++; /* the worker holds it while it steps it */
@@ -307,25 +342,26 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             if (!ss || closing)
                 continue;
-            woke |= run_session(s, ss);
+            int early = pending && now - ss->step_at_ms >= 0.5 * period;
+            if (now >= ss->due_ms || early) {
+                woke |= run_session(s, ss);
+                ss->step_at_ms = now;
+                /* Keep the beat; after an early step or a stall, restart it from now. */
+                ss->due_ms =
+                    early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
+            }
+            if (ss->due_ms < wake_at)
+                wake_at = ss->due_ms;
+            if (pending && !early && ss->step_at_ms + 0.5 * period < wake_at)
+                wake_at = ss->step_at_ms + 0.5 * period;
             srv_session_put(s, ss);
         }
         if (woke)
             srv_ws_wake(s);
-        next += period;
-        double now = srv_now_ms();
-        if (next < now - period)
-            next = now; /* fell behind: do not try to catch up with a burst */
-        double wait = next - now;
-        if (wait > 0) {
-            struct timespec ts = {(time_t)(wait / 1000.0), (long)(fmod(wait, 1000.0) * 1e6)};
-            nanosleep(&ts, NULL);
-        }
+        wait_until(wa, wake_at);
     }
     return NULL;
 }
-
-static worker_arg *g_worker_args;
 
 int srv_worker_start(srv *s)
 {
@@ -335,24 +371,40 @@ int srv_worker_start(srv *s)
     if (!s->workers || !g_worker_args)
         return -1;
     for (int k = 0; k < n; k++) {
-        g_worker_args[k].s = s;
-        g_worker_args[k].index = k;
+        worker_arg *wa = &g_worker_args[k];
+        wa->s = s;
+        wa->index = k;
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&wa->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_mutex_init(&wa->lock, NULL);
+    }
+    for (int k = 0; k < n; k++)
         if (pthread_create(&s->workers[k], NULL, worker_main, &g_worker_args[k]) != 0) {
             atomic_store(&s->stop, 1);
-            for (int j = 0; j < k; j++)
+            for (int j = 0; j < k; j++) {
+                srv_worker_poke(s, (uint32_t)j);
                 pthread_join(s->workers[j], NULL);
+            }
             s->cfg.workers = 0;
             return -1;
         }
-    }
     return 0;
 }
 
 void srv_worker_stop(srv *s)
 {
     atomic_store(&s->stop, 1);
-    for (int k = 0; s->workers && k < s->cfg.workers; k++)
+    for (int k = 0; s->workers && k < s->cfg.workers; k++) {
+        srv_worker_poke(s, (uint32_t)k);
         pthread_join(s->workers[k], NULL);
+    }
+    for (int k = 0; g_worker_args && k < s->cfg.workers; k++) {
+        pthread_cond_destroy(&g_worker_args[k].cond);
+        pthread_mutex_destroy(&g_worker_args[k].lock);
+    }
     free(s->workers);
     free(g_worker_args);
     s->workers = NULL;

@@ -105,6 +105,7 @@ typedef struct srv_session {
     uint16_t *cur_q[2], *key_q[2];
     uint64_t key_frame_no;
     uint64_t frame_no;
+    double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
 } srv_session;
 
 typedef struct srv srv;
@@ -152,6 +153,8 @@ struct srv {
 /* sched.c */
 int srv_worker_start(srv *s);
 void srv_worker_stop(srv *s);
+/// Any thread: an event reached the session in this slot; its worker steps it now.
+void srv_worker_poke(srv *s, uint32_t slot);
 
 /* ws.c */
 int srv_ws_start(srv *s, char *err, size_t err_sz);

@@ -160,6 +160,8 @@ static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
     }
     if (srv_session_push(c->ss, &ev, c->id) != 0)
         queue_error(s, c, ev.seq, "busy", "the session's inbox is full");
+    else
+        srv_worker_poke(s, c->ss->slot);
 }
 
 /* One lws_write of whatever is most urgent. Returns -1 to close. */
