@@ -265,6 +265,7 @@ static int run_session(srv *s, srv_session *ss)
     if (changed || keyframe)
         encode_and_publish(s, ss, keyframe, last_seq);
     pthread_mutex_lock(&ss->lock);
+    int replies = ss->nreplies;
     ss->frames++;
     ss->last_step_ms = mt.total_ms;
     ss->step_ms_sum += mt.total_ms;
@@ -273,7 +274,7 @@ static int run_session(srv *s, srv_session *ss)
         ss->latency_n++;
     }
     pthread_mutex_unlock(&ss->lock);
-    return changed || keyframe || ss->nreplies;
+    return changed || keyframe || replies;
 }
 
 typedef struct worker_arg {
