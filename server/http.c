@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "server.h"
@@ -388,6 +389,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 int srv_http_start(srv *s, char *err, size_t err_sz)
 {
+    /* Bind the socket here and hand it to MHD: the port is then known (and written)
+     * before any MHD thread can read it. */
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
@@ -396,18 +399,29 @@ int srv_http_start(srv *s, char *err, size_t err_sz)
         snprintf(err, err_sz, "HTTP: --bind %s is not an IPv4 address", s->cfg.bind);
         return -1;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)s->cfg.http_port, NULL, NULL,
-        handler, s, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-        MHD_OPTION_END);
-    if (!d) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    socklen_t alen = sizeof addr;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 128) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &alen) != 0) {
         snprintf(err, err_sz, "HTTP: cannot listen on %s:%d (%s)", s->cfg.bind, s->cfg.http_port,
                  strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    s->http_port = info ? info->port : s->cfg.http_port;
+    s->http_port = ntohs(addr.sin_port);
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0,
+                         NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_THREAD_POOL_SIZE,
+                         (unsigned)2, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+    if (!d) {
+        snprintf(err, err_sz, "HTTP: libmicrohttpd would not start on %s:%d", s->cfg.bind,
+                 s->http_port);
+        close(fd);
+        return -1;
+    }
     s->http = d;
     return 0;
 }

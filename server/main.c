@@ -34,12 +34,6 @@ static const char k_usage[] =
     "  --default-session             create a session at start and print its links\n"
     "  --config FILE                 JSON object with any of the above, without dashes\n";
 
-static volatile sig_atomic_t g_signal;
-static void on_signal(int sig)
-{
-    g_signal = sig;
-}
-
 srv_config srv_default_config(void)
 {
     srv_config c;
@@ -250,12 +244,23 @@ int main(int argc, char **argv)
         return 1;
     }
     atomic_init(&s.stop, 0);
+    /* SIGINT and SIGTERM are taken by sigwait below: block them before any thread starts,
+     * so every thread inherits the mask and none can miss or steal them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* WebSocket, then the workers it pokes, then HTTP, through which sessions appear. */
     if (srv_sessions_init(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
-        srv_http_start(&s, err, sizeof err) != 0 || srv_worker_start(&s) != 0) {
+        srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
         atomic_store(&s.stop, 1);
         srv_http_stop(&s);
+        srv_worker_stop(&s);
         srv_ws_stop(&s);
+        srv_worker_free(&s);
         srv_sessions_fini(&s);
         sim_volume_model_destroy(s.default_model);
         sim_backend_destroy(s.backend);
@@ -281,19 +286,14 @@ int main(int argc, char **argv)
     printf("}\n");
     fflush(stdout);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    while (!g_signal)
-        pause();
-
-    fprintf(stderr, "softcast-server: signal %d, shutting down\n", (int)g_signal);
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0)
+        ;
+    fprintf(stderr, "softcast-server: signal %d, shutting down\n", sig);
     srv_http_stop(&s);
     srv_worker_stop(&s);
     srv_ws_stop(&s);
+    srv_worker_free(&s);
     srv_sessions_fini(&s);
     sim_volume_model_destroy(s.default_model);
     sim_backend_destroy(s.backend);

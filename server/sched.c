@@ -69,13 +69,18 @@ static int set_param(sim_volume_params *p, const char *name, double v)
 static void reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
                         const char *detail)
 {
-    char text[512];
+    /* detail may carry client bytes (a parameter name): keep it printable ASCII without
+     * quotes or backslashes, so the reply stays valid JSON and valid UTF-8. */
+    char clean[300], text[512];
+    size_t j = 0;
+    for (const char *d = detail; d && *d && j + 1 < sizeof clean; d++) {
+        unsigned char ch = (unsigned char)*d;
+        clean[j++] = (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') ? '?' : (char)ch;
+    }
+    clean[j] = 0;
     snprintf(text, sizeof text,
              "{\"type\":\"error\",\"seq\":%u,\"error\":\"%s\",\"detail\":\"%s\"}", seq, error,
-             detail);
-    for (char *c = text; *c; c++) /* details come from our own messages: keep them JSON-safe */
-        if (*c == '\\' || (unsigned char)*c < 0x20)
-            *c = ' ';
+             clean);
     srv_session_reply(ss, client, NULL, text);
     pthread_mutex_lock(&ss->lock);
     ss->errors++;
@@ -402,6 +407,11 @@ void srv_worker_stop(srv *s)
         srv_worker_poke(s, (uint32_t)k);
         pthread_join(s->workers[k], NULL);
     }
+}
+
+/* After the WebSocket thread has stopped too: nobody can poke a worker any more. */
+void srv_worker_free(srv *s)
+{
     for (int k = 0; g_worker_args && k < s->cfg.workers; k++) {
         pthread_cond_destroy(&g_worker_args[k].cond);
         pthread_mutex_destroy(&g_worker_args[k].lock);

@@ -152,7 +152,9 @@ struct srv {
 
 /* sched.c */
 int srv_worker_start(srv *s);
+/// Stop and join the workers; srv_worker_free once the WebSocket thread is gone too.
 void srv_worker_stop(srv *s);
+void srv_worker_free(srv *s);
 /// Any thread: an event reached the session in this slot; its worker steps it now.
 void srv_worker_poke(srv *s, uint32_t slot);
 

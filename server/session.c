@@ -119,6 +119,21 @@ srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err
                                 int *http_status)
 {
     *http_status = 500;
+    pthread_mutex_lock(&s->lock);
+    int full = s->nsessions >= s->cfg.max_sessions;
+    pthread_mutex_unlock(&s->lock);
+    if (full) {
+        /* Deleted sessions nobody holds free their slots now, not at the next frame. */
+        srv_sessions_reap(s);
+        pthread_mutex_lock(&s->lock);
+        full = s->nsessions >= s->cfg.max_sessions;
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (full) { /* checked again when a slot is taken; this only spares the build */
+        *http_status = 429;
+        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+        return NULL;
+    }
     sim_volume_model *model = NULL;
     if (dims) {
         int64_t n = (int64_t)dims[0] * dims[1] * dims[2];

@@ -180,7 +180,10 @@ static int write_next(ws_ctx *w, srv_client *c)
         free(t);
         memmove(&c->out[0], &c->out[1], (size_t)(c->nout - 1) * sizeof c->out[0]);
         c->nout--;
-        return r < (int)n ? -1 : 0;
+        if (r < (int)n)
+            return -1;
+        lws_callback_on_writable(c->wsi); /* frames or more replies may be waiting */
+        return 0;
     }
     srv_frame *f = NULL;
     char *text = NULL;
@@ -422,9 +425,17 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         c->nout = 0;
         return 0;
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-        for (srv_client *k = w->clients; k; k = k->next)
+        for (srv_client *k = w->clients; k; k = k->next) {
             if (atomic_load(&s->stop) || has_news(k))
                 lws_callback_on_writable(k->wsi);
+            /* A deleted session must not be held by a client that stopped reading (its
+             * WRITEABLE, where the close is sent, never comes): give it 2 s. */
+            pthread_mutex_lock(&k->ss->lock);
+            int closing = k->ss->closing;
+            pthread_mutex_unlock(&k->ss->lock);
+            if (closing)
+                lws_set_timeout(k->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+        }
         return 0;
     default:
         return 0;

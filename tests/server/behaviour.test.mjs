@@ -6,7 +6,7 @@ import { startServer, api, Client, wsUrl } from './harness.mjs';
 
 let srv;
 before(async () => {
-  srv = await startServer(['--dims', '24x24x16', '--max-sessions', '4', '--max-clients-per-session', '6',
+  srv = await startServer(['--dims', '24x24x16', '--max-sessions', '8', '--max-clients-per-session', '6',
     '--max-elements', '100000', '--max-events-per-s', '100']);
 });
 after(async () => {
@@ -85,11 +85,12 @@ test('pause stops frames; resume and a settled volume send nothing new until an 
 
 test('limits: sessions per server, clients per session, volume size', async () => {
   const have = (await api(srv.base, 'GET', '/api/sessions')).json.sessions.length;
+  const max = (await api(srv.base, 'GET', '/api/health')).json.max_sessions;
   const made = [];
-  for (let i = have; i < 4; i++) made.push((await api(srv.base, 'POST', '/api/sessions', {})).json);
+  for (let i = have; i < max; i++) made.push((await api(srv.base, 'POST', '/api/sessions', {})).json);
   const over = await api(srv.base, 'POST', '/api/sessions', {});
   assert.equal(over.status, 429);
-  assert.match(over.json.detail, /limit of 4 sessions/);
+  assert.match(over.json.detail, new RegExp(`limit of ${max} sessions`));
   const big = await api(srv.base, 'POST', '/api/sessions', { dims: [100, 100, 100] });
   assert.ok(big.status === 413 || big.status === 429);
   const s = made[0] ?? (await api(srv.base, 'GET', '/api/sessions')).json.sessions[0];
@@ -103,4 +104,38 @@ test('limits: sessions per server, clients per session, volume size', async () =
   }
   for (const m of made)
     await api(srv.base, 'DELETE', `/api/sessions/${m.id}`, undefined, { authorization: `Bearer ${m.control_token}` });
+});
+
+test('replies and frames follow one another without waiting for a wake-up', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+  const a = await new Client(wsUrl(s, s.control_token)).open();
+  await a.until(() => a.frames.length > 0, 5000, 'keyframe');
+  a.send({ type: 'ping', seq: 1, t: 1 });
+  a.send({ type: 'ping', seq: 2, t: 2 });
+  await a.until(() => a.texts.filter((t) => t.type === 'pong').length === 2, 2000, 'both pongs');
+  // A viewer joining the settled session gets its keyframe at once, not at the next one.
+  const t0 = Date.now();
+  const b = await new Client(wsUrl(s, s.view_token)).open();
+  await b.until(() => b.frames.length > 0, 2000, 'joiner keyframe');
+  assert.ok(Date.now() - t0 < 2000);
+  await a.close();
+  await b.close();
+});
+
+test('a deleted session is freed even if a client stopped reading', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+  const stuck = await new Client(wsUrl(s, s.view_token)).open();
+  await stuck.until(() => stuck.frames.length > 0, 5000, 'keyframe');
+  stuck.ws._socket.pause();
+  const del = await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+  assert.equal(del.status, 204);
+  const deadline = Date.now() + 8000;
+  let held = true;
+  while (held && Date.now() < deadline) {
+    const m = await api(srv.base, 'GET', '/metrics');
+    held = m.text.includes(s.id);
+    if (held) await tick(100);
+  }
+  assert.ok(!held, 'the deleted session is still held after 8 s');
+  stuck.ws.terminate();
 });
