@@ -176,6 +176,13 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
             ss->cur_q[k] = malloc(n * sizeof(uint16_t));
             ss->key_q[k] = malloc(n * sizeof(uint16_t));
             if (!ss->surf_pos[k] || !ss->cur_q[k] || !ss->key_q[k]) {
+                for (int j = 0; j <= k; j++) { /* all or nothing: the next frame retries */
+                    free(ss->surf_pos[j]);
+                    free(ss->cur_q[j]);
+                    free(ss->key_q[j]);
+                    ss->surf_pos[j] = NULL;
+                    ss->cur_q[j] = ss->key_q[j] = NULL;
+                }
                 ss->nsurf = 0;
                 return;
             }

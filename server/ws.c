@@ -429,9 +429,21 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             if (atomic_load(&s->stop) || has_news(k))
                 lws_callback_on_writable(k->wsi);
             /* A deleted session must not be held by a client that stopped reading (its
-             * WRITEABLE, where the close is sent, never comes): give it 2 s. */
+             * WRITEABLE, where the close is sent, never comes): give it 2 s. Replies the
+             * worker made for clients that have gone since are dropped here. */
             pthread_mutex_lock(&k->ss->lock);
             int closing = k->ss->closing;
+            for (int i = 0; i < k->ss->nreplies;) {
+                if (find_client(w, k->ss, k->ss->replies[i].client)) {
+                    i++;
+                    continue;
+                }
+                srv_frame_unref(k->ss->replies[i].frame);
+                free(k->ss->replies[i].text);
+                memmove(&k->ss->replies[i], &k->ss->replies[i + 1],
+                        (size_t)(k->ss->nreplies - i - 1) * sizeof k->ss->replies[0]);
+                k->ss->nreplies--;
+            }
             pthread_mutex_unlock(&k->ss->lock);
             if (closing)
                 lws_set_timeout(k->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
