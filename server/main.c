@@ -200,6 +200,21 @@ int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_s
     return 0;
 }
 
+/* Stop in the order that keeps every thread's peers alive while it runs: no new HTTP
+ * requests, then no stepping, then close the WebSocket clients (1001), then free. Safe
+ * on a server that only half started. */
+static void shutdown_all(srv *s)
+{
+    atomic_store(&s->stop, 1);
+    srv_http_stop(s);
+    srv_worker_stop(s);
+    srv_ws_stop(s);
+    srv_worker_free(s);
+    srv_sessions_fini(s);
+    sim_volume_model_destroy(s->default_model);
+    sim_backend_destroy(s->backend);
+}
+
 int main(int argc, char **argv)
 {
     static srv s; /* big and process-wide */
@@ -256,14 +271,7 @@ int main(int argc, char **argv)
     if (srv_sessions_init(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
         srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
-        atomic_store(&s.stop, 1);
-        srv_http_stop(&s);
-        srv_worker_stop(&s);
-        srv_ws_stop(&s);
-        srv_worker_free(&s);
-        srv_sessions_fini(&s);
-        sim_volume_model_destroy(s.default_model);
-        sim_backend_destroy(s.backend);
+        shutdown_all(&s);
         return 1;
     }
     srv_session *first = NULL;
@@ -290,12 +298,6 @@ int main(int argc, char **argv)
     while (sigwait(&sigs, &sig) != 0)
         ;
     fprintf(stderr, "softcast-server: signal %d, shutting down\n", sig);
-    srv_http_stop(&s);
-    srv_worker_stop(&s);
-    srv_ws_stop(&s);
-    srv_worker_free(&s);
-    srv_sessions_fini(&s);
-    sim_volume_model_destroy(s.default_model);
-    sim_backend_destroy(s.backend);
+    shutdown_all(&s);
     return 0;
 }
