@@ -44,13 +44,16 @@ srv_config srv_default_config(void);
 /// 1 for --help (usage printed), -1 on error.
 int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_sz);
 
+/* Bytes reserved before a frame's data for libwebsockets' header (LWS_PRE; ws.c checks). */
+#define SRV_FRAME_HEADROOM 16
+
 /* A published frame: encoded once, shared by every client (refcounted). */
 typedef struct srv_frame {
     atomic_int refs;
     uint64_t frame;
     int keyframe;
     size_t len;
-    uint8_t *data; /* LWS_PRE bytes of headroom, then len bytes */
+    uint8_t *data; /* SRV_FRAME_HEADROOM bytes, then len bytes */
 } srv_frame;
 
 srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int keyframe);

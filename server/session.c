@@ -15,8 +15,6 @@
 #include "server.h"
 #include "sim/core/sc_base.h"
 
-#define LWS_PRE_BYTES 16 /* matches LWS_PRE; checked in ws.c */
-
 double srv_now_ms(void)
 {
     return sc_now_ms();
@@ -46,12 +44,12 @@ srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int k
     srv_frame *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
-    f->data = malloc(LWS_PRE_BYTES + len);
+    f->data = malloc(SRV_FRAME_HEADROOM + len);
     if (!f->data) {
         free(f);
         return NULL;
     }
-    memcpy(f->data + LWS_PRE_BYTES, bytes, len);
+    memcpy(f->data + SRV_FRAME_HEADROOM, bytes, len);
     f->len = len;
     f->frame = frame;
     f->keyframe = keyframe;

@@ -18,7 +18,7 @@
 
 #include "server.h"
 
-_Static_assert(LWS_PRE <= 16, "srv_frame headroom (session.c) must hold LWS_PRE");
+_Static_assert(LWS_PRE <= SRV_FRAME_HEADROOM, "srv_frame headroom must hold LWS_PRE");
 
 #define OUT_TEXT_CAP 16
 
@@ -225,7 +225,7 @@ static int write_next(ws_ctx *w, srv_client *c)
     if (!f)
         return 0;
     size_t flen = f->len;
-    int r = lws_write(c->wsi, f->data + 16, flen, LWS_WRITE_BINARY);
+    int r = lws_write(c->wsi, f->data + SRV_FRAME_HEADROOM, flen, LWS_WRITE_BINARY);
     if (is_mesh) {
         c->got_any = 1;
         c->sent_frame = f->frame;

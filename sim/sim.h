@@ -209,7 +209,7 @@ typedef struct sim_volume_event {
 
 /// Per-frame figures. Times in milliseconds of wall clock.
 typedef struct sim_volume_metrics {
-    uint64_t frame;                ///< frames stepped since create or reset
+    uint64_t frame;                ///< frames stepped since create (reset does not restart it)
     uint32_t last_seq;             ///< seq of the last event applied
     int skipped;                   ///< 1 when the volume was settled and the frame cost nothing
     int grabbed;                   ///< elements currently grabbed

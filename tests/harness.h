@@ -16,7 +16,6 @@ int th_check(int ok, const char *expr, const char *file, int line);
 void th_checkf(int ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void th_skip(const char *reason);
-int th_skipped(void);
 /* Print a measured figure in the test log: "  note: ...". */
 void th_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

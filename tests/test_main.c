@@ -62,11 +62,6 @@ void th_skip(const char *reason)
     g_cur_skipped = 1;
 }
 
-int th_skipped(void)
-{
-    return g_cur_skipped;
-}
-
 static int by_file_then_name(const void *a, const void *b)
 {
     const char *const *x = a, *const *y = b; /* name, file pairs: compare file first */
@@ -77,9 +72,7 @@ static int by_file_then_name(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     const char *filter = argc > 1 ? argv[1] : NULL;
-    const char *order[TH_MAX][2];
     int idx[TH_MAX];
-    (void)order;
     /* Constructors run in link order; sort by file then name for a stable log. */
     for (int i = 0; i < g_ntests; i++)
         idx[i] = i;
