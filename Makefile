@@ -34,10 +34,21 @@ endif
 ifeq ($(CUDA),0)
   NVCC :=
 endif
+# nvcc on PATH may be a wrapper script, so ask nvcc itself where its toolkit lives (TOP in
+# its dry run) and look for libcudart there. Without libcudart the backend is not linked,
+# but cuda-check still compiles every .cu.
 ifneq ($(NVCC),)
-  CUDA_HOME   := $(patsubst %/bin/nvcc,%,$(NVCC))
-  CUDA_CFLAGS  = -DSIM_HAVE_CUDA=1
-  CUDA_LIBS    = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+  CUDA_TOP := $(shell $(NVCC) --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | \
+                sed -n 's/^\#\$$ TOP=//p' | head -n 1)
+  CUDA_TOP := $(if $(CUDA_TOP),$(CUDA_TOP),$(patsubst %/bin/nvcc,%,$(NVCC)))
+  CUDA_LIBDIR := $(firstword $(realpath $(dir $(wildcard $(addprefix $(CUDA_TOP)/, \
+                   lib64/libcudart.so lib/libcudart.so targets/*/lib/libcudart.so)))))
+  ifneq ($(CUDA_LIBDIR),)
+    CUDA_CFLAGS  = -DSIM_HAVE_CUDA=1
+    CUDA_LIBS    = -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lstdc++
+  else
+    $(info cuda: no libcudart.so under $(CUDA_TOP); CUDA backend not linked (cuda-check still runs))
+  endif
 endif
 NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-Wextra -Werror all-warnings $(CUDA_ARCH)
 
@@ -60,8 +71,8 @@ REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
 TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
              -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
 
-REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
-TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(NVCC),$(SIM_CU:%.cu=$(REL)/%.cu.o))
+REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
+TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
 .PHONY: all deps test run bench cuda-check format-check format clean sim bench-bin protocol-vectors
 all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server
