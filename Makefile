@@ -159,12 +159,15 @@ format:
 run: all
 	$(BUILD)/softcast-server --http-port 8080 --ws-port 8081 --default-session
 
-# Pull at the reference size with 2 and 1 threads; the same small pull on a homogeneous
+# Pull at the reference size with 2 and 1 threads; softcast-load's drag loop at 64^3 (the
+# slowest steps set a server's input-to-frame latency); the same small pull on a homogeneous
 # block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
 # release under each damping condition.
 bench: all
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull --frames 200
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
+	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 1 --scenario drag --frames 540
+	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 2 --scenario drag --frames 540
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 64x64x64 --threads 2 --pull 3
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 128x128x75 --threads 2 --pull 3
 	for c in A B C; do $(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 \

@@ -17,8 +17,8 @@ static const char k_usage[] =
     "  --ws-port N                   WebSocket port (0: pick a free one; default 8081)\n"
     "  --bind ADDR                   listen address (default 127.0.0.1)\n"
     "  --backend auto|cpu|cuda       simulation backend (default auto)\n"
-    "  --threads N                   CPU threads per simulation step (default: 1 when\n"
-    "                                workers > 1, else all cores)\n"
+    "  --threads N                   CPU threads per simulation step (default: the cores\n"
+    "                                shared among the sessions stepping at that moment)\n"
     "  --workers N                   simulation worker threads (default: one per core)\n"
     "  --max-sessions N              sessions per server (default 64)\n"
     "  --max-clients-per-session N   (default 256)\n"
@@ -26,7 +26,8 @@ static const char k_usage[] =
     "  --max-events-per-s N          per client (default 240)\n"
     "  --max-elements N              largest volume a session may create (default 4194304)\n"
     "  --rate HZ                     frames per second per session (default 60)\n"
-    "  --keyframe-every N            frames between mesh keyframes (default 600)\n"
+    "  --keyframe-every N            most frames between mesh keyframes while the shape\n"
+    "                                moves (default 3600; 0: only when deltas grow)\n"
     "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
     "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
     "  --data-dir DIR                web client files (default web-client if present)\n"
@@ -48,8 +49,10 @@ srv_config srv_default_config(void)
     c.max_events_per_s = 240;
     c.max_elements = 4 << 20;
     c.rate_hz = 60.0;
-    c.keyframe_every =
-        600; /* 10 s: deltas of local dents stay small; joiners get the current keyframe anyway */
+    /* 1 min at 60 Hz. Deltas of local dents stay small however old the keyframe, joiners
+     * get the session's keyframe anyway, and a delta that grows past half a keyframe makes
+     * a new one; so the periodic keyframe is only a backstop (0 turns it off). */
+    c.keyframe_every = 3600;
     c.default_dims[0] = 128;
     c.default_dims[1] = 128;
     c.default_dims[2] = 75;
@@ -82,7 +85,7 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("max-clients-per-session", max_clients_per_session, 1, 100000)
     INT_OPT("max-message-bytes", max_message_bytes, 64, 16 << 20)
     INT_OPT("max-events-per-s", max_events_per_s, 1, 100000)
-    INT_OPT("keyframe-every", keyframe_every, 1, 100000)
+    INT_OPT("keyframe-every", keyframe_every, 0, 1000000)
 #undef INT_OPT
     if (!val) {
         snprintf(err, err_sz, "--%s needs a value", name);
@@ -231,10 +234,9 @@ int main(int argc, char **argv)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         s.cfg.workers = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     }
-    /* Workers already spread sessions over the cores: a step on one core each, unless
-     * told otherwise (one big session on an idle machine wants --workers 1). */
-    int step_threads = s.cfg.threads ? s.cfg.threads : s.cfg.workers > 1 ? 1 : 0;
-    if (sim_backend_create(&s.backend, s.cfg.backend, step_threads, err, sizeof err) != SIM_OK) {
+    /* Without --threads a step takes the cores divided among the workers stepping at that
+     * moment (sched.c): one busy session gets them all, many get one each. */
+    if (sim_backend_create(&s.backend, s.cfg.backend, s.cfg.threads, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-server: %s\n", err);
         return 1;
     }

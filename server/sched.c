@@ -209,18 +209,26 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
     h.last_seq = last_seq;
     h.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
     proto_buf b = {0};
-    proto_status st;
-    if (keyframe) {
-        st = proto_encode_mesh_key(&b, &h, &cur, 1);
-        for (int k = 0; k < 2; k++)
-            memcpy(ss->key_q[k], ss->cur_q[k], (size_t)ss->surf_nvert[k] * 3 * sizeof(uint16_t));
-        ss->key_frame_no = ss->frame_no;
-    } else {
+    proto_status st = PROTO_OK;
+    if (!keyframe) {
         key = cur;
         for (int k = 0; k < 2; k++)
             key.surf[k].q = ss->key_q[k];
         cur.key_frame = ss->key_frame_no;
         st = proto_encode_mesh_delta(&b, &h, &key, &cur, 1);
+        /* Once the shape has drifted so far from the keyframe that a delta costs half a
+         * keyframe, a new keyframe pays for itself within two frames. */
+        if (st == PROTO_OK && b.len * 2 > ss->key_bytes) {
+            keyframe = 1;
+            b.len = 0;
+        }
+    }
+    if (keyframe) {
+        st = proto_encode_mesh_key(&b, &h, &cur, 1);
+        for (int k = 0; k < 2; k++)
+            memcpy(ss->key_q[k], ss->cur_q[k], (size_t)ss->surf_nvert[k] * 3 * sizeof(uint16_t));
+        ss->key_frame_no = ss->frame_no;
+        ss->key_bytes = b.len;
     }
     if (st == PROTO_OK) {
         srv_frame *f = srv_frame_new(b.data, b.len, ss->frame_no, keyframe);
@@ -233,6 +241,27 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
     ss->encode_ms_sum += ss->last_encode_ms;
     ss->encodes++;
     pthread_mutex_unlock(&ss->lock);
+}
+
+typedef struct worker_arg {
+    srv *s;
+    int index;
+    pthread_mutex_t lock; /* guards poked */
+    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
+    int poked;
+    atomic_int has_sessions; /* it had live sessions on its last pass */
+} worker_arg;
+
+static worker_arg *g_worker_args;
+
+/* Workers whose slots hold live sessions (at least 1). Counted per pass rather than per
+ * step, so two steps never both take all the cores for a moment. */
+static int workers_with_sessions(srv *s)
+{
+    int n = 0;
+    for (int k = 0; k < s->cfg.workers; k++)
+        n += atomic_load(&g_worker_args[k].has_sessions) != 0;
+    return n > 0 ? n : 1;
 }
 
 static int run_session(srv *s, srv_session *ss)
@@ -267,13 +296,23 @@ static int run_session(srv *s, srv_session *ss)
     mt.skipped = 1;
     if (!paused) {
         char err[256];
+        /* Share the cores among the workers that have sessions; with --threads, use that. */
+        if (!s->cfg.threads) {
+            int share = sim_backend_threads(s->backend) / workers_with_sessions(s);
+            sim_volume_set_threads(ss->state, share > 0 ? share : 1);
+        }
         if (sim_volume_step(ss->state, &mt, err, sizeof err) != SIM_OK)
             fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
     }
     ss->frame_no++;
-    int keyframe = want_key || ss->key_frame_no == 0 ||
-                   ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every;
+    /* Keyframes: the first, one a joiner asked for, and at most every keyframe_every
+     * frames while the shape moves (0: only when a delta grows past half a keyframe, see
+     * encode_and_publish). A keyframe to every viewer is the one burst that the clients
+     * of a big classroom feel, so a settled scene never sends one. */
     int changed = !mt.skipped || n > 0;
+    int keyframe = want_key || ss->key_frame_no == 0 ||
+                   (changed && s->cfg.keyframe_every > 0 &&
+                    ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every);
     if (changed || keyframe)
         encode_and_publish(s, ss, keyframe, last_seq);
     pthread_mutex_lock(&ss->lock);
@@ -288,16 +327,6 @@ static int run_session(srv *s, srv_session *ss)
     pthread_mutex_unlock(&ss->lock);
     return changed || keyframe || replies;
 }
-
-typedef struct worker_arg {
-    srv *s;
-    int index;
-    pthread_mutex_t lock; /* guards poked */
-    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
-    int poked;
-} worker_arg;
-
-static worker_arg *g_worker_args;
 
 void srv_worker_poke(srv *s, uint32_t slot)
 {
@@ -338,7 +367,7 @@ static void *worker_main(void *arg)
     while (!atomic_load(&s->stop)) {
         if (k == 0)
             srv_sessions_reap(s);
-        int woke = 0;
+        int woke = 0, live = 0;
         double now = srv_now_ms(), wake_at = now + period;
         for (int i = k; i < s->cfg.max_sessions; i += nw) {
             pthread_mutex_lock(&s->lock);
@@ -355,6 +384,8 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             if (!ss || closing)
                 continue;
+            if (!live++)
+                atomic_store(&wa->has_sessions, 1);
             int early = pending && now - ss->step_at_ms >= 0.5 * period;
             if (now >= ss->due_ms || early) {
                 woke |= run_session(s, ss);
@@ -369,6 +400,8 @@ static void *worker_main(void *arg)
                 wake_at = ss->step_at_ms + 0.5 * period;
             srv_session_put(s, ss);
         }
+        if (!live)
+            atomic_store(&wa->has_sessions, 0);
         if (woke)
             srv_ws_wake(s);
         wait_until(wa, wake_at);

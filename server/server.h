@@ -107,6 +107,7 @@ typedef struct srv_session {
     float *surf_pos[2];
     uint16_t *cur_q[2], *key_q[2];
     uint64_t key_frame_no;
+    size_t key_bytes; /* encoded size of the last keyframe (adaptive keyframes) */
     uint64_t frame_no;
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
 } srv_session;

@@ -241,6 +241,11 @@ sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev
 sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
                            size_t err_sz);
 
+/// CPU threads for this state's next steps, at most the backend's count (0: the backend's
+/// count). Results do not depend on it. A server stepping many states at once gives each
+/// a share of the cores.
+void sim_volume_set_threads(sim_volume_state *s, int threads);
+
 /// Current parameters.
 sim_volume_params sim_volume_get_params(const sim_volume_state *s);
 /// 1 when nothing moves: relaxation converged, all V == 0, no events queued.

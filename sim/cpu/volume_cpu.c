@@ -69,7 +69,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
         enqueue_neighbours(s, s->grab_idx[g]);
     swap_lists(s);
     int passes = 0;
-    int nt = s->be->threads;
+    int nt = s->threads;
     (void)nt; /* unused when built without OpenMP */
     while (s->ncand > 0 && passes < s->params.max_passes) {
         s->clock += 1.0f;
@@ -178,7 +178,7 @@ static void block_range(const sim_volume_state *s, int64_t b, int r[6])
 static int64_t relax(sim_volume_state *s)
 {
     const cm_kparams *kp = &s->kp;
-    int nt = s->be->threads;
+    int nt = s->threads;
     (void)nt; /* unused when built without OpenMP */
     int64_t visited = 0;
     if (s->params.relax_iterations == 0) {
@@ -237,7 +237,7 @@ static int64_t relax(sim_volume_state *s)
 static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
 {
     const cm_kparams *kp = &s->kp;
-    int nt = s->be->threads;
+    int nt = s->threads;
     (void)nt; /* unused when built without OpenMP */
     int64_t n = list_blocks(s, BLK_TOUCHED | BLK_VEL);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)

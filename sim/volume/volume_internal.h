@@ -44,6 +44,7 @@ struct sim_backend {
 struct sim_volume_state {
     const sim_volume_model *m;
     sim_backend *be;
+    int threads; /* CPU threads for the next step, 1 to be->threads */
     sim_volume_params params;
     cm_kparams kp;
     int64_t nelem;

@@ -59,6 +59,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "state: out of memory");
     s->m = m;
     s->be = b;
+    s->threads = b->threads;
     s->params = sim_default_volume_params();
     vol_pack_kparams(&s->kp, &s->params, &m->vol);
     s->nelem = (int64_t)m->vol.nx * m->vol.ny * m->vol.nz;
@@ -394,6 +395,11 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
 }
 
 /* ----------------------------------------------------------------- outputs */
+
+void sim_volume_set_threads(sim_volume_state *s, int threads)
+{
+    s->threads = threads > 0 && threads < s->be->threads ? threads : s->be->threads;
+}
 
 sim_volume_params sim_volume_get_params(const sim_volume_state *s)
 {

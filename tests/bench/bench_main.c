@@ -2,7 +2,7 @@
  *
  *   softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]
  *                         [--downsample N] [--frames N] [--threads N] [--backend cpu|cuda]
- *                         [--condition A|B|C] [--scenario pull|release] [--pull L]
+ *                         [--condition A|B|C] [--scenario pull|drag|release] [--pull L]
  *                         [--uniform HU]   a homogeneous block instead of the phantom
  *   softcast-bench parity [--dims WxHxD] [--frames N]   CUDA against CPU, same script
  *
@@ -31,13 +31,14 @@ typedef struct bench_opts {
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing "
-            "X,Y,Z]]\n"
-            "                             [--downsample N] [--frames N] [--threads N]\n"
-            "                             [--backend cpu|cuda] [--condition A|B|C]\n"
-            "                             [--scenario pull|release] [--pull L] [--uniform HU]\n"
-            "       softcast-bench parity [--dims WxHxD] [--frames N]\n");
+    fprintf(
+        stderr,
+        "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing "
+        "X,Y,Z]]\n"
+        "                             [--downsample N] [--frames N] [--threads N]\n"
+        "                             [--backend cpu|cuda] [--condition A|B|C]\n"
+        "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
+        "       softcast-bench parity [--dims WxHxD] [--frames N]\n");
     exit(2);
 }
 
@@ -92,7 +93,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
                 usage();
             o->condition = (sim_condition)(v[0] - 'A');
         } else if (!strcmp(a, "--scenario")) {
-            if (strcmp(v, "pull") && strcmp(v, "release"))
+            if (strcmp(v, "pull") && strcmp(v, "drag") && strcmp(v, "release"))
                 usage();
             o->scenario = v;
         } else if (!strcmp(a, "--pull")) {
@@ -199,6 +200,60 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     return 1;
 }
 
+/* softcast-load's loop, one move per two frames (30 Hz input, 60 Hz steps): grab the
+ * belly, drag it 4 units in and out along y on a sine for 75 moves, release, rest 15,
+ * again. A server's input-to-frame latency follows the slowest of these steps. */
+static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    char err[512];
+    sim_volume_params p = sim_volume_get_params(sc->state);
+    float g[3], t[3];
+    vs_belly_point(v, p.hu_threshold[0], g);
+    double *ms = calloc((size_t)o->frames, sizeof(double));
+    double sum = 0, prop = 0, relax = 0, vel = 0, worst = 0, worst_prop = 0, worst_relax = 0;
+    if (!ms)
+        return 0;
+    for (int f = 0; f < o->frames; f++) {
+        int phase = (f / 2) % 90;
+        if (f % 2 == 0) {
+            memcpy(t, g, sizeof t);
+            t[1] += 4.0f * sinf((float)phase / 12.0f);
+            if (phase == 0)
+                vs_push(sc->state, SIM_EV_GRAB, g, 2.5f);
+            else if (phase < 75)
+                vs_push(sc->state, SIM_EV_MOVE, t, 0);
+            else if (phase == 75)
+                vs_push(sc->state, SIM_EV_RELEASE, NULL, 0);
+        }
+        sim_volume_metrics mt;
+        if (sim_volume_step(sc->state, &mt, err, sizeof err) != SIM_OK) {
+            fprintf(stderr, "softcast-bench: step: %s\n", err);
+            free(ms);
+            return 0;
+        }
+        ms[f] = mt.total_ms;
+        sum += mt.total_ms;
+        prop += mt.propagate_ms;
+        relax += mt.relax_ms;
+        vel += mt.velocity_ms;
+        if (mt.total_ms > worst) {
+            worst = mt.total_ms;
+            worst_prop = mt.propagate_ms;
+            worst_relax = mt.relax_ms;
+        }
+    }
+    qsort(ms, (size_t)o->frames, sizeof(double), cmp_double);
+    print_common(o, sc, v);
+    printf(",\"ms_per_frame_mean\":%.3f,\"ms_per_frame_median\":%.3f,"
+           "\"ms_per_frame_p99\":%.3f,\"ms_per_frame_max\":%.3f,\"propagate_ms\":%.3f,"
+           "\"relax_ms\":%.3f,\"velocity_ms\":%.3f,\"worst_propagate_ms\":%.3f,"
+           "\"worst_relax_ms\":%.3f}\n",
+           sum / o->frames, ms[o->frames / 2], ms[(o->frames * 99) / 100], ms[o->frames - 1],
+           prop / o->frames, relax / o->frames, vel / o->frames, worst_prop, worst_relax);
+    free(ms);
+    return 1;
+}
+
 static int bench_release(const bench_opts *o, vs_scene *sc, const sim_volume *v)
 {
     char err[512];
@@ -242,7 +297,9 @@ static int run_volume(const bench_opts *o)
     sim_volume_params p = sim_volume_get_params(sc.state);
     p.condition = o->condition;
     vs_set_params(sc.state, &p);
-    int ok = !strcmp(o->scenario, "pull") ? bench_pull(o, &sc, &v) : bench_release(o, &sc, &v);
+    int ok = !strcmp(o->scenario, "pull")   ? bench_pull(o, &sc, &v)
+             : !strcmp(o->scenario, "drag") ? bench_drag(o, &sc, &v)
+                                            : bench_release(o, &sc, &v);
     vs_scene_destroy(&sc);
     sim_volume_free(&v);
     return ok ? 0 : 1;

@@ -439,7 +439,8 @@ TEST(random_grabs_10000_frames_no_nan_no_overspeed)
     sim_volume_free(&v);
 }
 
-static uint64_t scripted_hash(int threads, sim_condition c)
+/* threads: the backend's; state_threads: the state's share of them (0: all). */
+static uint64_t scripted_hash(int threads, int state_threads, sim_condition c)
 {
     sim_volume v;
     char err[256];
@@ -450,6 +451,7 @@ static uint64_t scripted_hash(int threads, sim_condition c)
         sim_volume_free(&v);
         return 0;
     }
+    sim_volume_set_threads(sc.state, state_threads);
     sim_volume_params p = sim_default_volume_params();
     p.condition = c;
     vs_set_params(sc.state, &p);
@@ -466,10 +468,13 @@ static uint64_t scripted_hash(int threads, sim_condition c)
 TEST(same_state_hash_with_1_and_2_threads)
 {
     for (int c = 0; c < 3; c++) {
-        uint64_t h1 = scripted_hash(1, (sim_condition)c), h2 = scripted_hash(2, (sim_condition)c);
+        uint64_t h1 = scripted_hash(1, 0, (sim_condition)c),
+                 h2 = scripted_hash(2, 0, (sim_condition)c),
+                 h21 = scripted_hash(2, 1, (sim_condition)c); /* a server's share of 1 */
         CHECK(h1 != 0);
-        CHECKF(h1 == h2, "condition %c: 1 thread %016llx, 2 threads %016llx", 'A' + c,
-               (unsigned long long)h1, (unsigned long long)h2);
+        CHECKF(h1 == h2 && h1 == h21,
+               "condition %c: 1 thread %016llx, 2 threads %016llx, 2 shared down to 1 %016llx",
+               'A' + c, (unsigned long long)h1, (unsigned long long)h2, (unsigned long long)h21);
     }
 }
 
