@@ -148,6 +148,7 @@ typedef enum proto_event_type {
     PROTO_EV_RESET,
     PROTO_EV_PING,
     PROTO_EV_HANDOVER,
+    PROTO_EV_REQUEST_CONTROL,
 } proto_event_type;
 
 #define PROTO_MAX_PARAMS 64

@@ -147,6 +147,7 @@ static const struct {
     {"reset", PROTO_EV_RESET},
     {"ping", PROTO_EV_PING},
     {"handover", PROTO_EV_HANDOVER},
+    {"request_control", PROTO_EV_REQUEST_CONTROL},
 };
 
 static proto_status parse_body(proto_event *ev, const cJSON *o, char *err, size_t err_sz)
@@ -244,6 +245,7 @@ static proto_status parse_body(proto_event *ev, const cJSON *o, char *err, size_
     case PROTO_EV_PAUSE:
     case PROTO_EV_RESUME:
     case PROTO_EV_RESET:
+    case PROTO_EV_REQUEST_CONTROL:
         break;
     }
     return PROTO_OK;

@@ -9,33 +9,46 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "server.h"
 
 /* Parameter names a client may set (protocol/README.md): flat names for globals,
  * "tissue.<class>.<field>" and "hu_threshold.<i>". */
+static const struct {
+    const char *name;
+    size_t off;
+    int is_int;
+} k_globals[] = {
+    {"alpha", offsetof(sim_volume_params, alpha), 0},
+    {"b0", offsetof(sim_volume_params, b0), 0},
+    {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
+    {"v_max", offsetof(sim_volume_params, v_max), 0},
+    {"dead_zone", offsetof(sim_volume_params, dead_zone), 0},
+    {"boundary_margin", offsetof(sim_volume_params, boundary_margin), 0},
+    {"relax_iterations", offsetof(sim_volume_params, relax_iterations), 1},
+    {"relax_step", offsetof(sim_volume_params, relax_step), 0},
+    {"relax_threshold", offsetof(sim_volume_params, relax_threshold), 0},
+    {"home_weight", offsetof(sim_volume_params, home_weight), 0},
+    {"max_passes", offsetof(sim_volume_params, max_passes), 1},
+};
+#define N_GLOBALS (sizeof k_globals / sizeof k_globals[0])
+static const char *const k_tissue_fields[] = {"min_len", "max_len",  "shear",
+                                              "speed",   "inv_mass", "b1"};
+
+static float *tissue_field(sim_volume_params *p, int c, int j)
+{
+    float *f[6] = {&p->tissue[c].min_len, &p->tissue[c].max_len,  &p->tissue[c].shear,
+                   &p->tissue[c].speed,   &p->tissue[c].inv_mass, &p->tissue[c].b1};
+    return f[j];
+}
+
 static int set_param(sim_volume_params *p, const char *name, double v)
 {
-    static const struct {
-        const char *name;
-        size_t off;
-        int is_int;
-    } k[] = {
-        {"alpha", offsetof(sim_volume_params, alpha), 0},
-        {"b0", offsetof(sim_volume_params, b0), 0},
-        {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
-        {"v_max", offsetof(sim_volume_params, v_max), 0},
-        {"dead_zone", offsetof(sim_volume_params, dead_zone), 0},
-        {"boundary_margin", offsetof(sim_volume_params, boundary_margin), 0},
-        {"relax_iterations", offsetof(sim_volume_params, relax_iterations), 1},
-        {"relax_step", offsetof(sim_volume_params, relax_step), 0},
-        {"relax_threshold", offsetof(sim_volume_params, relax_threshold), 0},
-        {"home_weight", offsetof(sim_volume_params, home_weight), 0},
-        {"max_passes", offsetof(sim_volume_params, max_passes), 1},
-    };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
-        if (!strcmp(name, k[i].name)) {
-            char *base = (char *)p + k[i].off;
-            if (k[i].is_int) {
+    for (size_t i = 0; i < N_GLOBALS; i++)
+        if (!strcmp(name, k_globals[i].name)) {
+            char *base = (char *)p + k_globals[i].off;
+            if (k_globals[i].is_int) {
                 if (v != floor(v) || fabs(v) > 1e6)
                     return -1;
                 *(int *)(void *)base = (int)v;
@@ -49,21 +62,47 @@ static int set_param(sim_volume_params *p, const char *name, double v)
         p->hu_threshold[t] = (float)v;
         return 0;
     }
-    static const char *const fields[] = {"min_len", "max_len", "shear", "speed", "inv_mass", "b1"};
     for (int c = 0; c < SIM_NTISSUE; c++) {
         char prefix[64];
         size_t n = (size_t)snprintf(prefix, sizeof prefix, "tissue.%s.", sim_tissue_name(c));
         if (strncmp(name, prefix, n) != 0)
             continue;
-        float *f[6] = {&p->tissue[c].min_len, &p->tissue[c].max_len,  &p->tissue[c].shear,
-                       &p->tissue[c].speed,   &p->tissue[c].inv_mass, &p->tissue[c].b1};
         for (int j = 0; j < 6; j++)
-            if (!strcmp(name + n, fields[j])) {
-                *f[j] = (float)v;
+            if (!strcmp(name + n, k_tissue_fields[j])) {
+                *tissue_field(p, c, j) = (float)v;
                 return 0;
             }
     }
     return -1;
+}
+
+char *srv_params_json(const sim_volume_params *params)
+{
+    sim_volume_params p = *params;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    char cond[2] = {(char)('A' + (int)p.condition), 0};
+    cJSON_AddStringToObject(o, "condition", cond);
+    for (size_t i = 0; i < N_GLOBALS; i++) {
+        const char *base = (const char *)&p + k_globals[i].off;
+        double v = k_globals[i].is_int ? (double)*(const int *)(const void *)base
+                                       : (double)*(const float *)(const void *)base;
+        cJSON_AddNumberToObject(o, k_globals[i].name, v);
+    }
+    char name[96];
+    for (int t = 0; t < 3; t++) {
+        snprintf(name, sizeof name, "hu_threshold.%d", t);
+        cJSON_AddNumberToObject(o, name, (double)p.hu_threshold[t]);
+    }
+    for (int c = 0; c < SIM_NTISSUE; c++)
+        for (int j = 0; j < 6; j++) {
+            snprintf(name, sizeof name, "tissue.%s.%s", sim_tissue_name(c), k_tissue_fields[j]);
+            cJSON_AddNumberToObject(o, name, (double)*tissue_field(&p, c, j));
+        }
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
 }
 
 static void reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
@@ -156,6 +195,7 @@ static void apply(srv *s, srv_session *ss, const srv_inbox_item *it)
     }
     case PROTO_EV_PING:
     case PROTO_EV_HANDOVER:
+    case PROTO_EV_REQUEST_CONTROL:
         return; /* answered by the WebSocket thread */
     }
     if (sim_volume_push_event(ss->state, &ev, err, sizeof err) != SIM_OK)
@@ -279,7 +319,11 @@ static int run_session(srv *s, srv_session *ss)
         return 0; /* nobody watches: the session sleeps */
     uint32_t last_seq = 0;
     double oldest = 0;
+    int params_changed = 0, state_changed = 0;
     for (int i = 0; i < n; i++) {
+        proto_event_type t = items[i].ev.type;
+        params_changed |= t == PROTO_EV_SET_PARAMS || t == PROTO_EV_SET_CONDITION;
+        state_changed |= t == PROTO_EV_PAUSE || t == PROTO_EV_RESUME;
         apply(s, ss, &items[i]);
         last_seq = items[i].ev.seq;
         if (i == 0)
@@ -305,6 +349,21 @@ static int run_session(srv *s, srv_session *ss)
             fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
     }
     ss->frame_no++;
+    /* Every client hears of new parameters (applied by the step above) in a state message. */
+    char *pj = NULL;
+    if (params_changed) {
+        sim_volume_params now_params = sim_volume_get_params(ss->state);
+        pj = srv_params_json(&now_params);
+    }
+    if (pj || state_changed) {
+        pthread_mutex_lock(&ss->lock);
+        if (pj) {
+            free(ss->params_json);
+            ss->params_json = pj;
+        }
+        ss->state_version++;
+        pthread_mutex_unlock(&ss->lock);
+    }
     /* Keyframes: the first, one a joiner asked for, and at most every keyframe_every
      * frames while the shape moves (0: only when a delta grows past half a keyframe, see
      * encode_and_publish). A keyframe to every viewer is the one burst that the clients

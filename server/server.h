@@ -85,7 +85,9 @@ typedef struct srv_session {
     int nclients;
     uint32_t driver; /* client id holding control (0: none) */
     int paused;
-    int want_keyframe; /* a client joined: encode a keyframe next */
+    char *params_json;      /* current parameters, a JSON object (state messages) */
+    uint32_t state_version; /* bumped when clients, driver, pause or parameters change */
+    int want_keyframe;      /* a client joined: encode a keyframe next */
     uint32_t last_seq;
     /* counters for /metrics */
     uint64_t frames, frames_sent, bytes_sent, events, errors, encodes;
@@ -161,6 +163,8 @@ void srv_worker_stop(srv *s);
 void srv_worker_free(srv *s);
 /// Any thread: an event reached the session in this slot; its worker steps it now.
 void srv_worker_poke(srv *s, uint32_t slot);
+/// The parameters as one flat JSON object ("alpha", "tissue.bone.b1", ...), malloc'd.
+char *srv_params_json(const sim_volume_params *p);
 
 /* ws.c */
 int srv_ws_start(srv *s, char *err, size_t err_sz);

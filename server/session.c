@@ -93,6 +93,7 @@ static void session_free(srv_session *ss)
         free(ss->key_q[k]);
     }
     sim_volume_state_destroy(ss->state);
+    free(ss->params_json);
     srv_frame_unref(ss->latest);
     srv_frame_unref(ss->keyframe);
     pthread_mutex_destroy(&ss->lock);
@@ -169,6 +170,11 @@ srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err
         ss->bmin[b] = -p.boundary_margin * vol->spacing_mm[b];
         ss->bmax[b] = ((float)(n[b] - 1) + p.boundary_margin) * vol->spacing_mm[b];
     }
+    ss->params_json = srv_params_json(&p);
+    if (!ss->params_json) {
+        snprintf(err, err_sz, "out of memory");
+        goto fail;
+    }
     srv_random_hex(ss->control_token, 16);
     srv_random_hex(ss->view_token, 16);
     ss->want_keyframe = 1;
@@ -199,6 +205,7 @@ srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err
 fail:
     if (ss) {
         sim_volume_state_destroy(ss->state);
+        free(ss->params_json);
         pthread_mutex_destroy(&ss->lock);
         free(ss);
     }

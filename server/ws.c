@@ -4,9 +4,10 @@
  * lws_cancel_service() (srv_ws_wake), which lands here as EVENT_WAIT_CANCELLED: then
  * every client with something new asks for a WRITEABLE callback. Each WRITEABLE makes one
  * lws_write: a queued text reply first, then a reply from the worker (slice, error),
- * then the session's newest mesh frame. Delivery is latest-wins: a slow client is sent
- * the newest frame when its socket drains, never a backlog, so it costs at most one
- * frame in flight and never stalls the others. A client whose keyframe is older than the
+ * then a state message if the session's state changed (clients, driver, pause,
+ * parameters; latest-wins too), then the session's newest mesh frame. Delivery is latest-wins: a
+ * slow client is sent the newest frame when its socket drains, never a backlog, so it costs at most
+ * one frame in flight and never stalls the others. A client whose keyframe is older than the
  * session's gets that keyframe first.
  *
  * Connect: ws://host:port/?session=ID&token=TOKEN. The control token drives; the view
@@ -31,6 +32,8 @@ struct srv_client {
     uint64_t sent_frame; /* newest mesh frame number sent */
     uint64_t have_key;   /* keyframe the client holds (its deltas apply to it) */
     int got_any;
+    uint32_t sent_state; /* session state_version last sent */
+    int got_state;
     double tokens, last_refill_ms; /* event rate limit: token bucket */
     char *rx;
     size_t rx_len;
@@ -110,6 +113,44 @@ static void send_role(srv_client *c, const char *why)
     queue_text(c, text);
 }
 
+/* The session's state for one client (its role included), composed when sent so that a
+ * burst of changes costs one message. Caller frees. */
+static char *state_text(srv_client *c)
+{
+    srv_session *ss = c->ss;
+    const sim_volume *v = sim_volume_model_volume(ss->model);
+    pthread_mutex_lock(&ss->lock);
+    size_t n = strlen(ss->params_json) + 512;
+    char *t = malloc(n);
+    if (t) {
+        char driver[16] = "null";
+        if (ss->driver)
+            snprintf(driver, sizeof driver, "\"c%u\"", ss->driver);
+        snprintf(t, n,
+                 "{\"type\":\"state\",\"session\":\"%s\",\"client_id\":\"c%u\",\"role\":\"%s\","
+                 "\"driver\":%s,\"clients\":%d,\"paused\":%s,\"dims\":[%d,%d,%d],"
+                 "\"spacing\":[%.9g,%.9g,%.9g],\"params\":%s}",
+                 ss->id, c->id, ss->driver == c->id ? "driver" : "viewer", driver, ss->nclients,
+                 ss->paused ? "true" : "false", v->nx, v->ny, v->nz, (double)v->spacing_mm[0],
+                 (double)v->spacing_mm[1], (double)v->spacing_mm[2], ss->params_json);
+        c->sent_state = ss->state_version;
+        c->got_state = 1;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return t;
+}
+
+/* Clients, driver or pause changed in this thread: every client of the session hears. */
+static void state_changed(ws_ctx *w, srv_session *ss)
+{
+    pthread_mutex_lock(&ss->lock);
+    ss->state_version++;
+    pthread_mutex_unlock(&ss->lock);
+    for (srv_client *k = w->clients; k; k = k->next)
+        if (k->ss == ss)
+            lws_callback_on_writable(k->wsi);
+}
+
 static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
 {
     srv *s = w->s;
@@ -139,6 +180,26 @@ static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
         queue_text(c, text);
         return;
     }
+    if (ev.type == PROTO_EV_REQUEST_CONTROL) {
+        /* Nobody drives: the asker does. Otherwise the driver is asked and decides. */
+        pthread_mutex_lock(&c->ss->lock);
+        uint32_t d = c->ss->driver;
+        if (!d)
+            c->ss->driver = c->id;
+        pthread_mutex_unlock(&c->ss->lock);
+        srv_client *dc = d ? find_client(w, c->ss, d) : NULL;
+        if (!d) {
+            send_role(c, "role");
+            state_changed(w, c->ss);
+        } else if (d == c->id) {
+            queue_error(s, c, ev.seq, "already the driver", "this client holds control");
+        } else if (dc) {
+            char text[96];
+            snprintf(text, sizeof text, "{\"type\":\"control_request\",\"from\":\"c%u\"}", c->id);
+            queue_text(dc, text);
+        }
+        return;
+    }
     int viewer_ok = ev.type == PROTO_EV_SLICE; /* a viewer may look, not touch */
     if (!viewer_ok && !is_driver(c)) {
         queue_error(s, c, ev.seq, "not the driver", "this client watches; events need control");
@@ -156,6 +217,7 @@ static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
         pthread_mutex_unlock(&c->ss->lock);
         send_role(c, "role");
         send_role(t, "role");
+        state_changed(w, c->ss);
         return;
     }
     if (srv_session_push(c->ss, &ev, c->id) != 0)
@@ -199,8 +261,10 @@ static int write_next(ws_ctx *w, srv_client *c)
             ss->nreplies--;
             break;
         }
+    int state_due =
+        !f && !text && !closing && (!c->got_state || c->sent_state != ss->state_version);
     int is_mesh = 0;
-    if (!f && !text && !closing) {
+    if (!f && !text && !closing && !state_due) {
         srv_frame *latest = ss->latest, *key = ss->keyframe;
         if (key && (!c->got_any || c->have_key != key->frame)) {
             f = key; /* join, or the client's deltas no longer apply */
@@ -217,6 +281,8 @@ static int write_next(ws_ctx *w, srv_client *c)
         lws_close_reason(c->wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)"session closed", 14);
         return -1;
     }
+    if (state_due && !text)
+        text = state_text(c);
     if (text) {
         queue_text(c, text);
         free(text);
@@ -253,7 +319,8 @@ static int has_news(srv_client *c)
     srv_session *ss = c->ss;
     pthread_mutex_lock(&ss->lock);
     int news = ss->closing || (ss->latest && (!c->got_any || ss->latest->frame > c->sent_frame)) ||
-               (ss->keyframe && c->have_key != ss->keyframe->frame);
+               (ss->keyframe && c->have_key != ss->keyframe->frame) || !c->got_state ||
+               c->sent_state != ss->state_version;
     for (int i = 0; !news && i < ss->nreplies; i++)
         news = ss->replies[i].client == c->id;
     pthread_mutex_unlock(&ss->lock);
@@ -346,6 +413,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         w->nclients++;
         atomic_fetch_add(&s->total_clients, 1);
         send_role(c, "welcome");
+        state_changed(w, ss);
         return 0;
     }
     case LWS_CALLBACK_RECEIVE: {
@@ -415,6 +483,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                     i++;
                 }
             pthread_mutex_unlock(&c->ss->lock);
+            state_changed(w, c->ss); /* the others hear that one left */
             srv_session_put(s, c->ss);
             c->ss = NULL;
         }
