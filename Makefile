@@ -74,11 +74,26 @@ TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
-.PHONY: all deps test run bench cuda-check format-check format clean sim bench-bin protocol-vectors
-all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server
+.PHONY: all deps test-deps test run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
+all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
+
+# The browser client: npm packages from the committed lock file, bundled by esbuild into
+# web-client/dist/ (one script, plus a gzip copy the server sends to browsers that take it).
+WEB_SRC := $(wildcard web-client/src/*.mjs) protocol/js/softcast-proto.mjs
+web: web-client/dist/app.js
+web-client/node_modules/.package-lock.json: web-client/package-lock.json
+	cd web-client && npm ci --no-audit --no-fund --loglevel=error
+web-client/dist/app.js: $(WEB_SRC) web-client/node_modules/.package-lock.json
+	web-client/node_modules/.bin/esbuild web-client/src/main.mjs --bundle --minify --format=esm \
+	    --target=es2020 --log-level=warning --outfile=$@
+	gzip -9 -k -f $@
 
 deps:
 	@deploy/install-deps.sh
+
+# The tests also need Debian's Chromium (the browser end-to-end tests).
+test-deps:
+	@deploy/install-deps.sh --test
 
 sim: $(BUILD)/libsoftcast-sim.a
 
@@ -142,7 +157,7 @@ $(REL)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
-test: deps format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check
+test: deps test-deps format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check web
 	tests/run-tests.sh $(BUILD)
 
 # The one .clang-format, checked on every test run; `make format` applies it.

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Install the Debian 12 packages the build and tests need, only those missing.
+# Install the Debian 12 packages the build needs (with --test: those only the tests need),
+# only those missing.
 # Idempotent and quick when everything is there. As root it installs; otherwise it
 # prints the exact command to run and fails.
 set -eu
@@ -11,6 +12,8 @@ PKGS="$PKGS libzstd-dev libmeshoptimizer-dev libcjson-dev"
 PKGS="$PKGS libmicrohttpd-dev libwebsockets-dev"
 # The integration tests run under node; take Debian's unless one is already installed.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+# --test: what only the tests need. The browser end-to-end tests drive Debian's Chromium.
+[ "${1:-}" = --test ] && PKGS="chromium"
 
 missing=""
 for p in $PKGS; do

@@ -317,7 +317,11 @@ static int run_session(srv *s, srv_session *ss)
     pthread_mutex_unlock(&ss->lock);
     if (nclients == 0 && n == 0)
         return 0; /* nobody watches: the session sleeps */
+    /* Frames echo the seq of the driver's last applied event (its input-to-frame latency).
+     * Slices are answered to their asker in their own frame, and viewers may ask: their
+     * seqs, counted by another client, stay out of the echo. */
     uint32_t last_seq = 0;
+    int driven = 0;
     double oldest = 0;
     int params_changed = 0, state_changed = 0;
     for (int i = 0; i < n; i++) {
@@ -325,12 +329,15 @@ static int run_session(srv *s, srv_session *ss)
         params_changed |= t == PROTO_EV_SET_PARAMS || t == PROTO_EV_SET_CONDITION;
         state_changed |= t == PROTO_EV_PAUSE || t == PROTO_EV_RESUME;
         apply(s, ss, &items[i]);
-        last_seq = items[i].ev.seq;
+        if (t != PROTO_EV_SLICE) {
+            last_seq = items[i].ev.seq;
+            driven = 1;
+        }
         if (i == 0)
             oldest = items[i].arrived_ms;
     }
     pthread_mutex_lock(&ss->lock);
-    if (n)
+    if (driven)
         ss->last_seq = last_seq;
     last_seq = ss->last_seq;
     int paused = ss->paused;

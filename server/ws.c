@@ -123,16 +123,18 @@ static char *state_text(srv_client *c)
     size_t n = strlen(ss->params_json) + 512;
     char *t = malloc(n);
     if (t) {
-        char driver[16] = "null";
+        char driver[16] = "null", view[SRV_TOKEN_LEN + 32] = "";
         if (ss->driver)
             snprintf(driver, sizeof driver, "\"c%u\"", ss->driver);
+        if (ss->driver == c->id) /* the driver may share the viewer link */
+            snprintf(view, sizeof view, ",\"view_token\":\"%s\"", ss->view_token);
         snprintf(t, n,
                  "{\"type\":\"state\",\"session\":\"%s\",\"client_id\":\"c%u\",\"role\":\"%s\","
                  "\"driver\":%s,\"clients\":%d,\"paused\":%s,\"dims\":[%d,%d,%d],"
-                 "\"spacing\":[%.9g,%.9g,%.9g],\"params\":%s}",
+                 "\"spacing\":[%.9g,%.9g,%.9g]%s,\"params\":%s}",
                  ss->id, c->id, ss->driver == c->id ? "driver" : "viewer", driver, ss->nclients,
                  ss->paused ? "true" : "false", v->nx, v->ny, v->nz, (double)v->spacing_mm[0],
-                 (double)v->spacing_mm[1], (double)v->spacing_mm[2], ss->params_json);
+                 (double)v->spacing_mm[1], (double)v->spacing_mm[2], view, ss->params_json);
         c->sent_state = ss->state_version;
         c->got_state = 1;
     }

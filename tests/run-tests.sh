@@ -38,17 +38,17 @@ c_status=$(cat "$log.rc")
 set -- $(tail -n 1 "$log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
 c_pass=${1:-0} c_fail=${2:-1} c_skip=${3:-0}
 
-# 2. The server end to end and the JavaScript decoder (node's test runner), against the
-#    server built with ASan and UBSan.
+# 2. The server end to end, the JavaScript decoder and the browser client in headless
+#    Chromium (node's test runner), against the server built with ASan and UBSan.
 n_pass=0 n_fail=0 n_skip=0
 if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
-    for d in tests/server deploy/load; do
+    for d in tests/server tests/e2e deploy/load; do
         (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
             { echo "run-tests: npm ci failed in $d"; n_fail=1; }
     done
     if [ "$n_fail" = 0 ]; then
         SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
-            node --test --test-reporter=tap tests/server/ >"$log" 2>&1
+            node --test --test-reporter=tap tests/server/ tests/e2e/ >"$log" 2>&1
         cat "$log"
         n_pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$log" | tail -n 1)
         n_fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$log" | tail -n 1)

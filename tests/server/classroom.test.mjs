@@ -23,6 +23,8 @@ test('state: role, clients, dims and parameters; changes reach every client', as
   await v.until(() => lastState(v)?.clients === 2, 5000, 'viewer state');
   await d.until(() => lastState(d)?.clients === 2, 5000, 'driver hears of the viewer');
   assert.equal(lastState(v).role, 'viewer');
+  assert.equal(lastState(d).view_token, s.view_token, 'the driver can share the viewer link');
+  assert.equal(lastState(v).view_token, undefined);
   assert.equal(lastState(v).driver, st.client_id);
   d.send({ type: 'set_params', seq: 1, params: { alpha: 0.5, tissue: { skin_fat: { b1: 0.25 } } } });
   d.send({ type: 'set_condition', seq: 2, condition: 'B' });

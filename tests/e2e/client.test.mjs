@@ -1,0 +1,182 @@
+// The browser client end to end, in Debian's headless Chromium (WebGL through SwiftShader)
+// driven by playwright-core, against the real server on 127.0.0.1. Screenshots and the
+// measured figures go to build/e2e/. Every wait is bounded.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+import { startServer } from '../server/harness.mjs';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+const OUT = `${ROOT}build/e2e`;
+const CHROMIUM = process.env.SOFTCAST_CHROMIUM ?? '/usr/bin/chromium';
+
+let srv, browser;
+const figures = {};
+
+before(async () => {
+  assert.ok(existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} missing: deploy/install-deps.sh --test installs chromium`);
+  mkdirSync(OUT, { recursive: true });
+  srv = await startServer(['--data-dir', `${ROOT}web-client`, '--threads', '0']);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    // WebGL without a GPU: ANGLE on SwiftShader. Chromium's own network chatter is off
+    // (this machine has no outside network).
+    args: ['--no-sandbox', '--use-gl=angle', '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
+      '--ignore-gpu-blocklist', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-quic',
+      // Two windows of one classroom side by side: neither is a background tab.
+      '--disable-renderer-backgrounding', '--disable-background-timer-throttling',
+      '--disable-backgrounding-occluded-windows'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (srv) assert.equal(await srv.stop(), 0);
+  writeFileSync(`${OUT}/figures.json`, `${JSON.stringify(figures, null, 2)}\n`);
+  console.log(`e2e figures: ${JSON.stringify(figures)}`);
+});
+
+// Wait for fn(arg) in the page; on timeout say what the page had got by then.
+const until = (page, fn, arg, what, ms = 30000) =>
+  page.waitForFunction(fn, arg, { timeout: ms, polling: 50 }).catch(async (e) => {
+    const seen = await page.evaluate(() => {
+      const s = window.softcast;
+      return s && { conn: s.conn.state, role: s.st.role, frame: s.st.frame, decoded: s.st.frames.length,
+        drawn: s.view.framesDrawn, texts: s.st.texts.slice(-5) };
+    }).catch(() => null);
+    throw new Error(`timeout waiting for ${what}: ${e.message.split('\n')[0]}; page: ${JSON.stringify(seen)}`);
+  });
+
+// The skin's positions (mm), to tell a deformation from a camera move.
+const skin = (page) => page.evaluate(() => Array.from(window.softcast.view.meshes[0].geometry.attributes.position.array));
+const maxDiff = (a, b) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+
+// Press at (x, y) of the canvas, drag by (dx, dy) in `steps` moves a frame apart, hold.
+async function drag(page, x, y, dx, dy, steps) {
+  const box = await page.locator('#canvas3d').boundingBox();
+  await page.mouse.move(box.x + x, box.y + y);
+  await page.mouse.down();
+  for (let i = 1; i <= steps; i++) {
+    await page.mouse.move(box.x + x + (dx * i) / steps, box.y + y + (dy * i) / steps);
+    await page.waitForTimeout(16); // pointer pacing like a hand, not a wait for a result
+  }
+}
+
+let driverPage, viewerLink;
+
+test('lobby creates a session; the canvas renders the surfaces', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+  const page = await ctx.newPage();
+  driverPage = page;
+  const bytes = { n: 0 };
+  page.on('response', async (r) => { try { bytes.n += (await r.body()).length; } catch { /* ws */ } });
+  await page.goto(`${srv.base}/`);
+  await page.locator('#lobby').waitFor({ state: 'visible', timeout: 10000 });
+  figures.lobby_bytes = bytes.n;
+  await page.selectOption('select[name=dims]', '64x64x40');
+  await page.click('#create button[type=submit]');
+  await page.waitForURL(/session=.*token=/, { timeout: 10000 });
+  const t0 = Date.now();
+  await until(page, () => window.softcast?.view.framesDrawn > 0, null, 'first rendered frame');
+  figures.session_page_bytes = bytes.n - figures.lobby_bytes;
+  figures.first_frame_ms_after_navigation = Math.round(await page.evaluate(() => window.softcast.firstFrameAt()));
+  figures.first_frame_wall_ms = Date.now() - t0;
+  const px = await page.evaluate(() => window.softcast.pixels3d());
+  assert.ok(px.lit > px.total * 0.02, `only ${px.lit} of ${px.total} pixels drawn: WebGL did not render`);
+  assert.equal(await page.locator('#badge').textContent(), 'driver');
+});
+
+test('dragging on the body deforms it; the image and the slice follow', async () => {
+  const page = driverPage;
+  await until(page, () => window.softcast.sliceHash() !== null, null, 'first slice');
+  const before = await skin(page);
+  const img0 = await page.evaluate(() => window.softcast.pixels3d());
+  const slice0 = await page.evaluate(() => window.softcast.sliceHash());
+  const box = await page.locator('#canvas3d').boundingBox();
+  const seq0 = await page.evaluate(() => window.softcast.conn.seq);
+  const f0 = await page.evaluate(() => window.softcast.view.framesDrawn);
+  const t0 = Date.now();
+  await drag(page, box.width / 2, box.height / 2, 0, -70, 60);
+  const seconds = (Date.now() - t0) / 1000;
+  figures.drag_fps = Number((((await page.evaluate(() => window.softcast.view.framesDrawn)) - f0) / seconds).toFixed(1));
+  assert.ok(await page.evaluate(() => window.softcast.view.grabbing), 'the press did not land on the body');
+  // Frames echo the moves: the server applied them.
+  await until(page, (s) => window.softcast.st.frames.length && window.softcast.conn.latencies.length > 0 &&
+    window.softcast.conn.seq > s + 10, seq0, 'moves applied');
+  await page.waitForTimeout(300); // the hand holds still a moment, as a person would
+  const during = await skin(page);
+  const moved = maxDiff(before, during);
+  assert.ok(moved > 2, `the skin moved at most ${moved.toFixed(2)} mm`);
+  const img1 = await page.evaluate(() => window.softcast.pixels3d());
+  assert.notEqual(img1.hash, img0.hash, 'the image did not change');
+  await until(page, (h) => window.softcast.sliceHash().hash !== h, slice0.hash, 'slice follows the deformation');
+  await page.locator('#view3d').screenshot({ path: `${OUT}/view3d-pull.png` });
+  await page.locator('#sliceview').screenshot({ path: `${OUT}/slice-pull.png` });
+  figures.latency_ms_median = await page.evaluate(() => {
+    const l = [...window.softcast.conn.latencies].sort((a, b) => a - b);
+    return Math.round(l[l.length >> 1]);
+  });
+  await page.mouse.up();
+  assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
+});
+
+test('switching the slice plane changes the slice', async () => {
+  const page = driverPage;
+  const s0 = await page.evaluate(() => window.softcast.sliceHash());
+  assert.equal(s0.plane, 0);
+  await page.click('#planes button[data-plane=coronal]');
+  await until(page, () => window.softcast.sliceHash().plane === 1, null, 'coronal slice');
+  const s1 = await page.evaluate(() => window.softcast.sliceHash());
+  assert.notEqual(s1.hash, s0.hash);
+  await page.click('#presets button:has-text("Bone")');
+  await until(page, (h) => window.softcast.sliceHash().hash !== h, s1.hash, 'bone window');
+  await page.locator('#sliceview').screenshot({ path: `${OUT}/slice-coronal-bone.png` });
+});
+
+test('a viewer in a second context sees the same frames and cannot drive', async () => {
+  const page = driverPage;
+  viewerLink = await page.evaluate(() => {
+    const st = window.softcast.st.state;
+    return `${location.origin}/?session=${encodeURIComponent(st.session)}&token=${st.view_token}`;
+  });
+  const vctx = await browser.newContext({ viewport: { width: 1100, height: 700 } });
+  const viewer = await vctx.newPage();
+  await viewer.goto(viewerLink);
+  await until(viewer, () => window.softcast?.view.framesDrawn > 0 && window.softcast.st.role === 'viewer', null, 'viewer renders');
+  assert.equal(await viewer.locator('#badge').textContent(), 'viewer');
+  await until(page, () => window.softcast.st.state.clients === 2, null, 'driver sees the viewer');
+  assert.match(await page.locator('#viewers').textContent(), /^1 viewer$/);
+  assert.ok(await viewer.locator('#globals input').first().isDisabled(), 'a viewer can edit parameters');
+  // The driver pulls again; both pages record the frame numbers they decode.
+  const vFrom = await viewer.evaluate(() => window.softcast.st.frames.length);
+  const dFrom = await page.evaluate(() => window.softcast.st.frames.length);
+  const box = await page.locator('#canvas3d').boundingBox();
+  await drag(page, box.width / 2, box.height / 2, 40, -40, 30);
+  await page.mouse.up();
+  await until(page, () => window.softcast.conn.sent.size === 0, null, 'release applied');
+  const last = await page.evaluate(() => window.softcast.st.frame);
+  await until(viewer, (f) => window.softcast.st.frame >= f, last, 'viewer reaches the driver\'s frame');
+  const vFrames = await viewer.evaluate((n) => window.softcast.st.frames.slice(n), vFrom);
+  const dFrames = new Set(await page.evaluate((n) => window.softcast.st.frames.slice(n), dFrom));
+  const shared = vFrames.filter((f) => dFrames.has(f)).length;
+  assert.ok(vFrames.length > 5 && shared >= vFrames.length * 0.5,
+    `viewer decoded ${vFrames.length} frames, ${shared} of them also at the driver`);
+  await viewer.locator('#view3d').screenshot({ path: `${OUT}/viewer-3d.png` });
+  // The viewer's drag orbits the camera, never grabs; an event it sends is refused.
+  const vbox = await viewer.locator('#canvas3d').boundingBox();
+  await drag(viewer, vbox.width / 2, vbox.height / 2, 0, -60, 10);
+  assert.equal(await viewer.evaluate(() => window.softcast.view.grabbing), false);
+  await viewer.mouse.up();
+  await viewer.evaluate(() => window.softcast.conn.send('grab', { point: [0, 0, 0], radius: 3, space: 'world' }));
+  await until(viewer, () => window.softcast.st.texts.some((t) => t.error === 'not the driver'), null, 'refusal');
+  // Request control: the driver's panel offers the handover; after it the viewer drives.
+  await viewer.click('#request-control');
+  await page.locator('#requests button:has-text("Hand over")').click({ timeout: 10000 });
+  await until(viewer, () => window.softcast.st.role === 'driver', null, 'viewer drives after handover');
+  await until(page, () => window.softcast.st.role === 'viewer', null, 'old driver watches');
+  await vctx.close();
+});

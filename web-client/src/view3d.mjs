@@ -1,0 +1,184 @@
+// view3d.mjs: the streamed surfaces in three.js (skin translucent over bone), orbit, zoom
+// and pan with mouse or touch, and grab by picking: a press on the skin grabs there, the
+// drag moves the grab point in the plane facing the camera, the release lets go.
+import * as THREE from 'three';
+import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
+
+const SURFACE_STYLE = [
+  // 0 skin: translucent, drawn after the bone.
+  { color: 0xd9a087, opacity: 0.42, transparent: true, depthWrite: false, renderOrder: 1, side: 'double' },
+  // 1 bone: opaque ivory.
+  // (closed, wound counter-clockwise seen from outside: front faces suffice).
+  { color: 0xeee8d5, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'front' },
+];
+
+// A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling.
+function softwareRenderer() {
+  const gl = document.createElement('canvas').getContext('webgl2');
+  const info = gl?.getExtension('WEBGL_debug_renderer_info');
+  const name = info ? String(gl.getParameter(info.UNMASKED_RENDERER_WEBGL)) : '';
+  gl?.getExtension('WEBGL_lose_context')?.loseContext();
+  return { software: /SwiftShader|llvmpipe|software/i.test(name), name };
+}
+
+export class View3D {
+  /** onGrab(point mm) / onMove(point mm) / onRelease(): the driver's hand. */
+  constructor(canvas, { onGrab, onMove, onRelease }) {
+    this.canvas = canvas;
+    this.gpu = softwareRenderer();
+    this.renderer = new THREE.WebGLRenderer({ canvas, antialias: !this.gpu.software });
+    this.renderer.setPixelRatio(this.gpu.software ? 1 : Math.min(window.devicePixelRatio, 2));
+    this.renderer.setClearColor(0x0b0d10);
+    this.scene = new THREE.Scene();
+    this.camera = new THREE.PerspectiveCamera(35, 1, 1, 5000);
+    this.camera.up.set(0, 0, 1); // z runs head to foot in the lattice: keep it vertical
+    this.scene.add(new THREE.HemisphereLight(0xffffff, 0x404050, 1.4));
+    const sun = new THREE.DirectionalLight(0xffffff, 1.6);
+    sun.position.set(0.4, 1, 0.7);
+    this.camera.add(sun); // the light follows the camera: the side we look at is lit
+    this.scene.add(this.camera);
+    this.controls = new OrbitControls(this.camera, canvas);
+    this.controls.enableDamping = false;
+    this.meshes = [];
+    this.box = null;
+    this.driver = false;
+    this.hand = { onGrab, onMove, onRelease };
+    this.grabbing = false;
+    this.dirty = true;
+    this.framesDrawn = 0;
+    this.firstFrameAt = null;
+    this.raycaster = new THREE.Raycaster();
+    this.dragPlane = new THREE.Plane();
+    canvas.addEventListener('pointerdown', (e) => this.down(e), { capture: true });
+    canvas.addEventListener('pointermove', (e) => this.move(e));
+    canvas.addEventListener('pointerup', (e) => this.up(e));
+    canvas.addEventListener('pointercancel', (e) => this.up(e));
+    this.controls.addEventListener('change', () => { this.dirty = true; });
+    new ResizeObserver(() => this.resize()).observe(canvas);
+    this.resize();
+  }
+
+  setDriver(driver) {
+    this.driver = driver;
+    if (!driver && this.grabbing) this.up(null);
+  }
+
+  resize() {
+    const w = this.canvas.clientWidth, h = this.canvas.clientHeight;
+    if (!w || !h) return;
+    this.renderer.setSize(w, h, false);
+    this.camera.aspect = w / h;
+    this.camera.updateProjectionMatrix();
+    this.dirty = true;
+  }
+
+  /** A decoded mesh frame: surfaces' quantised positions (and topology on keyframes). */
+  update(frame, qs, dequantise) {
+    if (frame.header.kind === 1) {
+      this.box = { bmin: frame.bmin, bmax: frame.bmax };
+      for (const m of this.meshes) { this.scene.remove(m); m.geometry.dispose(); m.material.dispose(); }
+      this.meshes = frame.surfaces.map((s) => {
+        const st = SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0];
+        const g = new THREE.BufferGeometry();
+        g.setIndex(new THREE.BufferAttribute(s.tri, 1));
+        g.setAttribute('position', new THREE.BufferAttribute(new Float32Array(s.nvert * 3), 3));
+        // Lambert, not PBR: tissue is matte, and a software rasteriser has a third of the cost.
+        const mat = new THREE.MeshLambertMaterial({
+          color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
+          transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
+        });
+        const m = new THREE.Mesh(g, mat);
+        m.renderOrder = st.renderOrder;
+        m.userData.id = s.id;
+        this.scene.add(m);
+        return m;
+      });
+      if (!this.framed) this.frameCamera();
+    }
+    if (!this.box) return;
+    qs.forEach((q, k) => {
+      const g = this.meshes[k]?.geometry;
+      if (!g) return;
+      const pos = g.attributes.position;
+      pos.array.set(dequantise(q, this.box.bmin, this.box.bmax));
+      pos.needsUpdate = true;
+      g.computeVertexNormals();
+      if (frame.header.kind === 1) g.computeBoundingSphere();
+    });
+    this.dirty = true;
+  }
+
+  frameCamera() {
+    const { bmin, bmax } = this.box;
+    const c = new THREE.Vector3((bmin[0] + bmax[0]) / 2, (bmin[1] + bmax[1]) / 2, (bmin[2] + bmax[2]) / 2);
+    const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2;
+    this.controls.target.copy(c);
+    // From the front (+y is anterior in the lattice), a little from above and the side.
+    this.camera.position.set(c.x + 0.55 * r, c.y + 2.6 * r, c.z + 0.9 * r);
+    this.camera.near = r / 20;
+    this.camera.far = r * 20;
+    this.camera.updateProjectionMatrix();
+    this.controls.update();
+    this.framed = true;
+  }
+
+  /** Draw if something changed; returns 1 when a frame was drawn. */
+  render() {
+    if (!this.dirty) return 0;
+    this.dirty = false;
+    this.renderer.render(this.scene, this.camera);
+    if (this.meshes.length) {
+      this.framesDrawn++;
+      if (this.firstFrameAt === null) this.firstFrameAt = performance.now();
+    }
+    return 1;
+  }
+
+  ray(e) {
+    const r = this.canvas.getBoundingClientRect();
+    const ndc = new THREE.Vector2(((e.clientX - r.left) / r.width) * 2 - 1, -((e.clientY - r.top) / r.height) * 2 + 1);
+    this.raycaster.setFromCamera(ndc, this.camera);
+    return this.raycaster.ray;
+  }
+
+  down(e) {
+    if (!this.driver || e.button !== 0 || e.shiftKey || e.ctrlKey || e.metaKey || !this.meshes.length) return;
+    this.ray(e);
+    // The skin first; where the ray misses it (a bone poking out), the bone.
+    const hits = this.raycaster.intersectObjects(this.meshes, false).sort((a, b) =>
+      (a.object.userData.id === 0 ? 0 : 1) - (b.object.userData.id === 0 ? 0 : 1) || a.distance - b.distance);
+    if (!hits.length) return; // empty space: orbit
+    e.stopImmediatePropagation(); // keep OrbitControls out of this drag
+    this.canvas.setPointerCapture(e.pointerId);
+    const p = hits[0].point;
+    const normal = this.camera.getWorldDirection(new THREE.Vector3());
+    this.dragPlane.setFromNormalAndCoplanarPoint(normal, p);
+    this.grabbing = true;
+    this.controls.enabled = false;
+    this.hand.onGrab([p.x, p.y, p.z]);
+  }
+
+  move(e) {
+    if (!this.grabbing) return;
+    const p = this.ray(e).intersectPlane(this.dragPlane, new THREE.Vector3());
+    if (p) this.hand.onMove([p.x, p.y, p.z]);
+  }
+
+  up(e) {
+    if (!this.grabbing) return;
+    this.grabbing = false;
+    this.controls.enabled = true;
+    if (e) this.canvas.releasePointerCapture?.(e.pointerId);
+    this.hand.onRelease();
+  }
+
+  /** For tests: draw now and read the pixels back (same task, so the buffer is valid). */
+  readPixels() {
+    this.renderer.render(this.scene, this.camera);
+    const gl = this.renderer.getContext();
+    const w = gl.drawingBufferWidth, h = gl.drawingBufferHeight;
+    const px = new Uint8Array(w * h * 4);
+    gl.readPixels(0, 0, w, h, gl.RGBA, gl.UNSIGNED_BYTE, px);
+    return { w, h, px };
+  }
+}
