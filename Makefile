@@ -74,7 +74,7 @@ TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
-.PHONY: all deps test-deps test run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
+.PHONY: all deps test-deps test bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
 all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
 
 # The browser client: npm packages from the committed lock file, bundled by esbuild into
@@ -187,6 +187,12 @@ bench: all
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 128x128x75 --threads 2 --pull 3
 	for c in A B C; do $(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 \
 	    --scenario release --condition $$c --frames 300 || exit 1; done
+
+# The browser client's figures in headless Chromium against the release server: first-load
+# bytes, time to first frame, frames/s and latency while dragging.
+bench-client: all test-deps
+	cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error
+	node tests/e2e/measure.mjs
 
 # Compile every .cu with warnings as errors; needs nvcc, not a GPU.
 cuda-check:

@@ -4,33 +4,20 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { launch } from './browser.mjs';
 import { startServer } from '../server/harness.mjs';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const OUT = `${ROOT}build/e2e`;
-const CHROMIUM = process.env.SOFTCAST_CHROMIUM ?? '/usr/bin/chromium';
 
 let srv, browser;
-const figures = {};
+const figures = { server: "ASan test build; release figures: make bench-client" };
 
 before(async () => {
   assert.ok(existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} missing: deploy/install-deps.sh --test installs chromium`);
   mkdirSync(OUT, { recursive: true });
   srv = await startServer(['--data-dir', `${ROOT}web-client`, '--threads', '0']);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // WebGL without a GPU: ANGLE on SwiftShader. Chromium's own network chatter is off
-    // (this machine has no outside network).
-    args: ['--no-sandbox', '--use-gl=angle', '--use-angle=swiftshader', '--enable-unsafe-swiftshader',
-      '--ignore-gpu-blocklist', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run', '--disable-quic',
-      // Two windows of one classroom side by side: neither is a background tab.
-      '--disable-renderer-backgrounding', '--disable-background-timer-throttling',
-      '--disable-backgrounding-occluded-windows'],
-  });
+  browser = await launch();
 });
 
 after(async () => {
@@ -93,14 +80,22 @@ test('lobby creates a session; the canvas renders the surfaces', async () => {
 test('dragging on the body deforms it; the image and the slice follow', async () => {
   const page = driverPage;
   await until(page, () => window.softcast.sliceHash() !== null, null, 'first slice');
+  // Look from 50 degrees round to the side, press on the front of the belly and pull it
+  // out (+y, anterior) by 60 mm as the screen shows that direction.
+  const [from, to] = await page.evaluate(() => {
+    const { dims: d, spacing: s } = window.softcast.st.state;
+    window.softcast.view.setView(50, 15);
+    const belly = [(d[0] - 1) / 2 * s[0], 0.8 * (d[1] - 1) * s[1], (d[2] - 1) / 2 * s[2]];
+    return [window.softcast.view.screenOf(belly), window.softcast.view.screenOf([belly[0], belly[1] + 60, belly[2]])];
+  });
+  await page.waitForTimeout(100); // the new view is drawn on the next animation frame
   const before = await skin(page);
   const img0 = await page.evaluate(() => window.softcast.pixels3d());
   const slice0 = await page.evaluate(() => window.softcast.sliceHash());
-  const box = await page.locator('#canvas3d').boundingBox();
   const seq0 = await page.evaluate(() => window.softcast.conn.seq);
   const f0 = await page.evaluate(() => window.softcast.view.framesDrawn);
   const t0 = Date.now();
-  await drag(page, box.width / 2, box.height / 2, 0, -70, 60);
+  await drag(page, from[0], from[1], to[0] - from[0], to[1] - from[1], 60);
   const seconds = (Date.now() - t0) / 1000;
   figures.drag_fps = Number((((await page.evaluate(() => window.softcast.view.framesDrawn)) - f0) / seconds).toFixed(1));
   assert.ok(await page.evaluate(() => window.softcast.view.grabbing), 'the press did not land on the body');
@@ -155,6 +150,7 @@ test('a viewer in a second context sees the same frames and cannot drive', async
   const vFrom = await viewer.evaluate(() => window.softcast.st.frames.length);
   const dFrom = await page.evaluate(() => window.softcast.st.frames.length);
   const box = await page.locator('#canvas3d').boundingBox();
+  await page.evaluate(() => window.softcast.view.setView(0, 20));
   await drag(page, box.width / 2, box.height / 2, 40, -40, 30);
   await page.mouse.up();
   await until(page, () => window.softcast.conn.sent.size === 0, null, 'release applied');
@@ -179,4 +175,33 @@ test('a viewer in a second context sees the same frames and cannot drive', async
   await until(viewer, () => window.softcast.st.role === 'driver', null, 'viewer drives after handover');
   await until(page, () => window.softcast.st.role === 'viewer', null, 'old driver watches');
   await vctx.close();
+});
+
+test('a dropped connection comes back; a bad token or a deleted session says so', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1000, height: 650 } });
+  const page = await ctx.newPage();
+  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
+  await page.goto(`${srv.base}/${new URL(s.join_url).search}`);
+  await until(page, () => window.softcast?.st.frames.length > 0, null, 'first frame');
+  // Drop: the page reconnects by itself and gets a keyframe again.
+  const decoded = await page.evaluate(() => window.softcast.st.frames.length);
+  await page.evaluate(() => window.softcast.conn.ws.close());
+  await until(page, () => window.softcast.conn.state === 'reconnecting', null, 'reconnecting');
+  await until(page, (n) => window.softcast.conn.state === 'connected' && window.softcast.st.frames.length > n,
+    decoded, 'reconnected with a new keyframe');
+  // The session is deleted: the close is followed by a refused reconnect, then a message.
+  const del = await fetch(`${srv.base}/api/sessions/${s.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.control_token}` } });
+  assert.equal(del.status, 204);
+  await until(page, () => window.softcast.conn.state === 'refused', null, 'refused after delete');
+  assert.match(await page.locator('#message').textContent(), /does not exist/);
+  assert.ok(await page.locator('#message').isVisible());
+  // A wrong token: refused at once, with the reason, and no retry loop.
+  const s2 = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
+  await page.goto(`${srv.base}/?session=${s2.id}&token=0000`);
+  await until(page, () => window.softcast?.conn.state === 'refused', null, 'refused token');
+  assert.match(await page.locator('#message').textContent(), /wrong or missing token/);
+  await page.goto(`${srv.base}/?session=s9-9-nothing&token=0000`);
+  await page.locator('#message').waitFor({ state: 'visible', timeout: 10000 });
+  assert.match(await page.locator('#message').textContent(), /does not exist/);
+  await ctx.close();
 });

@@ -172,6 +172,23 @@ export class View3D {
     this.hand.onRelease();
   }
 
+  /** Look at the body from azimuth az (degrees from the front, +y, toward +x) and
+   *  elevation el, at the framing distance. */
+  setView(az, el) {
+    const t = this.controls.target, d = this.camera.position.distanceTo(t);
+    const a = (az * Math.PI) / 180, e = (el * Math.PI) / 180;
+    this.camera.position.set(t.x + d * Math.cos(e) * Math.sin(a), t.y + d * Math.cos(e) * Math.cos(a), t.z + d * Math.sin(e));
+    this.controls.update();
+    this.dirty = true;
+  }
+
+  /** Canvas pixel coordinates (CSS px) of a world point in mm. */
+  screenOf(p) {
+    this.camera.updateMatrixWorld();
+    const v = new THREE.Vector3(p[0], p[1], p[2]).project(this.camera);
+    return [(v.x + 1) / 2 * this.canvas.clientWidth, (1 - v.y) / 2 * this.canvas.clientHeight];
+  }
+
   /** For tests: draw now and read the pixels back (same task, so the buffer is valid). */
   readPixels() {
     this.renderer.render(this.scene, this.camera);
