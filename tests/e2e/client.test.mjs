@@ -169,6 +169,13 @@ test('a viewer in a second context sees the same frames and cannot drive', async
   await viewer.mouse.up();
   await viewer.evaluate(() => window.softcast.conn.send('grab', { point: [0, 0, 0], radius: 3, space: 'world' }));
   await until(viewer, () => window.softcast.st.texts.some((t) => t.error === 'not the driver'), null, 'refusal');
+  // The driver's panel changes parameters; the viewer's panel shows them, disabled.
+  await page.fill('#globals input[data-param=alpha]', '0.6');
+  await page.press('#globals input[data-param=alpha]', 'Enter');
+  await page.check('input[name=condition][value=B]');
+  await until(viewer, () => document.querySelector('#globals input[data-param=alpha]').value === '0.6' &&
+    document.querySelector('input[name=condition][value=B]').checked, null, 'viewer sees the new parameters');
+  assert.ok(await viewer.locator('input[name=condition][value=A]').isDisabled());
   // Request control: the driver's panel offers the handover; after it the viewer drives.
   await viewer.click('#request-control');
   await page.locator('#requests button:has-text("Hand over")').click({ timeout: 10000 });
