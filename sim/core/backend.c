@@ -5,6 +5,7 @@
 #include <omp.h>
 #endif
 
+#include "../cloth/cloth_internal.h"
 #include "../volume/volume_internal.h"
 
 int sim_cuda_available(void)
@@ -56,6 +57,7 @@ sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int thre
         b->kind = SIM_BACKEND_CUDA;
         b->threads = 1;
         b->volume = &vol_cuda_backend;
+        b->cloth = &cloth_cuda_backend;
 #endif
     } else {
         b->kind = SIM_BACKEND_CPU;
@@ -65,6 +67,7 @@ sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int thre
         b->threads = 1;
 #endif
         b->volume = &vol_cpu_backend;
+        b->cloth = &cloth_cpu_backend;
     }
     *out = b;
     return SIM_OK;

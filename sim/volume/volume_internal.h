@@ -3,6 +3,7 @@
 #ifndef SIM_VOLUME_INTERNAL_H
 #define SIM_VOLUME_INTERNAL_H
 
+#include "../core/backend_internal.h"
 #include "../kernels/chainmail.h"
 #include "../sim.h"
 #include "surface.h"
@@ -23,15 +24,6 @@ struct sim_volume_model {
     sim_surface_data surf[SIM_NSURFACE];
     sim_surface view[SIM_NSURFACE]; /* public read-only views of surf */
     sim_volume_model_options opt;
-};
-
-typedef struct sim_volume_backend_i sim_volume_backend_i;
-
-struct sim_backend {
-    sim_backend_kind kind;
-    int threads;
-    const sim_volume_backend_i *volume; /* the volume scene's entry points */
-    void *ctx;                          /* backend-wide context (CUDA device) */
 };
 
 /* Block activity flags (bits of blk_flags). */

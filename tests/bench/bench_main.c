@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
+#include "tests/bench/bench_cloth.h"
 #include "tests/scenes/volume_scenes.h"
 
 typedef struct bench_opts {
@@ -38,7 +39,8 @@ static void usage(void)
         "                             [--downsample N] [--frames N] [--threads N]\n"
         "                             [--backend cpu|cuda] [--condition A|B|C]\n"
         "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
-        "       softcast-bench parity [--dims WxHxD] [--frames N]\n");
+        "       softcast-bench parity [--dims WxHxD] [--frames N]\n"
+        "       softcast-bench cloth --lod-scenarios | --dims WxH ... | --characters N ...\n");
     exit(2);
 }
 
@@ -371,6 +373,9 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         usage();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(argv[1], "cloth"))
+        return bench_cloth_main(argc, argv);
     bench_opts o;
     parse_args(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -1,0 +1,882 @@
+/* cloth_scene.c: a crowd of characters, each wearing the garment at its own LOD.
+ * Per frame, at the boundary: events, then each character's LOD choice (camera distance
+ * with hysteresis and a hold time, or forced) and, on a change, the switch; then the
+ * root motion, the solve (backend), the blend after a switch, and the switch metrics.
+ *
+ * The switch (handoff): the source garment's state after the last solve is expressed in
+ * the character's root frame (velocity without the root's linear and angular motion),
+ * carried to the target's vertices through the precomputed barycentric tables plus the
+ * normal offset, and taken back to the world; a vertex whose mapping is invalid takes the
+ * animated rest position and the mean velocity of its valid neighbours. Abnormal
+ * velocities are clamped; the target's stretch constraints are projected once (positions
+ * only, see reproject); then for blend_vel_frames the source keeps running and the
+ * target is blended toward it with smoothstep, positions over blend_pos_frames. */
+#include <math.h>
+#include <string.h>
+
+#include "cloth_internal.h"
+
+#define PI_F 3.14159265358979f
+
+static const char *const k_motion[SIM_NMOTION] = {"idle", "walk", "run", "turn", "jump"};
+const char *sim_motion_name(int m)
+{
+    return m >= 0 && m < SIM_NMOTION ? k_motion[m] : "?";
+}
+int sim_motion_parse(const char *s)
+{
+    for (int m = 0; s && m < SIM_NMOTION; m++)
+        if (!strcmp(s, k_motion[m]))
+            return m;
+    return -1;
+}
+const char *sim_switch_strategy_name(int s)
+{
+    static const char *const k[] = {"handoff", "naive_zero_velocity", "reset_to_animation"};
+    return s >= 0 && s < 3 ? k[s] : "?";
+}
+
+sim_cloth_params sim_cloth_default_params(void)
+{
+    sim_cloth_params p;
+    memset(&p, 0, sizeof p);
+    p.substeps = 10;
+    p.iterations = 1;
+    p.dt = 1.0f / 60.0f;
+    p.stretch_compliance = 1e-6f;
+    p.bend_compliance = 1e-3f; /* stiffer bending fights the curved rest shape: jitter */
+    p.damping = 0.4f;
+    p.gravity = 9.81f;
+    p.thickness = 0.012f;
+    p.friction = 0.2f;
+    p.lod_enter[0] = 8.0f, p.lod_exit[0] = 7.0f;
+    p.lod_enter[1] = 18.0f, p.lod_exit[1] = 16.0f;
+    p.lod_hold_frames = 30;
+    p.blend_pos_frames = 2;
+    p.blend_vel_frames = 4;
+    p.v_abnormal = 25.0f;
+    p.map_max_distance = 0.05f;
+    p.strategy = SIM_SWITCH_HANDOFF;
+    return p;
+}
+
+static int params_check(const sim_cloth_params *p, char *err, size_t err_sz)
+{
+    const char *bad = NULL;
+    if (p->substeps < 1 || p->substeps > 64)
+        bad = "substeps: 1 to 64";
+    else if (p->iterations < 1 || p->iterations > 16)
+        bad = "iterations: 1 to 16";
+    else if (!(p->dt > 1e-4f && p->dt <= 0.1f))
+        bad = "dt: 0.0001 to 0.1 s";
+    else if (!(p->stretch_compliance >= 0 && p->stretch_compliance <= 1) ||
+             !(p->bend_compliance >= 0 && p->bend_compliance <= 1))
+        bad = "compliance: 0 to 1 m/N";
+    else if (!(p->damping >= 0 && p->damping <= 10))
+        bad = "damping: 0 to 10 per second";
+    else if (!(fabsf(p->gravity) <= 100) || !(fabsf(p->wind[0]) <= 1000) ||
+             !(fabsf(p->wind[1]) <= 1000) || !(fabsf(p->wind[2]) <= 1000))
+        bad = "gravity within 100 and wind within 1000 m/s^2";
+    else if (!(p->thickness >= 0 && p->thickness <= 0.2f))
+        bad = "thickness: 0 to 0.2 m";
+    else if (!(p->friction >= 0 && p->friction <= 1))
+        bad = "friction: 0 to 1";
+    else if (p->lod_hold_frames < 0 || p->lod_hold_frames > 100000)
+        bad = "lod_hold_frames: 0 to 100000";
+    else if (p->blend_pos_frames < 1 || p->blend_pos_frames > 8 ||
+             p->blend_vel_frames < p->blend_pos_frames || p->blend_vel_frames > 8)
+        bad = "blend frames: 1 <= position <= velocity <= 8";
+    else if (!(p->v_abnormal > 0 && p->v_abnormal <= 1000))
+        bad = "v_abnormal: 0 to 1000 m/s";
+    else if (!(p->map_max_distance >= -1 && p->map_max_distance <= 10))
+        bad = "map_max_distance: -1 to 10 m";
+    else if ((unsigned)p->strategy > SIM_SWITCH_RESET_TO_ANIMATION)
+        bad = "strategy unknown";
+    for (int k = 0; !bad && k < SIM_CLOTH_NLOD - 1; k++)
+        if (!(p->lod_exit[k] > 0 && p->lod_exit[k] <= p->lod_enter[k] && p->lod_enter[k] < 1e6f) ||
+            (k > 0 && !(p->lod_exit[k] > p->lod_enter[k - 1])))
+            bad = "LOD distances: 0 < exit[i] <= enter[i] < exit[i+1]";
+    if (bad)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "cloth params: %s", bad);
+    return SIM_OK;
+}
+
+struct sim_cloth_scene {
+    const sim_cloth_model *m;
+    sim_backend *be;
+    sim_cloth_params prm;
+    int nchar;
+    cloth_character *ch;
+    float camera[3];
+    uint64_t frame;
+    sim_cloth_event queue[CLOTH_QUEUE_CAP];
+    int qcount;
+};
+
+/* ------------------------------------------------------------------ the body */
+
+void cloth_to_world(const cloth_body *b, const float q[3], float out[3])
+{
+    xp_to_world(b->root, b->yaw, q, out);
+}
+
+static float stride_of(const cloth_pose *p)
+{
+    float sp = sqrtf(p->vel[0] * p->vel[0] + p->vel[1] * p->vel[1]);
+    return sp > 2.0f ? 0.45f : sp > 0.1f ? 0.25f : 0.0f;
+}
+
+void cloth_body_at(const sim_cloth_model *m, const cloth_pose *p0, const cloth_pose *p1, float s,
+                   cloth_body *out)
+{
+    for (int k = 0; k < 3; k++)
+        out->root[k] = p0->pos[k] + s * (p1->pos[k] - p0->pos[k]);
+    out->yaw = p0->yaw + s * (p1->yaw - p0->yaw);
+    out->ncaps = 0;
+    if (!m->opt.body)
+        return;
+    float phase = p0->phase + s * (p1->phase - p0->phase), stride = stride_of(p1);
+    /* Root frame: torso, head, two legs swinging with the gait. */
+    float local[5][7] = {
+        {0, 0, 0.95f, 0, 0, 1.40f, 0.17f},
+        {0, 0, 1.62f, 0, 0, 1.62f, 0.11f},
+        {0, 0.1f, 0.88f, stride * sinf(phase), 0.1f, 0.1f, 0.07f},
+        {0, -0.1f, 0.88f, -stride * sinf(phase), -0.1f, 0.1f, 0.07f},
+        {0, 0, 0.80f, 0, 0, 0.95f, 0.15f}, /* hips */
+    };
+    for (int c = 0; c < 5; c++) {
+        cloth_to_world(out, &local[c][0], out->caps[c].a);
+        cloth_to_world(out, &local[c][3], out->caps[c].b);
+        out->caps[c].r = local[c][6];
+    }
+    out->ncaps = 5;
+}
+
+void cloth_place_pinned(const sim_cloth_model *m, cloth_garment *g, const cloth_body *b)
+{
+    const cloth_lod *l = &m->lod[g->lod];
+    for (int i = 0; i < g->n; i++)
+        if (l->w[i] <= 0.0f)
+            cloth_to_world(b, &l->rest[i * 3], &g->x[i * 3]);
+}
+
+/* Velocity of the body's rigid motion at world point x: v_lin + w x (x - root). */
+static void rigid_velocity(const cloth_pose *p, const float x[3], float out[3])
+{
+    float r[3] = {x[0] - p->pos[0], x[1] - p->pos[1], x[2] - p->pos[2]};
+    out[0] = p->vel[0] - p->yaw_rate * r[1];
+    out[1] = p->vel[1] + p->yaw_rate * r[0];
+    out[2] = p->vel[2];
+}
+
+/* The root motion of one frame: pose at t -> pose at t + dt. */
+#define JUMP_PERIOD 1.2f
+#define JUMP_V0     2.97f /* 0.45 m at g = 9.81 */
+static float jump_height(float t, float g)
+{
+    float tt = fmodf(t, JUMP_PERIOD), air = 2.0f * JUMP_V0 / g;
+    return tt < air ? JUMP_V0 * tt - 0.5f * g * tt * tt : 0.0f;
+}
+
+static void advance_pose(const cloth_character *c, float dt, float g, cloth_pose *out)
+{
+    const cloth_pose *p = &c->pose;
+    *out = *p;
+    float t1 = (float)c->t + dt, speed = 0.0f, gait = 0.0f;
+    out->yaw_rate = 0.0f;
+    switch (c->motion) {
+    case SIM_MOTION_WALK:
+        speed = 1.4f, gait = 2.0f * PI_F * 0.9f;
+        break;
+    case SIM_MOTION_RUN:
+        speed = 3.5f, gait = 2.0f * PI_F * 1.4f;
+        break;
+    case SIM_MOTION_TURN:
+        speed = 1.4f, gait = 2.0f * PI_F * 0.9f;
+        if (fmodf(t1, 2.0f) >= 1.6f)
+            out->yaw_rate = (PI_F / 2.0f) / 0.4f;
+        break;
+    default:
+        break;
+    }
+    out->yaw = p->yaw + out->yaw_rate * dt;
+    out->phase = p->phase + gait * dt;
+    out->vel[0] = speed * cosf(out->yaw);
+    out->vel[1] = speed * sinf(out->yaw);
+    out->pos[0] = p->pos[0] + out->vel[0] * dt;
+    out->pos[1] = p->pos[1] + out->vel[1] * dt;
+    float z1 = c->motion == SIM_MOTION_JUMP ? jump_height(t1, g) : 0.0f;
+    out->vel[2] = (z1 - p->pos[2]) / dt;
+    out->pos[2] = z1;
+}
+
+/* ------------------------------------------------------------------ garments */
+
+static void garment_free(cloth_garment *g)
+{
+    free(g->x);
+    free(g->v);
+    free(g->xp);
+    free(g->w);
+    free(g->lambda);
+    memset(g, 0, sizeof *g);
+}
+
+static int garment_alloc(const sim_cloth_model *m, int lod, cloth_garment *g)
+{
+    const cloth_lod *l = &m->lod[lod];
+    memset(g, 0, sizeof *g);
+    g->lod = lod;
+    g->n = l->n;
+    g->x = sc_calloc((size_t)l->n * 3, sizeof(float));
+    g->v = sc_calloc((size_t)l->n * 3, sizeof(float));
+    g->xp = sc_calloc((size_t)l->n * 3, sizeof(float));
+    g->w = sc_calloc((size_t)l->n, sizeof(float));
+    g->lambda = sc_calloc((size_t)l->ncons, sizeof(float));
+    if (!g->x || !g->v || !g->xp || !g->w || !g->lambda) {
+        garment_free(g);
+        return -1;
+    }
+    memcpy(g->w, l->w, (size_t)l->n * sizeof(float));
+    return 0;
+}
+
+/* The rest pose carried by the character (the animation), moving rigidly with it. */
+static void garment_to_animation(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p)
+{
+    cloth_body b;
+    cloth_body_at(m, p, p, 0.0f, &b);
+    const cloth_lod *l = &m->lod[g->lod];
+    for (int i = 0; i < g->n; i++) {
+        cloth_to_world(&b, &l->rest[i * 3], &g->x[i * 3]);
+        rigid_velocity(p, &g->x[i * 3], &g->v[i * 3]);
+    }
+}
+
+/* Source state carried to the target's vertices through the table: the material points
+ * in the world (xm, vm), and whether each mapping is valid. */
+static void map_state(const sim_cloth_model *m, const cloth_garment *src, int to,
+                      const cloth_pose *p, float max_dist, float *xm, float *vm, uint8_t *valid,
+                      float *xr, float *vr)
+{
+    const cloth_lod *ls = &m->lod[src->lod];
+    const cloth_map *mp = &m->map[src->lod][to];
+    float c = cosf(p->yaw), s = sinf(p->yaw);
+    /* Root frame: x_r = R^-1 (x - root), v_r = R^-1 (v - v_lin - w x (x - root)). */
+    for (int i = 0; i < src->n; i++) {
+        float d[3], vv[3], rv[3];
+        for (int k = 0; k < 3; k++)
+            d[k] = src->x[i * 3 + k] - p->pos[k];
+        rigid_velocity(p, &src->x[i * 3], rv);
+        for (int k = 0; k < 3; k++)
+            vv[k] = src->v[i * 3 + k] - rv[k];
+        xr[i * 3] = c * d[0] + s * d[1];
+        xr[i * 3 + 1] = -s * d[0] + c * d[1];
+        xr[i * 3 + 2] = d[2];
+        vr[i * 3] = c * vv[0] + s * vv[1];
+        vr[i * 3 + 1] = -s * vv[0] + c * vv[1];
+        vr[i * 3 + 2] = vv[2];
+    }
+    for (int j = 0; j < mp->n; j++) {
+        int t = mp->tri[j];
+        const uint32_t *tr = &ls->tri[t * 3];
+        const float *bc = &mp->bary[j * 3];
+        float n[3], q[3], qv[3];
+        cloth_triangle_normal(ls->tri, t, xr, n);
+        for (int k = 0; k < 3; k++) {
+            q[k] = bc[0] * xr[tr[0] * 3 + k] + bc[1] * xr[tr[1] * 3 + k] +
+                   bc[2] * xr[tr[2] * 3 + k] + mp->offset[j] * n[k];
+            qv[k] = bc[0] * vr[tr[0] * 3 + k] + bc[1] * vr[tr[1] * 3 + k] +
+                    bc[2] * vr[tr[2] * 3 + k];
+        }
+        /* Back to the world: x = root + R q, v = v_lin + w x (R q) + R v_r. */
+        float *x = &xm[j * 3], *v = &vm[j * 3], rvel[3];
+        x[0] = p->pos[0] + c * q[0] - s * q[1];
+        x[1] = p->pos[1] + s * q[0] + c * q[1];
+        x[2] = p->pos[2] + q[2];
+        rigid_velocity(p, x, rvel);
+        v[0] = rvel[0] + c * qv[0] - s * qv[1];
+        v[1] = rvel[1] + s * qv[0] + c * qv[1];
+        v[2] = rvel[2] + qv[2];
+        valid[j] = mp->dist[j] <= max_dist;
+    }
+}
+
+/* Scratch for a switch or a blend: sized for the largest LOD. */
+typedef struct map_scratch {
+    float *xm, *vm, *xr, *vr;
+    uint8_t *valid;
+} map_scratch;
+
+static int scratch_alloc(const sim_cloth_model *m, map_scratch *s)
+{
+    int n = 0;
+    for (int k = 0; k < m->nlod; k++)
+        n = m->lod[k].n > n ? m->lod[k].n : n;
+    s->xm = sc_calloc((size_t)n * 3, sizeof(float));
+    s->vm = sc_calloc((size_t)n * 3, sizeof(float));
+    s->xr = sc_calloc((size_t)n * 3, sizeof(float));
+    s->vr = sc_calloc((size_t)n * 3, sizeof(float));
+    s->valid = sc_calloc((size_t)n, 1);
+    return s->xm && s->vm && s->xr && s->vr && s->valid ? 0 : -1;
+}
+
+static void scratch_free(map_scratch *s)
+{
+    free(s->xm), free(s->vm), free(s->xr), free(s->vr), free(s->valid);
+}
+
+/* One Gauss-Seidel pass of the stretch constraints at zero compliance (colour order) and
+ * the colliders: the strain the mapping introduced (a few millimetres) is removed from
+ * the positions. Stretch only: cloth resists stretching, not compression, and an edge of
+ * a coarse LOD mapped from a fine one is shorter than its rest length wherever the fine
+ * cloth folds between its ends (a fold, not a strain to undo).
+ * The velocity stays the mapped one, and the previous position is recomputed from the
+ * projection (xp = x - v h): PBD's usual v = (x - xp) / h applied to the projection's
+ * displacement would turn 5 mm into 3 m/s in one substep, the very pop this hides. */
+static void reproject(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p,
+                      const sim_cloth_params *prm)
+{
+    const cloth_lod *l = &m->lod[g->lod];
+    float lambda = 0.0f;
+    for (int k = 0; k < l->ncons; k++)
+        if (l->ckind[k] == CLOTH_STRETCH) {
+            lambda = 0.0f;
+            xp_distance(l->ca[k], l->cb[k], l->crest[k], 0.0f, 1, g->x, g->w, &lambda);
+        }
+    cloth_body b;
+    cloth_body_at(m, p, p, 0.0f, &b);
+    memcpy(g->xp, g->x, (size_t)g->n * 3 * sizeof(float));
+    for (int i = 0; i < g->n; i++)
+        xp_collide(i, g->x, g->xp, g->w, b.caps, b.ncaps, prm->thickness, 0.0f);
+    float h = prm->dt / (float)prm->substeps;
+    for (int i = 0; i < g->n * 3; i++)
+        g->xp[i] = g->x[i] - g->v[i] * h;
+}
+
+static float smoothstep01(float t)
+{
+    t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
+    return t * t * (3.0f - 2.0f * t);
+}
+
+static float max_dv(const float *a, const float *b, int n)
+{
+    float mx = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float d0 = a[i * 3] - b[i * 3], d1 = a[i * 3 + 1] - b[i * 3 + 1],
+              d2 = a[i * 3 + 2] - b[i * 3 + 2];
+        float d = sqrtf(d0 * d0 + d1 * d1 + d2 * d2);
+        mx = d > mx ? d : mx;
+    }
+    return mx;
+}
+
+/* Switch character c to LOD `to` at the frame boundary. */
+static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratch *ms)
+{
+    const sim_cloth_model *m = sc->m;
+    const sim_cloth_params *prm = &sc->prm;
+    const cloth_pose *p = &c->pose;
+    cloth_garment dst;
+    if (garment_alloc(m, to, &dst) != 0)
+        return -1;
+    float *vlast = sc_calloc((size_t)dst.n * 3, sizeof(float));
+    if (!vlast) {
+        garment_free(&dst);
+        return -1;
+    }
+    /* A switch during a blend finishes the blend first: the shown garment is the source. */
+    if (c->blend) {
+        garment_free(&c->src);
+        c->blend = 0;
+    }
+    map_state(m, &c->g, to, p, prm->map_max_distance, ms->xm, ms->vm, ms->valid, ms->xr, ms->vr);
+    const cloth_lod *lt = &m->lod[to];
+    cloth_body b;
+    cloth_body_at(m, p, p, 0.0f, &b);
+    int invalid = 0;
+    for (int j = 0; j < dst.n; j++) {
+        if (lt->w[j] <= 0.0f) {
+            /* Pinned: at the attachment, with the velocity the source's pinned row had in
+             * its last substep (the pose's velocity is a frame average: at a landing the
+             * two differ by metres a second). */
+            cloth_to_world(&b, &lt->rest[j * 3], &dst.x[j * 3]);
+            if (ms->valid[j])
+                memcpy(&dst.v[j * 3], &ms->vm[j * 3], 3 * sizeof(float));
+            else
+                rigid_velocity(p, &dst.x[j * 3], &dst.v[j * 3]);
+        } else if (ms->valid[j]) {
+            memcpy(&dst.x[j * 3], &ms->xm[j * 3], 3 * sizeof(float));
+            memcpy(&dst.v[j * 3], &ms->vm[j * 3], 3 * sizeof(float));
+        } else {
+            invalid++;
+            cloth_to_world(&b, &lt->rest[j * 3], &dst.x[j * 3]);
+        }
+    }
+    for (int j = 0; j < dst.n; j++) { /* invalid: mean velocity of valid neighbours */
+        if (lt->w[j] <= 0.0f || ms->valid[j])
+            continue;
+        float acc[3] = {0, 0, 0};
+        int k = 0;
+        for (int e = lt->adj_start[j]; e < lt->adj_start[j + 1]; e++)
+            if (ms->valid[lt->adj[e]]) {
+                for (int q = 0; q < 3; q++)
+                    acc[q] += ms->vm[lt->adj[e] * 3 + q];
+                k++;
+            }
+        if (k)
+            for (int q = 0; q < 3; q++)
+                dst.v[j * 3 + q] = acc[q] / (float)k;
+        else
+            rigid_velocity(p, &dst.x[j * 3], &dst.v[j * 3]);
+    }
+    switch (prm->strategy) {
+    case SIM_SWITCH_HANDOFF:
+        for (int j = 0; j < dst.n; j++) { /* clamp only abnormal velocities */
+            float rv[3], d[3], len = 0.0f;
+            rigid_velocity(p, &dst.x[j * 3], rv);
+            for (int q = 0; q < 3; q++) {
+                d[q] = dst.v[j * 3 + q] - rv[q];
+                len += d[q] * d[q];
+            }
+            len = sqrtf(len);
+            if (len > prm->v_abnormal)
+                for (int q = 0; q < 3; q++)
+                    dst.v[j * 3 + q] = rv[q] + d[q] * prm->v_abnormal / len;
+        }
+        reproject(m, &dst, p, prm);
+        break;
+    case SIM_SWITCH_NAIVE_ZERO_VELOCITY:
+        reproject(m, &dst, p, prm);
+        memset(dst.v, 0, (size_t)dst.n * 3 * sizeof(float));
+        break;
+    case SIM_SWITCH_RESET_TO_ANIMATION:
+        garment_to_animation(m, &dst, p);
+        break;
+    }
+    /* Multipliers: constraint ids of different LODs never match (their topologies
+     * differ), and the solver resets them every substep anyway: nothing to carry. */
+    /* E_pos, E_vel at the same material points (valid mappings; pinned vertices too),
+     * against the source interpolated in world space: x = sum w x_src + offset n_world,
+     * v = sum w v_src. One frame later: character_frame. */
+    sim_cloth_switch *r = &c->last;
+    memset(r, 0, sizeof *r);
+    r->frame = sc->frame;
+    r->character = (int)(c - sc->ch);
+    r->from = c->g.lod;
+    r->to = to;
+    r->strategy = prm->strategy;
+    r->invalid_mappings = invalid;
+    const cloth_map *mp = &m->map[c->g.lod][to];
+    const cloth_lod *ls = &m->lod[c->g.lod];
+    for (int j = 0; j < dst.n; j++) {
+        if (!ms->valid[j])
+            continue;
+        const uint32_t *tr = &ls->tri[mp->tri[j] * 3];
+        const float *bc = &mp->bary[j * 3];
+        float nw[3], dp = 0.0f, dv = 0.0f;
+        cloth_triangle_normal(ls->tri, mp->tri[j], c->g.x, nw);
+        for (int q = 0; q < 3; q++) {
+            float xref = bc[0] * c->g.x[tr[0] * 3 + q] + bc[1] * c->g.x[tr[1] * 3 + q] +
+                         bc[2] * c->g.x[tr[2] * 3 + q] + mp->offset[j] * nw[q];
+            float vref = bc[0] * c->g.v[tr[0] * 3 + q] + bc[1] * c->g.v[tr[1] * 3 + q] +
+                         bc[2] * c->g.v[tr[2] * 3 + q];
+            float a = dst.x[j * 3 + q] - xref, v = dst.v[j * 3 + q] - vref;
+            dp += a * a;
+            dv += v * v;
+        }
+        r->e_pos = sqrtf(dp) > r->e_pos ? sqrtf(dp) : r->e_pos;
+        r->e_vel = sqrtf(dv) > r->e_vel ? sqrtf(dv) : r->e_vel;
+    }
+    r->settle_frames = -1;
+    c->has_switch = 1;
+    float base = 0.0f;
+    for (int k = 0; k < CLOTH_ACCEL_HIST; k++)
+        base += c->accel[k];
+    c->accel_base = base / CLOTH_ACCEL_HIST;
+    c->watching = 1;
+    memcpy(vlast, dst.v, (size_t)dst.n * 3 * sizeof(float));
+    free(c->v_last);
+    c->v_last = vlast;
+    /* The source keeps running for blend_vel_frames: the handoff blends the target toward
+     * it; for every strategy it is what E_pos and E_vel compare against. */
+    c->src = c->g;
+    c->blend = 1;
+    c->g = dst;
+    c->hold = 0;
+    if (c->grab_vertex >= dst.n)
+        c->grab_vertex = -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the scene */
+
+sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *m,
+                                  sim_backend *b, int ncharacters, char *err, size_t err_sz)
+{
+    *out = NULL;
+    if (!m || !b)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "cloth scene: model and backend required");
+    if (ncharacters < 1 || ncharacters > 10000)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                   "cloth scene: %d characters: 1 to 10000", ncharacters);
+    sim_cloth_scene *s = sc_calloc(1, sizeof *s);
+    if (!s)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
+    s->m = m;
+    s->be = b;
+    s->prm = sim_cloth_default_params();
+    s->nchar = ncharacters;
+    s->ch = sc_calloc((size_t)ncharacters, sizeof *s->ch);
+    s->camera[0] = 4.0f, s->camera[1] = 0.0f, s->camera[2] = 1.5f;
+    int side = (int)ceil(sqrt((double)ncharacters));
+    for (int i = 0; s->ch && i < ncharacters; i++) {
+        cloth_character *c = &s->ch[i];
+        c->forced_lod = -1;
+        c->grab_vertex = -1;
+        c->pose.pos[0] = -2.5f * (float)(i / side);
+        c->pose.pos[1] = 2.5f * (float)(i % side);
+        c->hold = s->prm.lod_hold_frames;
+        if (garment_alloc(m, 0, &c->g) != 0)
+            break;
+        garment_to_animation(m, &c->g, &c->pose);
+        memset(c->g.v, 0, (size_t)c->g.n * 3 * sizeof(float));
+        c->v_last = sc_calloc((size_t)c->g.n * 3, sizeof(float));
+        if (!c->v_last)
+            break;
+    }
+    if (!s->ch || !s->ch[ncharacters - 1].v_last) {
+        sim_cloth_scene_destroy(s);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
+    }
+    *out = s;
+    return SIM_OK;
+}
+
+void sim_cloth_scene_destroy(sim_cloth_scene *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; s->ch && i < s->nchar; i++) {
+        garment_free(&s->ch[i].g);
+        garment_free(&s->ch[i].src);
+        free(s->ch[i].v_last);
+    }
+    free(s->ch);
+    free(s);
+}
+
+sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s)
+{
+    return s->prm;
+}
+
+sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                size_t err_sz)
+{
+    int nl = s->m->nlod;
+    if (ev->type != SIM_CLOTH_EV_CAMERA && ev->type != SIM_CLOTH_EV_WIND &&
+        ev->type != SIM_CLOTH_EV_SET_PARAMS &&
+        (ev->character < -1 || ev->character >= s->nchar ||
+         (ev->character < 0 && ev->type >= SIM_CLOTH_EV_GRAB)))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "character %d: 0 to %d%s",
+                                   ev->character, s->nchar - 1,
+                                   ev->type >= SIM_CLOTH_EV_GRAB ? "" : " or -1 (all)");
+    for (int k = 0; k < 3; k++)
+        if (!(fabsf(ev->point[k]) <= 1e6f))
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                       "point[%d] must be finite, within 1e6", k);
+    switch (ev->type) {
+    case SIM_CLOTH_EV_FORCE_LOD:
+        if (ev->lod < -1 || ev->lod >= nl)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                       "lod %d: 0 to %d, or -1 (automatic)", ev->lod, nl - 1);
+        break;
+    case SIM_CLOTH_EV_MOTION:
+        if ((unsigned)ev->motion >= SIM_NMOTION)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "motion %d unknown",
+                                       (int)ev->motion);
+        break;
+    case SIM_CLOTH_EV_GRAB:
+        if (ev->vertex < 0 || ev->vertex >= s->m->lod[0].n)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "vertex %d out of range",
+                                       ev->vertex);
+        break;
+    case SIM_CLOTH_EV_SET_PARAMS:
+        if (params_check(&ev->params, err, err_sz) != SIM_OK)
+            return SIM_ERR_ARG;
+        break;
+    case SIM_CLOTH_EV_CAMERA:
+    case SIM_CLOTH_EV_WIND:
+    case SIM_CLOTH_EV_MOVE:
+    case SIM_CLOTH_EV_RELEASE:
+        break;
+    default:
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown",
+                                   (int)ev->type);
+    }
+    if (s->qcount >= CLOTH_QUEUE_CAP)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "event queue full (%d)",
+                                   CLOTH_QUEUE_CAP);
+    s->queue[s->qcount++] = *ev;
+    return SIM_OK;
+}
+
+static void apply_event(sim_cloth_scene *s, const sim_cloth_event *ev)
+{
+    int c0 = ev->character < 0 ? 0 : ev->character, c1 = ev->character < 0 ? s->nchar : c0 + 1;
+    switch (ev->type) {
+    case SIM_CLOTH_EV_CAMERA:
+        memcpy(s->camera, ev->point, sizeof s->camera);
+        break;
+    case SIM_CLOTH_EV_FORCE_LOD:
+        for (int i = c0; i < c1; i++)
+            s->ch[i].forced_lod = ev->lod;
+        break;
+    case SIM_CLOTH_EV_MOTION:
+        for (int i = c0; i < c1; i++)
+            if (s->ch[i].motion != ev->motion) {
+                s->ch[i].motion = ev->motion;
+                s->ch[i].t = 0.0;
+            }
+        break;
+    case SIM_CLOTH_EV_WIND:
+        for (int i = 0; i < s->nchar; i++) {
+            cloth_garment *gs[2] = {&s->ch[i].g, &s->ch[i].src};
+            for (int k = 0; k < 2; k++)
+                for (int j = 0; j < gs[k]->n; j++)
+                    if (gs[k]->w[j] > 0.0f)
+                        for (int q = 0; q < 3; q++)
+                            gs[k]->v[j * 3 + q] += ev->point[q];
+        }
+        break;
+    case SIM_CLOTH_EV_GRAB:
+        if (ev->vertex < s->ch[c0].g.n && s->m->lod[s->ch[c0].g.lod].w[ev->vertex] > 0.0f) {
+            s->ch[c0].grab_vertex = ev->vertex;
+            memcpy(s->ch[c0].grab_point, ev->point, sizeof ev->point);
+        }
+        break;
+    case SIM_CLOTH_EV_MOVE:
+        memcpy(s->ch[c0].grab_point, ev->point, sizeof ev->point);
+        break;
+    case SIM_CLOTH_EV_RELEASE:
+        s->ch[c0].grab_vertex = -1;
+        break;
+    case SIM_CLOTH_EV_SET_PARAMS:
+        s->prm = ev->params;
+        break;
+    }
+}
+
+static int choose_lod(const sim_cloth_scene *s, const cloth_character *c)
+{
+    int nl = s->m->nlod, cur = c->g.lod;
+    if (c->forced_lod >= 0)
+        return c->forced_lod < nl ? c->forced_lod : nl - 1;
+    float d[3] = {s->camera[0] - c->pose.pos[0], s->camera[1] - c->pose.pos[1],
+                  s->camera[2] - c->pose.pos[2] - 1.0f};
+    float dist = sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    int want = cur;
+    while (want < nl - 1 && dist > s->prm.lod_enter[want])
+        want++;
+    while (want > 0 && dist < s->prm.lod_exit[want - 1])
+        want--;
+    if (want != cur && c->hold < s->prm.lod_hold_frames)
+        return cur;
+    return want;
+}
+
+static int garment_finite(const cloth_garment *g)
+{
+    for (int i = 0; i < g->n * 3; i++)
+        if (!isfinite(g->x[i]) || !isfinite(g->v[i]))
+            return 0;
+    return 1;
+}
+
+/* One character's frame. Returns 1 when it switched LOD, -1 on allocation failure. */
+static int character_frame(sim_cloth_scene *s, cloth_character *c, map_scratch *ms, int threads,
+                           float *depth_out, int *nonfinite, int *particles)
+{
+    const sim_cloth_model *m = s->m;
+    const sim_cloth_params *prm = &s->prm;
+    int switched = 0, to = choose_lod(s, c);
+    if (to != c->g.lod) {
+        if (do_switch(s, c, to, ms) != 0)
+            return -1;
+        switched = 1;
+    }
+    cloth_pose p1;
+    advance_pose(c, prm->dt, prm->gravity, &p1);
+    int gv = c->grab_vertex;
+    float wsave = 0.0f;
+    if (gv >= 0) { /* held: kinematic at the hand */
+        wsave = c->g.w[gv];
+        c->g.w[gv] = 0.0f;
+        memcpy(&c->g.x[gv * 3], c->grab_point, sizeof c->grab_point);
+    }
+    float depth = s->be->cloth->solve(m, &c->g, &c->pose, &p1, prm, threads);
+    if (gv >= 0)
+        c->g.w[gv] = wsave;
+    *particles += c->g.n;
+    if (c->blend) {
+        *particles += c->src.n;
+        s->be->cloth->solve(m, &c->src, &c->pose, &p1, prm, threads);
+        map_state(m, &c->src, c->g.lod, &p1, prm->map_max_distance, ms->xm, ms->vm, ms->valid,
+                  ms->xr, ms->vr);
+        const cloth_lod *l = &m->lod[c->g.lod];
+        if (c->last.strategy == SIM_SWITCH_HANDOFF) {
+            float sp = smoothstep01((float)c->blend / (float)prm->blend_pos_frames);
+            float sv = smoothstep01((float)c->blend / (float)prm->blend_vel_frames);
+            for (int j = 0; j < c->g.n; j++)
+                if (l->w[j] > 0.0f && ms->valid[j] && j != gv)
+                    for (int q = 0; q < 3; q++) {
+                        float *x = &c->g.x[j * 3 + q], *v = &c->g.v[j * 3 + q];
+                        *x = ms->xm[j * 3 + q] + sp * (*x - ms->xm[j * 3 + q]);
+                        *v = ms->vm[j * 3 + q] + sv * (*v - ms->vm[j * 3 + q]);
+                    }
+        }
+        /* E_pos, E_vel: the shown garment against where the source would have been, one
+         * frame after the switch (later frames measure how the two LODs' own dynamics
+         * part, which is what the blend is for, not the handoff). */
+        sim_cloth_switch *r = &c->last;
+        for (int j = 0; c->blend == 1 && j < c->g.n; j++) {
+            if (!ms->valid[j] || j == gv)
+                continue;
+            float dp = 0.0f, dv = 0.0f;
+            for (int q = 0; q < 3; q++) {
+                float a = c->g.x[j * 3 + q] - ms->xm[j * 3 + q];
+                float b = c->g.v[j * 3 + q] - ms->vm[j * 3 + q];
+                dp += a * a;
+                dv += b * b;
+            }
+            r->e_pos_next = sqrtf(dp) > r->e_pos_next ? sqrtf(dp) : r->e_pos_next;
+            r->e_vel_next = sqrtf(dv) > r->e_vel_next ? sqrtf(dv) : r->e_vel_next;
+        }
+        if (c->blend++ >= prm->blend_vel_frames) {
+            garment_free(&c->src);
+            c->blend = 0;
+        }
+    }
+    if (!garment_finite(&c->g)) { /* blew up: back to the animation, counted */
+        (*nonfinite)++;
+        garment_to_animation(m, &c->g, &p1);
+        if (c->blend) {
+            garment_free(&c->src);
+            c->blend = 0;
+        }
+    }
+    /* Acceleration this frame, and the watch on the last switch. */
+    float a = max_dv(c->g.v, c->v_last, c->g.n);
+    memmove(c->accel, c->accel + 1, (CLOTH_ACCEL_HIST - 1) * sizeof(float));
+    c->accel[CLOTH_ACCEL_HIST - 1] = a;
+    memcpy(c->v_last, c->g.v, (size_t)c->g.n * 3 * sizeof(float));
+    if (c->watching) {
+        sim_cloth_switch *r = &c->last;
+        if (depth > r->max_penetration)
+            r->max_penetration = depth;
+        if (a <= 1.5f * c->accel_base + 0.05f) {
+            r->settle_frames = c->watching;
+            c->watching = 0;
+        } else if (++c->watching > CLOTH_SETTLE_CAP) {
+            c->watching = 0;
+        }
+    }
+    c->pose = p1;
+    c->t += (double)prm->dt;
+    c->hold++;
+    *depth_out = depth;
+    return switched;
+}
+
+sim_status sim_cloth_step(sim_cloth_scene *s, sim_cloth_metrics *mt, char *err, size_t err_sz)
+{
+    double t0 = sc_now_ms();
+    for (int i = 0; i < s->qcount; i++)
+        apply_event(s, &s->queue[i]);
+    s->qcount = 0;
+    int nt = s->be->threads, inner = s->nchar > 1 ? 1 : nt;
+    int switches = 0, nonfinite = 0, particles = 0, failed = 0;
+    float depth = 0.0f;
+    (void)nt;
+#pragma omp parallel num_threads(nt) if (s->nchar > 1) reduction(+ : switches, nonfinite, particles, failed) reduction(max : depth)
+    {
+        map_scratch ms;
+        int ok = scratch_alloc(s->m, &ms) == 0;
+#pragma omp for schedule(dynamic, 4)
+        for (int i = 0; i < s->nchar; i++) {
+            float d = 0.0f;
+            int r = ok ? character_frame(s, &s->ch[i], &ms, inner, &d, &nonfinite, &particles) : -1;
+            if (r < 0)
+                failed++;
+            else
+                switches += r;
+            depth = d > depth ? d : depth;
+        }
+        scratch_free(&ms);
+    }
+    s->frame++;
+    if (mt) {
+        memset(mt, 0, sizeof *mt);
+        mt->switches = switches;
+        mt->nonfinite = nonfinite;
+        mt->particles = particles;
+        mt->max_penetration = depth;
+        for (int i = 0; i < s->nchar; i++)
+            mt->lod_count[s->ch[i].g.lod]++;
+        mt->step_ms = sc_now_ms() - t0;
+    }
+    if (failed)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth step: out of memory");
+    return SIM_OK;
+}
+
+int sim_cloth_characters(const sim_cloth_scene *s)
+{
+    return s->nchar;
+}
+int sim_cloth_lod(const sim_cloth_scene *s, int c)
+{
+    return c >= 0 && c < s->nchar ? s->ch[c].g.lod : -1;
+}
+const float *sim_cloth_positions(const sim_cloth_scene *s, int c, int *n)
+{
+    if (c < 0 || c >= s->nchar)
+        return NULL;
+    if (n)
+        *n = s->ch[c].g.n;
+    return s->ch[c].g.x;
+}
+const float *sim_cloth_velocities(const sim_cloth_scene *s, int c, int *n)
+{
+    if (c < 0 || c >= s->nchar)
+        return NULL;
+    if (n)
+        *n = s->ch[c].g.n;
+    return s->ch[c].g.v;
+}
+void sim_cloth_root(const sim_cloth_scene *s, int c, float pos[3], float *yaw)
+{
+    if (c < 0 || c >= s->nchar)
+        return;
+    memcpy(pos, s->ch[c].pose.pos, 3 * sizeof(float));
+    if (yaw)
+        *yaw = s->ch[c].pose.yaw;
+}
+int sim_cloth_last_switch(const sim_cloth_scene *s, int c, sim_cloth_switch *out)
+{
+    if (c < 0 || c >= s->nchar || !s->ch[c].has_switch)
+        return 0;
+    *out = s->ch[c].last;
+    return 1;
+}
+uint64_t sim_cloth_hash(const sim_cloth_scene *s)
+{
+    uint64_t h = SC_HASH_SEED;
+    for (int i = 0; i < s->nchar; i++) {
+        h = sc_hash_bytes(h, s->ch[i].g.x, (size_t)s->ch[i].g.n * 3 * sizeof(float));
+        h = sc_hash_bytes(h, s->ch[i].g.v, (size_t)s->ch[i].g.n * 3 * sizeof(float));
+    }
+    return h;
+}

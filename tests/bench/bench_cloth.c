@@ -1,0 +1,232 @@
+/* bench_cloth.c: the cloth benches.
+ *   softcast-bench cloth --lod-scenarios [--threads N]
+ *       one JSON line per scenario, direction and strategy: e_pos_max, e_vel_max,
+ *       settle_frames, penetration
+ *   softcast-bench cloth --dims WxH [--substeps N] [--iterations N] [--threads N] [--frames N]
+ *       one sheet hanging from its two top corners: ms_per_step ("engine":"softcast")
+ *   softcast-bench cloth --characters N [--frames N] [--threads N]
+ *       a walking crowd seen from a camera in front of it, LOD by distance: frames/s
+ * --backend cpu|cuda picks the backend (default cpu). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "tests/bench/bench_cloth.h"
+#include "tests/scenes/cloth_scenes.h"
+
+typedef struct cloth_opts {
+    int lod_scenarios, cols, rows, substeps, iterations, threads, frames, characters;
+    sim_backend_kind backend;
+    const char *peer;
+} cloth_opts;
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: softcast-bench cloth --lod-scenarios [--threads N]\n"
+                    "       softcast-bench cloth --dims WxH [--substeps N] [--iterations N] "
+                    "[--threads N] [--frames N]\n"
+                    "       softcast-bench cloth --characters N [--frames N] [--threads N]\n"
+                    "       (any of them: [--backend cpu|cuda])\n");
+    exit(2);
+}
+
+static int positive(const char *k, const char *v, int hi)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 1 || n > hi) {
+        fprintf(stderr, "softcast-bench cloth: %s %s: 1 to %d\n", k, v, hi);
+        exit(2);
+    }
+    return (int)n;
+}
+
+static int lod_scenarios(const cloth_opts *o, sim_backend *b)
+{
+    char err[256];
+    sim_cloth_model *m;
+    if (sim_cloth_model_create(&m, NULL, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 1;
+    }
+    (void)o;
+    int failed = 0;
+    int dirs[2][2] = {{0, 2}, {2, 0}};
+    for (int sc = 0; sc < CS_NSCENARIO; sc++)
+        for (int d = 0; d < 2; d++)
+            for (int st = 0; st < 3; st++) {
+                sim_cloth_switch r;
+                if (cs_run_switch(m, b, (cs_scenario)sc, (sim_switch_strategy)st, dirs[d][0],
+                                  dirs[d][1], 90, &r, err, sizeof err) != SIM_OK) {
+                    fprintf(stderr, "softcast-bench: %s\n", err);
+                    failed = 1;
+                    continue;
+                }
+                printf("{\"scenario\":\"%s\",\"strategy\":\"%s\",\"from\":%d,\"to\":%d,"
+                       "\"e_pos_max\":%.5f,\"e_vel_max\":%.5f,\"e_pos_next_frame\":%.5f,"
+                       "\"e_vel_next_frame\":%.5f,\"settle_frames\":%d,"
+                       "\"penetration\":%.5f,\"invalid_mappings\":%d}\n",
+                       cs_scenario_name(sc), sim_switch_strategy_name(st), r.from, r.to,
+                       (double)r.e_pos, (double)r.e_vel, (double)r.e_pos_next,
+                       (double)r.e_vel_next, r.settle_frames,
+                       (double)r.max_penetration, r.invalid_mappings);
+            }
+    sim_cloth_model_destroy(m);
+    return failed;
+}
+
+static int hanging(const cloth_opts *o, sim_backend *b)
+{
+    char err[256];
+    sim_cloth_model_options mo = sim_cloth_default_model_options();
+    mo.nlod = 1;
+    mo.cols[0] = o->cols;
+    mo.rows[0] = o->rows;
+    mo.width = mo.length = 1.0f;
+    mo.body = 0;
+    sim_cloth_model *m;
+    sim_cloth_scene *s = NULL;
+    if (sim_cloth_model_create(&m, &mo, err, sizeof err) != SIM_OK ||
+        sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 1;
+    }
+    sim_cloth_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_CLOTH_EV_SET_PARAMS;
+    ev.params = sim_cloth_get_params(s);
+    ev.params.substeps = o->substeps;
+    ev.params.iterations = o->iterations;
+    if (sim_cloth_push_event(s, &ev, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 1;
+    }
+    double total = 0;
+    int ok = 1;
+    for (int f = 0; ok && f < o->frames; f++) {
+        sim_cloth_metrics mt;
+        ok = sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK;
+        if (f >= 10) /* the first frames page memory in */
+            total += mt.step_ms;
+    }
+    int n;
+    const float *x = sim_cloth_positions(s, 0, &n);
+    float low = x[2];
+    for (int i = 0; i < n; i++)
+        low = x[i * 3 + 2] < low ? x[i * 3 + 2] : low;
+    printf("{\"engine\":\"softcast\",\"backend\":\"%s\",\"dims\":\"%dx%d\",\"particles\":%d,"
+           "\"substeps\":%d,\"iterations\":%d,\"threads\":%d,\"frames\":%d,"
+           "\"ms_per_step\":%.4f,\"lowest_z\":%.4f}\n",
+           sim_backend_name(b), o->cols, o->rows, n, o->substeps, o->iterations,
+           sim_backend_threads(b), o->frames, total / (o->frames - 10), (double)low);
+    sim_cloth_scene_destroy(s);
+    sim_cloth_model_destroy(m);
+    return ok ? 0 : 1;
+}
+
+static int crowd(const cloth_opts *o, sim_backend *b)
+{
+    char err[256];
+    sim_cloth_model *m;
+    sim_cloth_scene *s = NULL;
+    if (sim_cloth_model_create(&m, NULL, err, sizeof err) != SIM_OK ||
+        sim_cloth_scene_create(&s, m, b, o->characters, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 1;
+    }
+    sim_cloth_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_CLOTH_EV_MOTION;
+    ev.character = -1;
+    ev.motion = SIM_MOTION_WALK;
+    sim_cloth_push_event(s, &ev, err, sizeof err);
+    ev.type = SIM_CLOTH_EV_CAMERA; /* in front of the crowd's first row, at eye height */
+    ev.point[0] = 6.0f, ev.point[1] = 2.0f, ev.point[2] = 1.7f;
+    sim_cloth_push_event(s, &ev, err, sizeof err);
+    double total = 0, worst = 0;
+    int lods[SIM_CLOTH_NLOD] = {0}, switches = 0, ok = 1;
+    for (int f = 0; ok && f < o->frames; f++) {
+        sim_cloth_metrics mt;
+        ok = sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK;
+        if (f >= 10) {
+            total += mt.step_ms;
+            worst = mt.step_ms > worst ? mt.step_ms : worst;
+        }
+        switches += mt.switches;
+        memcpy(lods, mt.lod_count, sizeof lods);
+    }
+    double mean = total / (o->frames - 10);
+    printf("{\"engine\":\"softcast\",\"backend\":\"%s\",\"characters\":%d,\"threads\":%d,"
+           "\"frames\":%d,\"ms_per_frame\":%.3f,\"ms_per_frame_max\":%.3f,\"frames_per_s\":%.1f,"
+           "\"lod_count\":[%d,%d,%d],\"switches\":%d}\n",
+           sim_backend_name(b), o->characters, sim_backend_threads(b), o->frames, mean, worst,
+           mean > 0 ? 1000.0 / mean : 0.0, lods[0], lods[1], lods[2], switches);
+    sim_cloth_scene_destroy(s);
+    sim_cloth_model_destroy(m);
+    return ok ? 0 : 1;
+}
+
+int bench_cloth_main(int argc, char **argv)
+{
+    cloth_opts o;
+    memset(&o, 0, sizeof o);
+    o.substeps = 15;
+    o.iterations = 1;
+    o.frames = 300;
+    o.backend = SIM_BACKEND_CPU;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--lod-scenarios")) {
+            o.lod_scenarios = 1;
+            continue;
+        }
+        if (!v)
+            usage();
+        i++;
+        if (!strcmp(a, "--dims")) {
+            char tail;
+            if (sscanf(v, "%dx%d%c", &o.cols, &o.rows, &tail) != 2 || o.cols < 2 || o.rows < 2 ||
+                o.cols > 512 || o.rows > 512)
+                usage();
+        } else if (!strcmp(a, "--substeps")) {
+            o.substeps = positive(a, v, 64);
+        } else if (!strcmp(a, "--iterations")) {
+            o.iterations = positive(a, v, 16);
+        } else if (!strcmp(a, "--threads")) {
+            o.threads = positive(a, v, 1024);
+        } else if (!strcmp(a, "--frames")) {
+            o.frames = positive(a, v, 1000000);
+            if (o.frames < 20)
+                o.frames = 20;
+        } else if (!strcmp(a, "--characters")) {
+            o.characters = positive(a, v, 10000);
+        } else if (!strcmp(a, "--backend")) {
+            int k = sim_backend_kind_parse(v);
+            if (k < 0)
+                usage();
+            o.backend = (sim_backend_kind)k;
+        } else if (!strcmp(a, "--peer")) {
+            o.peer = v;
+        } else {
+            usage();
+        }
+    }
+    if (o.peer) {
+        fprintf(stderr, "softcast-bench cloth: --peer %s: not built in this version "
+                        "(Bullet's soft-body peer is not written yet)\n", o.peer);
+        return 2;
+    }
+    char err[256];
+    sim_backend *b;
+    if (sim_backend_create(&b, o.backend, o.threads, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 1;
+    }
+    int rc = o.lod_scenarios ? lod_scenarios(&o, b)
+             : o.cols        ? hanging(&o, b)
+             : o.characters  ? crowd(&o, b)
+                             : (usage(), 2);
+    sim_backend_destroy(b);
+    return rc;
+}
