@@ -13,7 +13,7 @@ extern "C" {
 #define CLOTH_MAX_COLOURS 64
 #define CLOTH_MAX_CAPS    6
 #define CLOTH_QUEUE_CAP   256
-#define CLOTH_ACCEL_HIST  8  /* frames of acceleration kept to judge settling */
+#define CLOTH_ACCEL_HIST  8   /* frames of acceleration kept to judge settling */
 #define CLOTH_SETTLE_CAP  120 /* frames a switch is watched before it counts as unsettled */
 
 enum { CLOTH_STRETCH = 0, CLOTH_BEND = 1 };
@@ -72,14 +72,14 @@ typedef struct cloth_pose {
 
 typedef struct cloth_character {
     sim_motion motion;
-    double t;            /* time in the motion, s */
-    cloth_pose pose;     /* at the start of the frame */
-    int forced_lod;      /* -1: by camera distance */
-    int hold;            /* frames since the last switch */
-    cloth_garment g;     /* the garment being shown */
-    cloth_garment src;   /* while blending after a switch: the source, still simulated */
-    int blend;           /* frames since the switch while blending (0: not blending) */
-    int grab_vertex;     /* -1: none */
+    double t;          /* time in the motion, s */
+    cloth_pose pose;   /* at the start of the frame */
+    int forced_lod;    /* -1: by camera distance */
+    int hold;          /* frames since the last switch */
+    cloth_garment g;   /* the garment being shown */
+    cloth_garment src; /* while blending after a switch: the source, still simulated */
+    int blend;         /* frames since the switch while blending (0: not blending) */
+    int grab_vertex;   /* -1: none */
     float grab_point[3];
     float accel[CLOTH_ACCEL_HIST]; /* max |dv| per frame, newest last */
     float *v_last;                 /* (n x 3) velocities at the end of the last frame */

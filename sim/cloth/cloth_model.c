@@ -71,8 +71,7 @@ static void lod_free(cloth_lod *l)
 }
 
 /* Greedy colouring in constraint order; then a stable sort by colour. */
-static int colour_constraints(cloth_lod *l, int32_t *ca, int32_t *cb, float *crest,
-                              uint8_t *ckind)
+static int colour_constraints(cloth_lod *l, int32_t *ca, int32_t *cb, float *crest, uint8_t *ckind)
 {
     uint64_t *used = sc_calloc((size_t)l->n, sizeof *used);
     uint8_t *col = sc_calloc((size_t)l->ncons, 1);
@@ -180,8 +179,8 @@ static sim_status build_lod(const sim_cloth_model_options *o, int k, cloth_lod *
     l->ckind = sc_calloc((size_t)cap, 1);
     l->adj_start = sc_calloc((size_t)l->n + 1, sizeof *l->adj_start);
     l->adj = sc_calloc((size_t)nhe * 2, sizeof *l->adj);
-    if (!ca || !cb || !cr || !ck || !l->ca || !l->cb || !l->crest || !l->ckind ||
-        !l->adj_start || !l->adj) {
+    if (!ca || !cb || !cr || !ck || !l->ca || !l->cb || !l->crest || !l->ckind || !l->adj_start ||
+        !l->adj) {
         free(he), free(ca), free(cb), free(cr), free(ck);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth model: out of memory");
     }
@@ -368,7 +367,8 @@ sim_status sim_cloth_model_create(sim_cloth_model **out, const sim_cloth_model_o
     for (int k = 0; k < d.nlod && st == SIM_OK; k++)
         st = build_lod(&d, k, &m->lod[k], err, err_sz);
     for (int k = 0; k < d.nlod && st == SIM_OK; k++)
-        m->lod[k].compliance_scale = mean_stretch_length(&m->lod[k]) / mean_stretch_length(&m->lod[0]);
+        m->lod[k].compliance_scale =
+            mean_stretch_length(&m->lod[k]) / mean_stretch_length(&m->lod[0]);
     for (int a = 0; a < d.nlod && st == SIM_OK; a++)
         for (int b = 0; b < d.nlod && st == SIM_OK; b++)
             if (a != b)

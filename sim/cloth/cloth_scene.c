@@ -286,8 +286,8 @@ static void map_state(const sim_cloth_model *m, const cloth_garment *src, int to
         for (int k = 0; k < 3; k++) {
             q[k] = bc[0] * xr[tr[0] * 3 + k] + bc[1] * xr[tr[1] * 3 + k] +
                    bc[2] * xr[tr[2] * 3 + k] + mp->offset[j] * n[k];
-            qv[k] = bc[0] * vr[tr[0] * 3 + k] + bc[1] * vr[tr[1] * 3 + k] +
-                    bc[2] * vr[tr[2] * 3 + k];
+            qv[k] =
+                bc[0] * vr[tr[0] * 3 + k] + bc[1] * vr[tr[1] * 3 + k] + bc[2] * vr[tr[2] * 3 + k];
         }
         /* Back to the world: x = root + R q, v = v_lin + w x (R q) + R v_r. */
         float *x = &xm[j * 3], *v = &vm[j * 3], rvel[3];
@@ -512,12 +512,13 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
 
 /* ------------------------------------------------------------------ the scene */
 
-sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *m,
-                                  sim_backend *b, int ncharacters, char *err, size_t err_sz)
+sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *m, sim_backend *b,
+                                  int ncharacters, char *err, size_t err_sz)
 {
     *out = NULL;
     if (!m || !b)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "cloth scene: model and backend required");
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                   "cloth scene: model and backend required");
     if (ncharacters < 1 || ncharacters > 10000)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
                                    "cloth scene: %d characters: 1 to 10000", ncharacters);
@@ -711,14 +712,36 @@ static int character_frame(sim_cloth_scene *s, cloth_character *c, map_scratch *
     advance_pose(c, prm->dt, prm->gravity, &p1);
     int gv = c->grab_vertex;
     float wsave = 0.0f;
-    if (gv >= 0) { /* held: kinematic at the hand */
+    if (gv >= 0) { /* held: kinematic at the hand, which cannot reach inside the body */
+        cloth_body body;
+        cloth_body_at(m, &c->pose, &p1, 1.0f, &body);
+        float hand[3], hand_prev[3], one = 1.0f;
+        memcpy(hand, c->grab_point, sizeof hand);
+        memcpy(hand_prev, hand, sizeof hand);
+        xp_collide(0, hand, hand_prev, &one, body.caps, body.ncaps, prm->thickness, 0.0f);
         wsave = c->g.w[gv];
         c->g.w[gv] = 0.0f;
-        memcpy(&c->g.x[gv * 3], c->grab_point, sizeof c->grab_point);
+        memcpy(&c->g.x[gv * 3], hand, sizeof hand);
     }
     float depth = s->be->cloth->solve(m, &c->g, &c->pose, &p1, prm, threads);
-    if (gv >= 0)
+    if (gv >= 0) {
         c->g.w[gv] = wsave;
+        /* Pulled past half again its length next to the hand (the body walked away, or the
+         * hand dragged it round the body): the cloth slips out of the hand. */
+        const cloth_lod *l = &m->lod[c->g.lod];
+        for (int e = l->adj_start[gv]; e < l->adj_start[gv + 1]; e++) {
+            int o = l->adj[e];
+            float now = 0.0f, rest = 0.0f;
+            for (int q = 0; q < 3; q++) {
+                float a = c->g.x[gv * 3 + q] - c->g.x[o * 3 + q];
+                float r0 = l->rest[gv * 3 + q] - l->rest[o * 3 + q];
+                now += a * a;
+                rest += r0 * r0;
+            }
+            if (now > 2.25f * rest)
+                c->grab_vertex = -1;
+        }
+    }
     *particles += c->g.n;
     if (c->blend) {
         *particles += c->src.n;

@@ -40,8 +40,7 @@ static float cpu_solve(const sim_cloth_model *m, cloth_garment *g, const cloth_p
             }
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int i = 0; i < n; i++) {
-            xp_collide(i, g->x, g->xp, g->w, body.caps, body.ncaps, prm->thickness,
-                       prm->friction);
+            xp_collide(i, g->x, g->xp, g->w, body.caps, body.ncaps, prm->thickness, prm->friction);
             xp_velocity(i, g->x, g->xp, g->v, g->w, inv_h);
         }
         if (s == prm->substeps - 1) { /* what the frame leaves inside the body */

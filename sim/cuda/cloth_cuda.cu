@@ -12,7 +12,8 @@
 
 #include "../cloth/cloth_internal.h"
 
-namespace {
+namespace
+{
 
 const int kThreads = 256;
 
@@ -43,9 +44,9 @@ __global__ void k_pin(int n, float *x, const float *rest, const float *w_rest, f
         xp_to_world(root, yaw, &rest[i * 3], &x[i * 3]);
 }
 
-__global__ void k_distance(int c0, int c1, const int32_t *ca, const int32_t *cb,
-                           const float *crest, const uint8_t *ckind, float a_stretch,
-                           float a_bend, float *x, const float *w, float *lambda)
+__global__ void k_distance(int c0, int c1, const int32_t *ca, const int32_t *cb, const float *crest,
+                           const uint8_t *ckind, float a_stretch, float a_bend, float *x,
+                           const float *w, float *lambda)
 {
     int k = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (k < c1)
@@ -76,7 +77,8 @@ struct dev_garment {
 
 void dev_free(dev_garment *d)
 {
-    void *p[] = {d->x, d->v, d->xp, d->w, d->lambda, d->rest, d->wr, d->crest, d->ca, d->cb, d->ckind, d->depth};
+    void *p[] = {d->x,  d->v,     d->xp, d->w,  d->lambda, d->rest,
+                 d->wr, d->crest, d->ca, d->cb, d->ckind,  d->depth};
     for (void *q : p)
         cudaFree(q);
 }
@@ -104,9 +106,12 @@ bool gpu_solve(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p0,
          cudaMemcpy(d.w, g->w, v1, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(d.rest, l->rest, v3, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemcpy(d.wr, l->w, v1, cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(d.crest, l->crest, (size_t)nc * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(d.ca, l->ca, (size_t)nc * sizeof(int32_t), cudaMemcpyHostToDevice) == cudaSuccess &&
-         cudaMemcpy(d.cb, l->cb, (size_t)nc * sizeof(int32_t), cudaMemcpyHostToDevice) == cudaSuccess &&
+         cudaMemcpy(d.crest, l->crest, (size_t)nc * sizeof(float), cudaMemcpyHostToDevice) ==
+             cudaSuccess &&
+         cudaMemcpy(d.ca, l->ca, (size_t)nc * sizeof(int32_t), cudaMemcpyHostToDevice) ==
+             cudaSuccess &&
+         cudaMemcpy(d.cb, l->cb, (size_t)nc * sizeof(int32_t), cudaMemcpyHostToDevice) ==
+             cudaSuccess &&
          cudaMemcpy(d.ckind, l->ckind, (size_t)nc, cudaMemcpyHostToDevice) == cudaSuccess &&
          cudaMemset(d.depth, 0, sizeof(unsigned)) == cudaSuccess;
     if (ok) {
@@ -129,9 +134,8 @@ bool gpu_solve(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p0,
                 for (int c = 0; c < l->ncolours; c++) {
                     int c0 = l->colour_start[c], c1 = l->colour_start[c + 1];
                     if (c1 > c0)
-                        k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d.ca, d.cb, d.crest,
-                                                                  d.ckind, a_s, a_b, d.x, d.w,
-                                                                  d.lambda);
+                        k_distance<<<blocks(c1 - c0), kThreads>>>(
+                            c0, c1, d.ca, d.cb, d.crest, d.ckind, a_s, a_b, d.x, d.w, d.lambda);
                 }
             if (s == prm->substeps - 1)
                 cudaMemsetAsync(d.depth, 0, sizeof(unsigned));

@@ -154,8 +154,7 @@ SIM_HD static inline float xp_collide(int i, float *x, const float *xp, const fl
 }
 
 /* How deep particle i sits inside the colliders or below the ground (0: outside). */
-SIM_HD static inline float xp_penetration(int i, const float *x, const xp_capsule *caps,
-                                          int ncaps)
+SIM_HD static inline float xp_penetration(int i, const float *x, const xp_capsule *caps, int ncaps)
 {
     const float *p = &x[i * 3];
     float depth = -p[2] > 0.0f ? -p[2] : 0.0f;

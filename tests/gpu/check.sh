@@ -8,7 +8,14 @@ cd "$(dirname "$0")/../.."
 B=${BUILD:-build/gpu}
 mkdir -p "$B/obj"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-CUDA_HOME=$(dirname "$(dirname "$NVCC")")
+# nvcc on PATH may be a wrapper script: ask nvcc where its toolkit is, then find libcudart.
+TOP=$("$NVCC" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
+TOP=${TOP:-$(dirname "$(dirname "$NVCC")")}
+CUDA_LIB=""
+for d in "$TOP/lib64" "$TOP/lib" "$TOP"/targets/*/lib; do
+    [ -e "$d/libcudart.so" ] && { CUDA_LIB=$d; break; }
+done
+[ -n "$CUDA_LIB" ] || { echo "no libcudart.so under $TOP"; exit 1; }
 ARCH=${CUDA_ARCH:--gencode arch=compute_90,code=sm_90}
 T0=$(date +%s)
 echo "== device"
@@ -29,7 +36,7 @@ for f in sim/cuda/*.cu; do
     objs="$objs $o"
 done
 wait
-cc -fopenmp -o "$B/softcast-bench" $objs -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" \
+cc -fopenmp -o "$B/softcast-bench" $objs -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
     -lcudart -lstdc++ -lm
 echo "built in $(( $(date +%s) - T0 )) s"
 
@@ -42,7 +49,13 @@ run volume --backend cuda --dims 128x128x75 --scenario pull --frames 400
 run volume --backend cuda --dims 64x64x64 --scenario pull --frames 400
 run volume --backend cuda --dims 128x128x75 --scenario release --condition B --frames 300
 run volume --backend cuda --dims 128x128x75 --scenario release --condition C --frames 300
+echo "== cloth: CUDA against CPU, then timings"
+run cloth --parity --frames 90
+run cloth --backend cuda --dims 50x50 --substeps 15 --frames 200
+run cloth --backend cuda --characters 100 --frames 200
 echo "== CPU timings on this machine, for comparison"
 run volume --backend cpu --threads 1 --dims 128x128x75 --scenario pull --frames 120
 run volume --backend cpu --threads 0 --dims 128x128x75 --scenario pull --frames 120
+run cloth --backend cpu --threads 1 --dims 50x50 --substeps 15 --frames 200
+run cloth --backend cpu --threads 0 --characters 100 --frames 200
 echo "== done in $(( $(date +%s) - T0 )) s"

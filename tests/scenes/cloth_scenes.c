@@ -6,8 +6,8 @@
 
 const char *cs_scenario_name(int s)
 {
-    static const char *const k[CS_NSCENARIO] = {"walk", "run", "sharp_turn", "jump_landing",
-                                                "wind_impulse", "pressed_against_body"};
+    static const char *const k[CS_NSCENARIO] = {
+        "walk", "run", "sharp_turn", "jump_landing", "wind_impulse", "pressed_against_body"};
     return s >= 0 && s < CS_NSCENARIO ? k[s] : "?";
 }
 

@@ -6,12 +6,12 @@
 #include "sim/sim.h"
 
 typedef enum cs_scenario {
-    CS_WALK = 0,   /* walking with root motion */
-    CS_RUN,        /* running */
-    CS_TURN,       /* mid sharp turn */
-    CS_JUMP,       /* just after a jump's landing */
-    CS_WIND,       /* three frames after a wind impulse */
-    CS_PRESSED,    /* walking into a steady wind that presses the cape onto the body */
+    CS_WALK = 0, /* walking with root motion */
+    CS_RUN,      /* running */
+    CS_TURN,     /* mid sharp turn */
+    CS_JUMP,     /* just after a jump's landing */
+    CS_WIND,     /* three frames after a wind impulse */
+    CS_PRESSED,  /* walking into a steady wind that presses the cape onto the body */
     CS_NSCENARIO
 } cs_scenario;
 

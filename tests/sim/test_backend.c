@@ -1,5 +1,6 @@
 /* test_backend.c: choosing a backend, and CUDA against CPU where a device answers. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim.h"
@@ -70,4 +71,46 @@ TEST(cuda_matches_cpu_after_pull_and_release)
     for (int k = 0; k < 2; k++)
         vs_scene_destroy(&sc[k]);
     sim_volume_free(&v);
+}
+
+/* The cloth on CUDA against the CPU: the same crowd, positions within 1 mm (the bench's
+ * `cloth --parity` prints the figures). */
+TEST(cuda_cloth_matches_cpu)
+{
+    if (!sim_cuda_available())
+        SKIP("no CUDA device answers on this machine (softcast-bench cloth --parity runs in "
+             "tests/gpu/check.sh)");
+    char err[256];
+    sim_cloth_model *m;
+    REQUIRE(sim_cloth_model_create(&m, NULL, err, sizeof err) == SIM_OK);
+    float *x[2];
+    int n[2];
+    sim_backend_kind kinds[2] = {SIM_BACKEND_CPU, SIM_BACKEND_CUDA};
+    for (int k = 0; k < 2; k++) {
+        sim_backend *b;
+        REQUIRE(sim_backend_create(&b, kinds[k], 1, err, sizeof err) == SIM_OK);
+        sim_cloth_scene *s;
+        REQUIRE(sim_cloth_scene_create(&s, m, b, 2, err, sizeof err) == SIM_OK);
+        sim_cloth_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = SIM_CLOTH_EV_MOTION;
+        ev.character = -1;
+        ev.motion = SIM_MOTION_WALK;
+        REQUIRE(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_OK);
+        for (int f = 0; f < 60; f++)
+            REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+        const float *p = sim_cloth_positions(s, 1, &n[k]);
+        x[k] = malloc((size_t)n[k] * 3 * sizeof(float));
+        memcpy(x[k], p, (size_t)n[k] * 3 * sizeof(float));
+        sim_cloth_scene_destroy(s);
+        sim_backend_destroy(b);
+    }
+    REQUIRE(n[0] == n[1]);
+    float dmax = 0.0f;
+    for (int i = 0; i < n[0] * 3; i++)
+        dmax = fabsf(x[0][i] - x[1][i]) > dmax ? fabsf(x[0][i] - x[1][i]) : dmax;
+    CHECKF(dmax <= 1e-3f, "CUDA cloth differs from the CPU by %.3g m", (double)dmax);
+    free(x[0]);
+    free(x[1]);
+    sim_cloth_model_destroy(m);
 }

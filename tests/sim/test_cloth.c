@@ -1,0 +1,421 @@
+/* test_cloth.c: the cloth scene. LOD handoff against the naive switch in six scenarios
+ * both ways, hysteresis, a long random run, thread-count independence, the invalid
+ * mapping path, and bad input. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "tests/harness.h"
+#include "tests/scenes/cloth_scenes.h"
+
+/* Stated bounds (README): at the switch the handoff moves no material point more than
+ * 2 cm (the projection of the strain the mapping introduces); one frame later the shown
+ * garment is within 3 cm of where the source would have been. */
+#define E_POS_SWITCH 0.02f
+#define E_POS_NEXT   0.03f
+#define MAX_PENETRATION 0.01f
+
+static sim_cloth_model *default_model(void)
+{
+    char err[256];
+    sim_cloth_model *m = NULL;
+    if (sim_cloth_model_create(&m, NULL, err, sizeof err) != SIM_OK)
+        fprintf(stderr, "model: %s\n", err);
+    return m;
+}
+
+static sim_backend *cpu(int threads)
+{
+    char err[256];
+    sim_backend *b = NULL;
+    sim_backend_create(&b, SIM_BACKEND_CPU, threads, err, sizeof err);
+    return b;
+}
+
+static sim_status push(sim_cloth_scene *s, sim_cloth_event ev)
+{
+    char err[256];
+    return sim_cloth_push_event(s, &ev, err, sizeof err);
+}
+
+static sim_cloth_event event(sim_cloth_event_type t)
+{
+    sim_cloth_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = t;
+    return ev;
+}
+
+TEST(cloth_model_lods_differ_and_tables_cover_every_pair)
+{
+    sim_cloth_model *m = default_model();
+    REQUIRE(m);
+    CHECK(sim_cloth_model_nlod(m) == 3);
+    int nt[3], n[3];
+    for (int k = 0; k < 3; k++)
+        n[k] = sim_cloth_model_lod_size(m, k, &nt[k]);
+    CHECK(n[0] > n[1] && n[1] > n[2] && n[2] > 0);
+    CHECK(nt[0] > nt[1] && nt[1] > nt[2]);
+    /* Different triangulations even where grids would coincide: copying by index is
+     * impossible (the first triangles already differ). */
+    const uint32_t *t0 = sim_cloth_model_triangles(m, 0), *t2 = sim_cloth_model_triangles(m, 2);
+    CHECK(memcmp(t0, t2, 6 * sizeof(uint32_t)) != 0);
+    sim_cloth_model_destroy(m);
+}
+
+TEST(cloth_handoff_beats_naive_switch_in_six_scenarios_both_ways)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    int dirs[2][2] = {{0, 2}, {2, 0}};
+    for (int sc = 0; sc < CS_NSCENARIO; sc++)
+        for (int d = 0; d < 2; d++) {
+            sim_cloth_switch h, nv;
+            char err[256];
+            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_HANDOFF, dirs[d][0],
+                                  dirs[d][1], 20, &h, err, sizeof err) == SIM_OK);
+            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_NAIVE_ZERO_VELOCITY,
+                                  dirs[d][0], dirs[d][1], 20, &nv, err, sizeof err) == SIM_OK);
+            CHECK(h.from == dirs[d][0] && h.to == dirs[d][1]);
+            CHECKF(h.e_vel * 10.0f <= nv.e_vel, "%s %d->%d: E_vel handoff %.4f naive %.4f",
+                   cs_scenario_name(sc), h.from, h.to, (double)h.e_vel, (double)nv.e_vel);
+            CHECKF(nv.e_vel > 0.5f, "%s: the garment was not moving (naive E_vel %.3f)",
+                   cs_scenario_name(sc), (double)nv.e_vel);
+            CHECKF(h.e_pos <= E_POS_SWITCH, "%s %d->%d: E_pos %.4f", cs_scenario_name(sc), h.from,
+                   h.to, (double)h.e_pos);
+            /* One frame later, against the source still running: still well apart. */
+            CHECKF(h.e_vel_next * 5.0f <= nv.e_vel_next,
+                   "%s %d->%d: next frame E_vel handoff %.4f naive %.4f", cs_scenario_name(sc),
+                   h.from, h.to, (double)h.e_vel_next, (double)nv.e_vel_next);
+            CHECKF(h.e_pos_next <= E_POS_NEXT, "%s %d->%d: next frame E_pos %.4f",
+                   cs_scenario_name(sc), h.from, h.to, (double)h.e_pos_next);
+            CHECKF(h.max_penetration <= MAX_PENETRATION, "%s: penetration %.4f",
+                   cs_scenario_name(sc), (double)h.max_penetration);
+            CHECK(h.invalid_mappings == 0);
+        }
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
+
+/* The multipliers are reset every substep (small steps), so carrying them is inert: the
+ * same switch with and without carrying gives bitwise the same garment. */
+TEST(cloth_carrying_lambdas_is_inert)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    uint64_t h[2];
+    for (int carry = 0; carry < 2; carry++) {
+        char err[256];
+        sim_cloth_scene *s;
+        REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
+        sim_cloth_event ev = event(SIM_CLOTH_EV_SET_PARAMS);
+        ev.params = sim_cloth_get_params(s);
+        ev.params.carry_lambdas = carry;
+        push(s, ev);
+        ev = event(SIM_CLOTH_EV_MOTION);
+        ev.motion = SIM_MOTION_RUN;
+        push(s, ev);
+        for (int f = 0; f < 80; f++) {
+            if (f == 40 || f == 60) {
+                ev = event(SIM_CLOTH_EV_FORCE_LOD);
+                ev.lod = f == 40 ? 1 : 0;
+                push(s, ev);
+            }
+            CHECK(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+        }
+        h[carry] = sim_cloth_hash(s);
+        sim_cloth_scene_destroy(s);
+    }
+    CHECK(h[0] == h[1]);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
+
+TEST(cloth_lod_hysteresis_and_hold_time)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    char err[256];
+    sim_cloth_scene *s;
+    REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
+    sim_cloth_params p = sim_cloth_get_params(s);
+    /* Hovering at the LOD 0/1 enter distance, 0.3 m either side: one switch, then the
+     * exit distance is never crossed. */
+    int hover = 0;
+    for (int f = 0; f < 300; f++) {
+        sim_cloth_event ev = event(SIM_CLOTH_EV_CAMERA);
+        ev.point[0] = p.lod_enter[0] + ((f / 5) % 2 ? 0.3f : -0.3f);
+        ev.point[2] = 1.0f; /* 1 m up: the distance is measured from the chest */
+        push(s, ev);
+        sim_cloth_metrics mt;
+        REQUIRE(sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK);
+        hover += mt.switches;
+    }
+    CHECK(hover == 1 && sim_cloth_lod(s, 0) == 1);
+    /* Swinging across both distances every 5 frames: the LOD changes at most once per
+     * hold time. */
+    int switches = 0, last_switch = -100000, min_gap = 100000;
+    for (int f = 0; f < 600; f++) {
+        sim_cloth_event ev = event(SIM_CLOTH_EV_CAMERA);
+        float d = (f / 5) % 2 ? p.lod_enter[0] + 0.5f : p.lod_exit[0] - 0.5f;
+        ev.point[0] = d, ev.point[2] = 1.0f;
+        push(s, ev);
+        sim_cloth_metrics mt;
+        REQUIRE(sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK);
+        if (mt.switches) {
+            switches++;
+            if (f - last_switch < min_gap)
+                min_gap = f - last_switch;
+            last_switch = f;
+        }
+    }
+    CHECK(switches >= 2); /* it does switch */
+    CHECKF(min_gap >= p.lod_hold_frames, "switches %d frames apart, hold %d", min_gap,
+           p.lod_hold_frames);
+    CHECK(switches <= 600 / p.lod_hold_frames + 1);
+    /* Between the exit and the enter distances nothing switches, however long. */
+    sim_cloth_event ev = event(SIM_CLOTH_EV_CAMERA);
+    ev.point[0] = 0.5f * (p.lod_enter[0] + p.lod_exit[0]), ev.point[2] = 1.0f;
+    push(s, ev);
+    REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+    int lod = sim_cloth_lod(s, 0), flips = 0;
+    for (int f = 0; f < 200; f++) {
+        ev.point[0] = 0.5f * (p.lod_enter[0] + p.lod_exit[0]) + 0.3f * sinf((float)f);
+        push(s, ev);
+        sim_cloth_metrics mt;
+        REQUIRE(sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK);
+        flips += mt.switches;
+    }
+    CHECK(flips == 0 && sim_cloth_lod(s, 0) == lod);
+    sim_cloth_scene_destroy(s);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
+
+/* 10,000 frames of random motion, camera, wind, grabs and forced LODs: never a NaN, never
+ * deeper than the stated penetration. */
+TEST(cloth_random_10000_frames_no_nan_no_deep_penetration)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(0);
+    REQUIRE(m && b);
+    char err[256];
+    sim_cloth_scene *s;
+    REQUIRE(sim_cloth_scene_create(&s, m, b, 2, err, sizeof err) == SIM_OK);
+    srand(12345);
+    float worst = 0.0f;
+    int nonfinite = 0, switches = 0;
+    for (int f = 0; f < 10000; f++) {
+        int r = rand() % 100;
+        sim_cloth_event ev = event(SIM_CLOTH_EV_CAMERA);
+        ev.character = rand() % 2;
+        if (r < 3) {
+            ev.type = SIM_CLOTH_EV_MOTION;
+            ev.motion = (sim_motion)(rand() % SIM_NMOTION);
+        } else if (r < 5) {
+            ev.type = SIM_CLOTH_EV_WIND;
+            for (int k = 0; k < 3; k++)
+                ev.point[k] = (float)(rand() % 800 - 400) / 100.0f;
+        } else if (r < 8) {
+            float pos[3];
+            sim_cloth_root(s, ev.character, pos, NULL);
+            ev.point[0] = pos[0] + (float)(rand() % 3000) / 100.0f;
+            ev.point[1] = pos[1];
+            ev.point[2] = 1.5f;
+        } else if (r < 9) {
+            ev.type = SIM_CLOTH_EV_FORCE_LOD;
+            ev.lod = rand() % 4 - 1;
+        } else if (r < 10) {
+            int n;
+            const float *x = sim_cloth_positions(s, ev.character, &n);
+            ev.type = SIM_CLOTH_EV_GRAB;
+            ev.vertex = n - 1 - rand() % (n / 2);
+            for (int k = 0; k < 3; k++)
+                ev.point[k] = x[ev.vertex * 3 + k] + (float)(rand() % 20 - 10) / 100.0f;
+        } else if (r < 12) {
+            ev.type = SIM_CLOTH_EV_RELEASE;
+        } else {
+            continue;
+        }
+        push(s, ev);
+        sim_cloth_metrics mt;
+        REQUIRE(sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK);
+        nonfinite += mt.nonfinite;
+        switches += mt.switches;
+        worst = mt.max_penetration > worst ? mt.max_penetration : worst;
+    }
+    for (int c = 0; c < 2; c++) {
+        int n;
+        const float *x = sim_cloth_positions(s, c, &n);
+        for (int i = 0; i < n * 3; i++)
+            CHECK(isfinite(x[i]));
+    }
+    CHECK(nonfinite == 0);
+    CHECK(switches > 20); /* the run did exercise the handoff */
+    CHECKF(worst <= MAX_PENETRATION, "deepest penetration %.4f m", (double)worst);
+    sim_cloth_scene_destroy(s);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
+
+/* A crowd (characters in parallel) and a big sheet (constraints of a colour in parallel)
+ * give bitwise the same result on 1 and 2 threads. */
+TEST(cloth_same_hash_with_1_and_2_threads)
+{
+    char err[256];
+    sim_cloth_model_options big = sim_cloth_default_model_options();
+    big.nlod = 1;
+    big.cols[0] = big.rows[0] = 50;
+    big.body = 0;
+    big.width = big.length = 1.0f;
+    for (int kind = 0; kind < 2; kind++) {
+        sim_cloth_model *m;
+        REQUIRE(sim_cloth_model_create(&m, kind ? &big : NULL, err, sizeof err) == SIM_OK);
+        uint64_t h[2];
+        for (int t = 0; t < 2; t++) {
+            sim_backend *b = cpu(t + 1);
+            sim_cloth_scene *s;
+            REQUIRE(sim_cloth_scene_create(&s, m, b, kind ? 1 : 6, err, sizeof err) == SIM_OK);
+            sim_cloth_event ev = event(SIM_CLOTH_EV_MOTION);
+            ev.character = -1;
+            ev.motion = SIM_MOTION_TURN;
+            push(s, ev);
+            for (int f = 0; f < 120; f++) {
+                if (f == 30) {
+                    ev = event(SIM_CLOTH_EV_CAMERA); /* some characters switch */
+                    ev.point[0] = 3.0f, ev.point[1] = 9.0f, ev.point[2] = 1.5f;
+                    push(s, ev);
+                }
+                REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+            }
+            h[t] = sim_cloth_hash(s);
+            sim_cloth_scene_destroy(s);
+            sim_backend_destroy(b);
+        }
+        CHECKF(h[0] == h[1], "%s: 1 thread %016llx, 2 threads %016llx", kind ? "sheet" : "crowd",
+               (unsigned long long)h[0], (unsigned long long)h[1]);
+        sim_cloth_model_destroy(m);
+    }
+}
+
+/* With every mapping invalid, the target takes the animated rest pose and the mean
+ * velocity of valid neighbours (none: the body's): finite, counted, and it settles. */
+TEST(cloth_invalid_mappings_take_the_animation)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    char err[256];
+    sim_cloth_scene *s;
+    REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
+    sim_cloth_event ev = event(SIM_CLOTH_EV_SET_PARAMS);
+    ev.params = sim_cloth_get_params(s);
+    ev.params.map_max_distance = -1.0f;
+    push(s, ev);
+    ev = event(SIM_CLOTH_EV_MOTION);
+    ev.motion = SIM_MOTION_WALK;
+    push(s, ev);
+    for (int f = 0; f < 60; f++) {
+        if (f == 30) {
+            ev = event(SIM_CLOTH_EV_FORCE_LOD);
+            ev.lod = 1;
+            push(s, ev);
+        }
+        REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+    }
+    sim_cloth_switch r;
+    REQUIRE(sim_cloth_last_switch(s, 0, &r));
+    int ntri, n = sim_cloth_model_lod_size(m, 1, &ntri);
+    CHECK(r.invalid_mappings > 0 && r.invalid_mappings <= n);
+    CHECK(r.e_pos == 0.0f && r.e_vel == 0.0f); /* no valid point to compare */
+    const float *x = sim_cloth_positions(s, 0, &n);
+    for (int i = 0; i < n * 3; i++)
+        CHECK(isfinite(x[i]));
+    sim_cloth_scene_destroy(s);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
+
+TEST(cloth_bad_input_is_refused_with_a_reason)
+{
+    char err[256] = "";
+    sim_cloth_model *m = NULL;
+    sim_cloth_model_options o = sim_cloth_default_model_options();
+    o.cols[1] = 1;
+    CHECK(sim_cloth_model_create(&m, &o, err, sizeof err) == SIM_ERR_ARG && !m);
+    CHECK(strstr(err, "LOD 1") != NULL);
+    o = sim_cloth_default_model_options();
+    o.nlod = 4;
+    CHECK(sim_cloth_model_create(&m, &o, err, sizeof err) == SIM_ERR_ARG);
+    m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    sim_cloth_scene *s = NULL;
+    CHECK(sim_cloth_scene_create(&s, m, b, 0, err, sizeof err) == SIM_ERR_ARG);
+    REQUIRE(sim_cloth_scene_create(&s, m, b, 2, err, sizeof err) == SIM_OK);
+    sim_cloth_event ev = event(SIM_CLOTH_EV_FORCE_LOD);
+    ev.character = 2;
+    CHECK(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_ERR_ARG && strstr(err, "character"));
+    ev.character = 0;
+    ev.lod = 3;
+    CHECK(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_ERR_ARG && strstr(err, "lod"));
+    ev = event(SIM_CLOTH_EV_GRAB);
+    ev.character = -1;
+    CHECK(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_ERR_ARG);
+    ev = event(SIM_CLOTH_EV_CAMERA);
+    ev.point[1] = NAN;
+    CHECK(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_ERR_ARG && strstr(err, "point[1]"));
+    ev = event(SIM_CLOTH_EV_SET_PARAMS);
+    ev.params = sim_cloth_get_params(s);
+    ev.params.lod_exit[0] = ev.params.lod_enter[0] + 1.0f; /* no hysteresis band */
+    CHECK(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_ERR_ARG && strstr(err, "LOD"));
+    ev.params = sim_cloth_get_params(s);
+    ev.params.substeps = 0;
+    CHECK(sim_cloth_push_event(s, &ev, err, sizeof err) == SIM_ERR_ARG && strstr(err, "substeps"));
+    sim_cloth_scene_destroy(s);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
+
+/* A held vertex follows the hand (kept outside the body); pulled far beyond the cloth's
+ * length it slips out of the hand and falls back. */
+TEST(cloth_grab_follows_the_hand_and_slips_when_pulled_too_far)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    char err[256];
+    sim_cloth_scene *s;
+    REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
+    for (int f = 0; f < 30; f++)
+        REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+    int n;
+    const float *x = sim_cloth_positions(s, 0, &n);
+    int v = n - 1; /* a bottom corner */
+    sim_cloth_event ev = event(SIM_CLOTH_EV_GRAB);
+    ev.vertex = v;
+    float hand[3] = {x[v * 3] - 0.2f, x[v * 3 + 1], x[v * 3 + 2] + 0.3f}; /* back and up */
+    memcpy(ev.point, hand, sizeof hand);
+    push(s, ev);
+    for (int f = 0; f < 20; f++)
+        REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+    x = sim_cloth_positions(s, 0, &n);
+    for (int k = 0; k < 3; k++)
+        CHECKF(fabsf(x[v * 3 + k] - hand[k]) < 1e-5f, "held vertex off the hand by %.4f",
+               (double)fabsf(x[v * 3 + k] - hand[k]));
+    ev = event(SIM_CLOTH_EV_MOVE);
+    ev.point[0] = hand[0] - 5.0f, ev.point[1] = hand[1], ev.point[2] = hand[2];
+    push(s, ev);
+    for (int f = 0; f < 60; f++)
+        REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
+    x = sim_cloth_positions(s, 0, &n);
+    CHECKF(x[v * 3] > hand[0] - 2.0f, "the cloth stayed 5 m away in the hand (x %.2f)",
+           (double)x[v * 3]);
+    sim_cloth_scene_destroy(s);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
