@@ -59,6 +59,14 @@ SERVER_C := $(wildcard server/*.c)
 TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
+# The bench's peer for the cloth: Bullet's soft bodies, when installed (bench only).
+BULLET_H := $(wildcard /usr/include/bullet/btBulletDynamicsCommon.h)
+ifneq ($(BULLET_H),)
+  BENCH_CXX_O  = $(REL)/tests/bench/bench_bullet.cpp.o
+  BENCH_DEFS   = -DSOFTCAST_HAVE_BULLET=1
+  BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
+endif
+
 LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
 # The protocol (and later the server) need these; the sim and the bench do not.
 PROTO_LIBS = -lzstd -lmeshoptimizer -lcjson
@@ -101,8 +109,13 @@ $(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
 	@mkdir -p $(@D)
 	ar rcs $@ $^
 
-$(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
-	$(CC) $(OPENMP) -o $@ $^ $(LIBS)
+$(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libsoftcast-sim.a
+	$(CC) $(OPENMP) -o $@ $^ $(BULLET_LIBS) $(LIBS)
+
+$(REL)/tests/bench/bench_cloth.o: REL_CFLAGS += $(BENCH_DEFS)
+$(REL)/%.cpp.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -isystem /usr/include/bullet -MMD -MP -c -o $@ $<
 
 bench-bin: $(BUILD)/softcast-bench
 
@@ -177,7 +190,8 @@ run: all
 # Pull at the reference size with 2 and 1 threads; softcast-load's drag loop at 64^3 (the
 # slowest steps set a server's input-to-frame latency); the same small pull on a homogeneous
 # block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
-# release under each damping condition.
+# release under each damping condition; the cloth: LOD switches in six scenarios, the
+# hanging sheet beside Bullet, a crowd of 100.
 bench: all
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull --frames 200
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
@@ -187,6 +201,9 @@ bench: all
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 128x128x75 --threads 2 --pull 3
 	for c in A B C; do $(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 \
 	    --scenario release --condition $$c --frames 300 || exit 1; done
+	$(BUILD)/softcast-bench cloth --lod-scenarios
+	$(BUILD)/softcast-bench cloth --dims 50x50 --substeps 15 --threads 1 $(if $(BULLET_H),--peer bullet)
+	$(BUILD)/softcast-bench cloth --characters 100 --threads 2
 
 # The browser client's figures in headless Chromium against the release server: first-load
 # bytes, time to first frame, frames/s and latency while dragging.

@@ -10,6 +10,8 @@ PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev clang-format"
 PKGS="$PKGS libzstd-dev libmeshoptimizer-dev libcjson-dev"
 # server/: HTTP and WebSocket.
 PKGS="$PKGS libmicrohttpd-dev libwebsockets-dev"
+# The bench: Bullet's soft bodies as the cloth's peer (C++).
+PKGS="$PKGS g++ libbullet-dev"
 # The integration tests run under node; take Debian's unless one is already installed.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 # --test: what only the tests need. The browser end-to-end tests drive Debian's Chromium.

@@ -20,6 +20,12 @@
 #include "tests/bench/bench_cloth.h"
 #include "tests/scenes/cloth_scenes.h"
 
+#if SOFTCAST_HAVE_BULLET
+/* bench_bullet.cpp */
+int bench_bullet_hanging(int cols, int rows, int substeps, int iterations, int frames,
+                         double *ms_per_step, double *lowest_z);
+#endif
+
 typedef struct cloth_opts {
     int lod_scenarios, parity, cols, rows, substeps, iterations, threads, frames, characters;
     sim_backend_kind backend;
@@ -126,6 +132,16 @@ static int hanging(const cloth_opts *o, sim_backend *b)
            sim_backend_threads(b), o->frames, total / (o->frames - 10), (double)low);
     sim_cloth_scene_destroy(s);
     sim_cloth_model_destroy(m);
+#if SOFTCAST_HAVE_BULLET
+    if (ok && o->peer) {
+        double ms, lz;
+        bench_bullet_hanging(o->cols, o->rows, o->substeps, o->iterations, o->frames, &ms, &lz);
+        printf("{\"engine\":\"bullet\",\"version\":\"3.24\",\"dims\":\"%dx%d\",\"particles\":%d,"
+               "\"substeps\":%d,\"iterations\":%d,\"threads\":1,\"frames\":%d,"
+               "\"ms_per_step\":%.4f,\"lowest_z\":%.4f}\n",
+               o->cols, o->rows, o->cols * o->rows, o->substeps, o->iterations, o->frames, ms, lz);
+    }
+#endif
     return ok ? 0 : 1;
 }
 
@@ -290,7 +306,7 @@ int bench_cloth_main(int argc, char **argv)
         } else if (!strcmp(a, "--iterations")) {
             o.iterations = positive(a, v, 16);
         } else if (!strcmp(a, "--threads")) {
-            o.threads = positive(a, v, 1024);
+            o.threads = strcmp(v, "0") ? positive(a, v, 1024) : 0; /* 0: every core */
         } else if (!strcmp(a, "--frames")) {
             o.frames = positive(a, v, 1000000);
             if (o.frames < 20)
@@ -308,13 +324,17 @@ int bench_cloth_main(int argc, char **argv)
             usage();
         }
     }
-    if (o.peer) {
-        fprintf(stderr,
-                "softcast-bench cloth: --peer %s: not built in this version "
-                "(Bullet's soft-body peer is not written yet)\n",
-                o.peer);
+    if (o.peer && (strcmp(o.peer, "bullet") || !o.cols)) {
+        fprintf(stderr, "softcast-bench cloth: --peer bullet goes with --dims WxH\n");
         return 2;
     }
+#if !SOFTCAST_HAVE_BULLET
+    if (o.peer) {
+        fprintf(stderr, "softcast-bench cloth: --peer bullet: this bench was built without "
+                        "Bullet (Debian libbullet-dev)\n");
+        return 2;
+    }
+#endif
     if (o.parity)
         return parity(&o);
     char err[256];

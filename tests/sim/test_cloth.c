@@ -12,8 +12,8 @@
 /* Stated bounds (README): at the switch the handoff moves no material point more than
  * 2 cm (the projection of the strain the mapping introduces); one frame later the shown
  * garment is within 3 cm of where the source would have been. */
-#define E_POS_SWITCH 0.02f
-#define E_POS_NEXT   0.03f
+#define E_POS_SWITCH    0.02f
+#define E_POS_NEXT      0.03f
 #define MAX_PENETRATION 0.01f
 
 static sim_cloth_model *default_model(void)
@@ -74,10 +74,10 @@ TEST(cloth_handoff_beats_naive_switch_in_six_scenarios_both_ways)
         for (int d = 0; d < 2; d++) {
             sim_cloth_switch h, nv;
             char err[256];
-            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_HANDOFF, dirs[d][0],
-                                  dirs[d][1], 20, &h, err, sizeof err) == SIM_OK);
-            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_NAIVE_ZERO_VELOCITY,
-                                  dirs[d][0], dirs[d][1], 20, &nv, err, sizeof err) == SIM_OK);
+            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_HANDOFF, dirs[d][0], dirs[d][1],
+                                  20, &h, err, sizeof err) == SIM_OK);
+            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_NAIVE_ZERO_VELOCITY, dirs[d][0],
+                                  dirs[d][1], 20, &nv, err, sizeof err) == SIM_OK);
             CHECK(h.from == dirs[d][0] && h.to == dirs[d][1]);
             CHECKF(h.e_vel * 10.0f <= nv.e_vel, "%s %d->%d: E_vel handoff %.4f naive %.4f",
                    cs_scenario_name(sc), h.from, h.to, (double)h.e_vel, (double)nv.e_vel);
