@@ -25,6 +25,7 @@ typedef enum proto_kind {
     PROTO_KIND_MESH_KEY = 1,   ///< topology and absolute quantised positions
     PROTO_KIND_MESH_DELTA = 2, ///< positions as wrapping u16 differences from a keyframe
     PROTO_KIND_SLICE = 3,      ///< an 8-bit windowed image of one plane
+    PROTO_KIND_LOD_TABLE = 4,  ///< cloth: each character's LOD and vertex range
 } proto_kind;
 
 typedef enum proto_status {
@@ -134,6 +135,21 @@ proto_status proto_encode_slice(proto_buf *out, const proto_header *h, const pro
 /// Decode a slice frame; out->pixels is malloc'd (free it).
 proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t *buf, size_t len);
 
+/* ------------------------------------------------------------- LOD table */
+
+/// Kind 4: which LOD each character of a cloth scene shows, and where its vertices sit in
+/// the keyframe of the same frame number (surface 0). Sent just before every keyframe.
+typedef struct proto_lod_entry {
+    uint8_t lod;
+    uint32_t first_vertex, nvert;
+} proto_lod_entry;
+
+proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const proto_lod_entry *e,
+                                    uint32_t n, int zstd_level);
+/// Decode; *entries is malloc'd (free it).
+proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, uint32_t *n,
+                                    const uint8_t *buf, size_t len);
+
 /* ------------------------------------------------------------- JSON events */
 
 typedef enum proto_event_type {
@@ -149,6 +165,10 @@ typedef enum proto_event_type {
     PROTO_EV_PING,
     PROTO_EV_HANDOVER,
     PROTO_EV_REQUEST_CONTROL,
+    PROTO_EV_CAMERA,    ///< cloth: the camera moved (LOD by distance)
+    PROTO_EV_FORCE_LOD, ///< cloth: a character's LOD, or back to automatic
+    PROTO_EV_MOTION,    ///< cloth: a character plays a motion
+    PROTO_EV_WIND,      ///< cloth: a wind impulse
 } proto_event_type;
 
 #define PROTO_MAX_PARAMS 64
@@ -169,7 +189,11 @@ typedef struct proto_event {
     int nparams;              ///< set_params: name/value pairs, names like "alpha" or
     char param_name[PROTO_MAX_PARAMS][PROTO_PARAM_NAME]; ///< "tissue.skin_fat.inv_mass"
     double param_value[PROTO_MAX_PARAMS];
-    char target[64]; ///< handover: the client id to hand control to
+    char target[64];   ///< handover: the client id to hand control to
+    int32_t character; ///< cloth grab, force_lod, motion: -1 all (not grab)
+    int32_t vertex;    ///< cloth grab: the garment vertex (of its current LOD); -1 volume grab
+    int32_t lod;       ///< force_lod: -1 automatic
+    char motion[16];   ///< motion: "idle", "walk", "run", "turn", "jump"
 } proto_event;
 
 /// Parse one JSON text message. On error returns PROTO_ERR_CORRUPT (malformed JSON, or a

@@ -53,22 +53,45 @@ static int number(const cJSON *o, const char *name, double lo, double hi, double
     return 1;
 }
 
-static int point(const cJSON *o, float out[3], char *err, size_t err_sz)
+/* An integer field in [lo, hi]. */
+static int integer(const cJSON *o, const char *name, int lo, int hi, int32_t *out, char *err,
+                   size_t err_sz)
 {
-    const cJSON *p = field(o, "point");
+    double d;
+    if (!number(o, name, lo, hi, &d, err, err_sz))
+        return 0;
+    if (d != floor(d)) {
+        fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"%s\" must be an integer", name);
+        return 0;
+    }
+    *out = (int32_t)d;
+    return 1;
+}
+
+/* A field of 3 finite numbers within lim. */
+static int vec3(const cJSON *o, const char *name, double lim, const char *lim_text, float out[3],
+                char *err, size_t err_sz)
+{
+    const cJSON *p = field(o, name);
     if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 3) {
-        fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"point\" must be an array of 3 numbers");
+        fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"%s\" must be an array of 3 numbers", name);
         return 0;
     }
     for (int b = 0; b < 3; b++) {
         const cJSON *v = cJSON_GetArrayItem(p, b);
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > 1e7) {
-            fail(err, err_sz, PROTO_ERR_CORRUPT, "point[%d] must be a finite number within 1e7", b);
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > lim) {
+            fail(err, err_sz, PROTO_ERR_CORRUPT, "%s[%d] must be a finite number within %s", name,
+                 b, lim_text);
             return 0;
         }
         out[b] = (float)v->valuedouble;
     }
     return 1;
+}
+
+static int point(const cJSON *o, float out[3], char *err, size_t err_sz)
+{
+    return vec3(o, "point", 1e7, "1e7", out, err, err_sz);
 }
 
 /* Optional "space": "world" (default) or "lattice". */
@@ -148,6 +171,10 @@ static const struct {
     {"ping", PROTO_EV_PING},
     {"handover", PROTO_EV_HANDOVER},
     {"request_control", PROTO_EV_REQUEST_CONTROL},
+    {"camera", PROTO_EV_CAMERA},
+    {"force_lod", PROTO_EV_FORCE_LOD},
+    {"motion", PROTO_EV_MOTION},
+    {"wind", PROTO_EV_WIND},
 };
 
 static proto_status parse_body(proto_event *ev, const cJSON *o, char *err, size_t err_sz)
@@ -176,8 +203,19 @@ static proto_status parse_body(proto_event *ev, const cJSON *o, char *err, size_
     if (d != floor(d))
         return fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"seq\" must be an integer");
     ev->seq = (uint32_t)d;
+    ev->character = -1;
+    ev->vertex = -1;
+    ev->lod = -1;
     switch (ev->type) {
     case PROTO_EV_GRAB:
+        if (field(o, "vertex")) { /* cloth: a garment vertex of one character */
+            if (!integer(o, "character", 0, 9999, &ev->character, err, err_sz) ||
+                !integer(o, "vertex", 0, 1 << 20, &ev->vertex, err, err_sz) ||
+                !point(o, ev->point, err, err_sz))
+                return PROTO_ERR_CORRUPT;
+            ev->world = 1;
+            break;
+        }
         if (!number(o, "radius", 1e-6, 1e4, &d, err, err_sz))
             return PROTO_ERR_CORRUPT;
         ev->radius = (float)d;
@@ -231,6 +269,29 @@ static proto_status parse_body(proto_event *ev, const cJSON *o, char *err, size_
         if (!number(o, "t", -1e15, 1e15, &ev->client_time_ms, err, err_sz))
             return PROTO_ERR_CORRUPT;
         break;
+    case PROTO_EV_CAMERA:
+        if (!point(o, ev->point, err, err_sz))
+            return PROTO_ERR_CORRUPT;
+        break;
+    case PROTO_EV_WIND: /* m/s added to every cloth particle */
+        if (!vec3(o, "impulse", 100, "100", ev->point, err, err_sz))
+            return PROTO_ERR_CORRUPT;
+        break;
+    case PROTO_EV_FORCE_LOD:
+        if (!integer(o, "character", -1, 9999, &ev->character, err, err_sz) ||
+            !integer(o, "lod", -1, 15, &ev->lod, err, err_sz))
+            return PROTO_ERR_CORRUPT;
+        break;
+    case PROTO_EV_MOTION: {
+        const cJSON *mo = field(o, "motion");
+        if (!integer(o, "character", -1, 9999, &ev->character, err, err_sz))
+            return PROTO_ERR_CORRUPT;
+        if (!cJSON_IsString(mo) || !*mo->valuestring ||
+            strlen(mo->valuestring) >= sizeof ev->motion)
+            return fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"motion\" must be a motion name");
+        strcpy(ev->motion, mo->valuestring);
+        break;
+    }
     case PROTO_EV_HANDOVER: {
         const cJSON *to = field(o, "to");
         if (!cJSON_IsString(to) || !*to->valuestring ||

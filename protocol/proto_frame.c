@@ -190,7 +190,7 @@ proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
     h->raw_size = get_u32(buf + 20);
     h->sim_time_s = get_f64(buf + 24);
     h->payload_size = get_u32(buf + 32);
-    if (h->kind < PROTO_KIND_MESH_KEY || h->kind > PROTO_KIND_SLICE)
+    if (h->kind < PROTO_KIND_MESH_KEY || h->kind > PROTO_KIND_LOD_TABLE)
         return PROTO_ERR_KIND;
     if (h->raw_size > PROTO_MAX_PAYLOAD || h->payload_size > PROTO_MAX_PAYLOAD)
         return PROTO_ERR_LIMIT;
@@ -562,5 +562,65 @@ proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t
     memcpy(px, raw + 24, (size_t)npx);
     out->pixels = px;
     free(raw);
+    return PROTO_OK;
+}
+
+/* ----------------------------------------------------------------- LOD table */
+
+proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const proto_lod_entry *e,
+                                    uint32_t n, int zstd_level)
+{
+    if ((uint64_t)n * 12 + 4 > PROTO_MAX_PAYLOAD || (n && !e))
+        return PROTO_ERR_ARG;
+    proto_buf raw = {0};
+    uint8_t *p = buf_put(&raw, NULL, 4 + (size_t)n * 12);
+    if (!p)
+        return PROTO_ERR_NOMEM;
+    put_u32(p, n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t *q = p + 4 + (size_t)i * 12;
+        q[0] = e[i].lod;
+        q[1] = q[2] = q[3] = 0;
+        put_u32(q + 4, e[i].first_vertex);
+        put_u32(q + 8, e[i].nvert);
+    }
+    proto_status st = finish_frame(out, h, PROTO_KIND_LOD_TABLE, &raw, zstd_level);
+    proto_buf_free(&raw);
+    return st;
+}
+
+proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, uint32_t *n,
+                                    const uint8_t *buf, size_t len)
+{
+    *entries = NULL;
+    *n = 0;
+    uint8_t *raw;
+    proto_status st = open_frame(h, &raw, buf, len, PROTO_KIND_LOD_TABLE);
+    if (st != PROTO_OK)
+        return st;
+    uint32_t cnt = h->raw_size >= 4 ? get_u32(raw) : 0;
+    if (h->raw_size < 4 || (uint64_t)cnt * 12 + 4 != h->raw_size) {
+        free(raw);
+        return PROTO_ERR_CORRUPT;
+    }
+    proto_lod_entry *e = malloc((size_t)cnt * sizeof *e + 1);
+    if (!e) {
+        free(raw);
+        return PROTO_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < cnt; i++) {
+        const uint8_t *q = raw + 4 + (size_t)i * 12;
+        e[i].lod = q[0];
+        e[i].first_vertex = get_u32(q + 4);
+        e[i].nvert = get_u32(q + 8);
+        if (q[1] || q[2] || q[3] || (uint64_t)e[i].first_vertex + e[i].nvert > UINT32_MAX) {
+            free(e);
+            free(raw);
+            return PROTO_ERR_CORRUPT;
+        }
+    }
+    free(raw);
+    *entries = e;
+    *n = cnt;
     return PROTO_OK;
 }

@@ -19,7 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "server.h"
+#include "scene.h"
 
 #define BODY_MAX (64 * 1024)
 
@@ -72,11 +72,9 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
 {
     cJSON *j = cJSON_CreateObject();
     char buf[512];
-    const sim_volume *v = sim_volume_model_volume(ss->model);
     cJSON_AddStringToObject(j, "id", ss->id);
-    cJSON_AddStringToObject(j, "scene", "volume");
-    int dims[3] = {v->nx, v->ny, v->nz};
-    cJSON_AddItemToObject(j, "dims", cJSON_CreateIntArray(dims, 3));
+    cJSON_AddStringToObject(j, "scene", ss->scene->name);
+    ss->scene->describe(ss, j);
     pthread_mutex_lock(&ss->lock);
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
@@ -105,35 +103,22 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         return send_error(conn, 400, "bad request", "the body must be a JSON object");
     }
     const cJSON *scene = cJSON_GetObjectItemCaseSensitive(body, "scene");
-    if (scene && (!cJSON_IsString(scene) || strcmp(scene->valuestring, "volume") != 0)) {
+    const srv_scene_i *kind = scene ? NULL : &srv_scene_volume;
+    if (cJSON_IsString(scene))
+        kind = srv_scene_find(scene->valuestring);
+    if (!kind) {
         cJSON_Delete(body);
-        return send_error(conn, 400, "unknown scene", "scenes: volume");
+        return send_error(conn, 400, "unknown scene", "scenes: " SRV_SCENE_NAMES);
     }
-    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(body, "dims");
-    int dims[3], *dp = NULL;
-    if (dj) {
-        if (!cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != 3) {
-            cJSON_Delete(body);
-            return send_error(conn, 400, "bad request", "\"dims\" must be [x, y, z]");
-        }
-        for (int b = 0; b < 3; b++) {
-            const cJSON *e = cJSON_GetArrayItem(dj, b);
-            if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 4096) {
-                cJSON_Delete(body);
-                return send_error(conn, 400, "bad request", "\"dims\" entries must be 1 to 4096");
-            }
-            dims[b] = (int)e->valuedouble;
-        }
-        dp = dims;
-    }
-    cJSON_Delete(body);
     char err[256] = "";
     int status;
-    srv_session *ss = srv_session_create(s, dp, err, sizeof err, &status);
+    srv_session *ss = srv_session_create(s, kind, body, err, sizeof err, &status);
+    cJSON_Delete(body);
     if (!ss)
         return send_error(conn, (unsigned)status,
                           status == 429   ? "too many sessions"
-                          : status == 413 ? "volume too large"
+                          : status == 413 ? "scene too large"
+                          : status == 400 ? "bad request"
                                           : "cannot create session",
                           err);
     return send_json(conn, 201, session_json(s, ss, 1));

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "scene.h"
 
 static const char k_usage[] =
     "usage: softcast-server [options]\n"
@@ -279,7 +279,7 @@ int main(int argc, char **argv)
     srv_session *first = NULL;
     if (s.cfg.default_session) {
         int status;
-        first = srv_session_create(&s, NULL, err, sizeof err, &status);
+        first = srv_session_create(&s, &srv_scene_volume, NULL, err, sizeof err, &status);
         if (!first)
             fprintf(stderr, "softcast-server: default session: %s\n", err);
     }

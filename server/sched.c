@@ -1,8 +1,8 @@
 /* sched.c: the simulation worker. At a fixed rate it visits every session: drains its
- * inbox, applies the events at the frame boundary, steps the scene, encodes one frame
- * for all its clients (keyframe on join and every N frames, deltas between) and
- * publishes it, then wakes the WebSocket thread. A session with no clients sleeps; a
- * settled volume costs nothing and sends nothing until an event arrives. */
+ * inbox, applies the events at the frame boundary, steps the scene (scene.h), encodes
+ * one frame for all its clients (a keyframe on join, on a new topology and when deltas
+ * grow; deltas between) and publishes it, then wakes the WebSocket thread. A session with
+ * no clients sleeps; a settled scene costs nothing and sends nothing until an event. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,102 +11,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "server.h"
+#include "scene.h"
 
-/* Parameter names a client may set (protocol/README.md): flat names for globals,
- * "tissue.<class>.<field>" and "hu_threshold.<i>". */
-static const struct {
-    const char *name;
-    size_t off;
-    int is_int;
-} k_globals[] = {
-    {"alpha", offsetof(sim_volume_params, alpha), 0},
-    {"b0", offsetof(sim_volume_params, b0), 0},
-    {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
-    {"v_max", offsetof(sim_volume_params, v_max), 0},
-    {"dead_zone", offsetof(sim_volume_params, dead_zone), 0},
-    {"boundary_margin", offsetof(sim_volume_params, boundary_margin), 0},
-    {"relax_iterations", offsetof(sim_volume_params, relax_iterations), 1},
-    {"relax_step", offsetof(sim_volume_params, relax_step), 0},
-    {"relax_threshold", offsetof(sim_volume_params, relax_threshold), 0},
-    {"home_weight", offsetof(sim_volume_params, home_weight), 0},
-    {"max_passes", offsetof(sim_volume_params, max_passes), 1},
-};
-#define N_GLOBALS (sizeof k_globals / sizeof k_globals[0])
-static const char *const k_tissue_fields[] = {"min_len", "max_len",  "shear",
-                                              "speed",   "inv_mass", "b1"};
-
-static float *tissue_field(sim_volume_params *p, int c, int j)
-{
-    float *f[6] = {&p->tissue[c].min_len, &p->tissue[c].max_len,  &p->tissue[c].shear,
-                   &p->tissue[c].speed,   &p->tissue[c].inv_mass, &p->tissue[c].b1};
-    return f[j];
-}
-
-static int set_param(sim_volume_params *p, const char *name, double v)
-{
-    for (size_t i = 0; i < N_GLOBALS; i++)
-        if (!strcmp(name, k_globals[i].name)) {
-            char *base = (char *)p + k_globals[i].off;
-            if (k_globals[i].is_int) {
-                if (v != floor(v) || fabs(v) > 1e6)
-                    return -1;
-                *(int *)(void *)base = (int)v;
-            } else {
-                *(float *)(void *)base = (float)v;
-            }
-            return 0;
-        }
-    unsigned t;
-    if (sscanf(name, "hu_threshold.%u", &t) == 1 && t < 3) {
-        p->hu_threshold[t] = (float)v;
-        return 0;
-    }
-    for (int c = 0; c < SIM_NTISSUE; c++) {
-        char prefix[64];
-        size_t n = (size_t)snprintf(prefix, sizeof prefix, "tissue.%s.", sim_tissue_name(c));
-        if (strncmp(name, prefix, n) != 0)
-            continue;
-        for (int j = 0; j < 6; j++)
-            if (!strcmp(name + n, k_tissue_fields[j])) {
-                *tissue_field(p, c, j) = (float)v;
-                return 0;
-            }
-    }
-    return -1;
-}
-
-char *srv_params_json(const sim_volume_params *params)
-{
-    sim_volume_params p = *params;
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    char cond[2] = {(char)('A' + (int)p.condition), 0};
-    cJSON_AddStringToObject(o, "condition", cond);
-    for (size_t i = 0; i < N_GLOBALS; i++) {
-        const char *base = (const char *)&p + k_globals[i].off;
-        double v = k_globals[i].is_int ? (double)*(const int *)(const void *)base
-                                       : (double)*(const float *)(const void *)base;
-        cJSON_AddNumberToObject(o, k_globals[i].name, v);
-    }
-    char name[96];
-    for (int t = 0; t < 3; t++) {
-        snprintf(name, sizeof name, "hu_threshold.%d", t);
-        cJSON_AddNumberToObject(o, name, (double)p.hu_threshold[t]);
-    }
-    for (int c = 0; c < SIM_NTISSUE; c++)
-        for (int j = 0; j < 6; j++) {
-            snprintf(name, sizeof name, "tissue.%s.%s", sim_tissue_name(c), k_tissue_fields[j]);
-            cJSON_AddNumberToObject(o, name, (double)*tissue_field(&p, c, j));
-        }
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
-}
-
-static void reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
-                        const char *detail)
+void srv_reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
+                     const char *detail)
 {
     /* detail may carry client bytes (a parameter name): keep it printable ASCII without
      * quotes or backslashes, so the reply stays valid JSON and valid UTF-8. */
@@ -126,121 +34,58 @@ static void reply_error(srv_session *ss, uint32_t client, uint32_t seq, const ch
     pthread_mutex_unlock(&ss->lock);
 }
 
-static void apply(srv *s, srv_session *ss, const srv_inbox_item *it)
+/* Pause and resume are the session's; everything else is the scene's. */
+static void apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed,
+                  int *state_changed)
 {
     const proto_event *e = &it->ev;
-    sim_volume_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.seq = e->seq;
-    char err[256] = "";
-    switch (e->type) {
-    case PROTO_EV_GRAB:
-    case PROTO_EV_MOVE:
-        ev.type = e->type == PROTO_EV_GRAB ? SIM_EV_GRAB : SIM_EV_MOVE;
-        ev.space = e->world ? SIM_SPACE_WORLD : SIM_SPACE_LATTICE;
-        memcpy(ev.point, e->point, sizeof ev.point);
-        ev.radius = e->radius;
-        break;
-    case PROTO_EV_RELEASE:
-        ev.type = SIM_EV_RELEASE;
-        break;
-    case PROTO_EV_RESET:
-        ev.type = SIM_EV_RESET;
-        break;
-    case PROTO_EV_SET_CONDITION:
-        ev.type = SIM_EV_SET_CONDITION;
-        ev.condition = (sim_condition)(e->condition - 'A');
-        break;
-    case PROTO_EV_SET_PARAMS:
-        ev.type = SIM_EV_SET_PARAMS;
-        ev.params = sim_volume_get_params(ss->state);
-        for (int i = 0; i < e->nparams; i++)
-            if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
-                reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
-                return;
-            }
-        break;
-    case PROTO_EV_PAUSE:
-    case PROTO_EV_RESUME:
+    if (e->type == PROTO_EV_PAUSE || e->type == PROTO_EV_RESUME) {
         pthread_mutex_lock(&ss->lock);
         ss->paused = e->type == PROTO_EV_PAUSE;
-        ss->last_seq = e->seq;
         pthread_mutex_unlock(&ss->lock);
-        return;
-    case PROTO_EV_SLICE: {
-        int w, h;
-        sim_volume_slice_size(ss->model, (sim_plane)e->plane, &w, &h);
-        uint8_t *img = malloc((size_t)w * (size_t)h + 1);
-        if (!img)
-            return;
-        if (sim_volume_slice(ss->state, (sim_plane)e->plane, e->index, e->level_hu, e->width_hu,
-                             NULL, img, err, sizeof err) != SIM_OK) {
-            free(img);
-            reply_error(ss, it->client, e->seq, "bad slice", err);
-            return;
-        }
-        proto_slice sl = {e->plane,    (uint32_t)e->index, (uint32_t)w, (uint32_t)h,
-                          e->level_hu, e->width_hu,        img};
-        proto_header hd;
-        memset(&hd, 0, sizeof hd);
-        hd.frame = ss->frame_no;
-        hd.last_seq = e->seq;
-        hd.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
-        proto_buf b = {0};
-        if (proto_encode_slice(&b, &hd, &sl, 1) == PROTO_OK)
-            srv_session_reply(ss, it->client, srv_frame_new(b.data, b.len, ss->frame_no, 0), NULL);
-        proto_buf_free(&b);
-        free(img);
+        *state_changed = 1;
         return;
     }
-    case PROTO_EV_PING:
-    case PROTO_EV_HANDOVER:
-    case PROTO_EV_REQUEST_CONTROL:
-        return; /* answered by the WebSocket thread */
-    }
-    if (sim_volume_push_event(ss->state, &ev, err, sizeof err) != SIM_OK)
-        reply_error(ss, it->client, e->seq, "event refused", err);
+    ss->scene->apply(s, ss, it, params_changed);
 }
 
-/* Quantise the surfaces now; encode a keyframe or a delta; publish. */
+/* Quantise the view now; encode a keyframe (after the scene's LOD table, if any) or a
+ * delta; publish. A new topology always makes a keyframe. */
 static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t last_seq)
 {
     double t0 = srv_now_ms();
-    if (!ss->nsurf) {
-        ss->nsurf = 2;
-        for (int k = 0; k < 2; k++) {
-            const sim_surface *sf = sim_volume_model_surface(ss->model, (sim_surface_kind)k);
-            ss->surf_nvert[k] = (uint32_t)sf->nvert;
-            size_t n = (size_t)sf->nvert * 3 + 3;
-            ss->surf_pos[k] = malloc(n * sizeof(float));
-            ss->cur_q[k] = malloc(n * sizeof(uint16_t));
-            ss->key_q[k] = malloc(n * sizeof(uint16_t));
-            if (!ss->surf_pos[k] || !ss->cur_q[k] || !ss->key_q[k]) {
-                for (int j = 0; j <= k; j++) { /* all or nothing: the next frame retries */
-                    free(ss->surf_pos[j]);
-                    free(ss->cur_q[j]);
-                    free(ss->key_q[j]);
-                    ss->surf_pos[j] = NULL;
-                    ss->cur_q[j] = ss->key_q[j] = NULL;
-                }
-                ss->nsurf = 0;
+    srv_view view;
+    ss->scene->view(ss, &view);
+    if (view.topology != ss->key_topology || view.nsurf != ss->enc_nsurf)
+        keyframe = 1;
+    for (int k = 0; k < view.nsurf; k++)
+        if (view.surf[k].nvert != ss->enc_nvert[k]) { /* all or nothing: the next frame retries */
+            size_t n = (size_t)view.surf[k].nvert * 3 + 3;
+            uint16_t *c = realloc(ss->cur_q[k], n * sizeof(uint16_t));
+            if (c)
+                ss->cur_q[k] = c;
+            uint16_t *q = c ? realloc(ss->key_q[k], n * sizeof(uint16_t)) : NULL;
+            if (q)
+                ss->key_q[k] = q;
+            if (!c || !q) {
+                ss->enc_nsurf = 0;
                 return;
             }
+            ss->enc_nvert[k] = view.surf[k].nvert;
+            keyframe = 1;
         }
-    }
+    ss->enc_nsurf = view.nsurf;
     proto_mesh cur, key;
     memset(&cur, 0, sizeof cur);
-    memcpy(cur.bmin, ss->bmin, sizeof cur.bmin);
-    memcpy(cur.bmax, ss->bmax, sizeof cur.bmax);
-    cur.nsurf = 2;
-    for (int k = 0; k < 2; k++) {
-        const sim_surface *sf = sim_volume_model_surface(ss->model, (sim_surface_kind)k);
-        sim_volume_surface_positions(ss->state, (sim_surface_kind)k, ss->surf_pos[k]);
-        proto_quantise(ss->surf_pos[k], ss->surf_nvert[k], ss->bmin, ss->bmax, ss->cur_q[k]);
-        cur.surf[k].id = (uint8_t)k;
-        cur.surf[k].nvert = ss->surf_nvert[k];
-        cur.surf[k].ntri = (uint32_t)sf->ntri;
-        cur.surf[k].tri = sf->tri;
+    memcpy(cur.bmin, view.bmin, sizeof cur.bmin);
+    memcpy(cur.bmax, view.bmax, sizeof cur.bmax);
+    cur.nsurf = (uint32_t)view.nsurf;
+    for (int k = 0; k < view.nsurf; k++) {
+        proto_quantise(view.surf[k].pos, view.surf[k].nvert, view.bmin, view.bmax, ss->cur_q[k]);
+        cur.surf[k].id = view.surf[k].id;
+        cur.surf[k].nvert = view.surf[k].nvert;
+        cur.surf[k].ntri = view.surf[k].ntri;
+        cur.surf[k].tri = view.surf[k].tri;
         cur.surf[k].q = ss->cur_q[k];
     }
     proto_header h;
@@ -252,7 +97,7 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
     proto_status st = PROTO_OK;
     if (!keyframe) {
         key = cur;
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < view.nsurf; k++)
             key.surf[k].q = ss->key_q[k];
         cur.key_frame = ss->key_frame_no;
         st = proto_encode_mesh_delta(&b, &h, &key, &cur, 1);
@@ -264,11 +109,25 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
         }
     }
     if (keyframe) {
+        if (view.nlods) { /* the LOD table goes first: it describes the keyframe */
+            proto_buf t = {0};
+            if (proto_encode_lod_table(&t, &h, view.lods, view.nlods, 1) == PROTO_OK) {
+                srv_frame *f = srv_frame_new(t.data, t.len, ss->frame_no, 0);
+                if (f) {
+                    pthread_mutex_lock(&ss->lock);
+                    srv_frame_unref(ss->lod_table);
+                    ss->lod_table = f;
+                    pthread_mutex_unlock(&ss->lock);
+                }
+            }
+            proto_buf_free(&t);
+        }
         st = proto_encode_mesh_key(&b, &h, &cur, 1);
-        for (int k = 0; k < 2; k++)
-            memcpy(ss->key_q[k], ss->cur_q[k], (size_t)ss->surf_nvert[k] * 3 * sizeof(uint16_t));
+        for (int k = 0; k < view.nsurf; k++)
+            memcpy(ss->key_q[k], ss->cur_q[k], (size_t)view.surf[k].nvert * 3 * sizeof(uint16_t));
         ss->key_frame_no = ss->frame_no;
         ss->key_bytes = b.len;
+        ss->key_topology = view.topology;
     }
     if (st == PROTO_OK) {
         srv_frame *f = srv_frame_new(b.data, b.len, ss->frame_no, keyframe);
@@ -304,6 +163,14 @@ static int workers_with_sessions(srv *s)
     return n > 0 ? n : 1;
 }
 
+int srv_step_threads(srv *s)
+{
+    if (s->cfg.threads)
+        return s->cfg.threads;
+    int share = sim_backend_threads(s->backend) / workers_with_sessions(s);
+    return share > 0 ? share : 1;
+}
+
 static int run_session(srv *s, srv_session *ss)
 {
     srv_inbox_item items[SRV_INBOX_CAP];
@@ -326,9 +193,7 @@ static int run_session(srv *s, srv_session *ss)
     int params_changed = 0, state_changed = 0;
     for (int i = 0; i < n; i++) {
         proto_event_type t = items[i].ev.type;
-        params_changed |= t == PROTO_EV_SET_PARAMS || t == PROTO_EV_SET_CONDITION;
-        state_changed |= t == PROTO_EV_PAUSE || t == PROTO_EV_RESUME;
-        apply(s, ss, &items[i]);
+        apply(s, ss, &items[i], &params_changed, &state_changed);
         if (t != PROTO_EV_SLICE) {
             last_seq = items[i].ev.seq;
             driven = 1;
@@ -342,26 +207,11 @@ static int run_session(srv *s, srv_session *ss)
     last_seq = ss->last_seq;
     int paused = ss->paused;
     pthread_mutex_unlock(&ss->lock);
-    sim_volume_metrics mt;
-    memset(&mt, 0, sizeof mt);
-    mt.skipped = 1;
-    if (!paused) {
-        char err[256];
-        /* Share the cores among the workers that have sessions; with --threads, use that. */
-        if (!s->cfg.threads) {
-            int share = sim_backend_threads(s->backend) / workers_with_sessions(s);
-            sim_volume_set_threads(ss->state, share > 0 ? share : 1);
-        }
-        if (sim_volume_step(ss->state, &mt, err, sizeof err) != SIM_OK)
-            fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
-    }
+    double step_ms = 0;
+    int moved = !paused && ss->scene->step(s, ss, &step_ms);
     ss->frame_no++;
     /* Every client hears of new parameters (applied by the step above) in a state message. */
-    char *pj = NULL;
-    if (params_changed) {
-        sim_volume_params now_params = sim_volume_get_params(ss->state);
-        pj = srv_params_json(&now_params);
-    }
+    char *pj = params_changed ? ss->scene->params_json(ss) : NULL;
     if (pj || state_changed) {
         pthread_mutex_lock(&ss->lock);
         if (pj) {
@@ -375,7 +225,7 @@ static int run_session(srv *s, srv_session *ss)
      * frames while the shape moves (0: only when a delta grows past half a keyframe, see
      * encode_and_publish). A keyframe to every viewer is the one burst that the clients
      * of a big classroom feel, so a settled scene never sends one. */
-    int changed = !mt.skipped || n > 0;
+    int changed = moved || n > 0;
     int keyframe = want_key || ss->key_frame_no == 0 ||
                    (changed && s->cfg.keyframe_every > 0 &&
                     ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every);
@@ -384,8 +234,8 @@ static int run_session(srv *s, srv_session *ss)
     pthread_mutex_lock(&ss->lock);
     int replies = ss->nreplies;
     ss->frames++;
-    ss->last_step_ms = mt.total_ms;
-    ss->step_ms_sum += mt.total_ms;
+    ss->last_step_ms = step_ms;
+    ss->step_ms_sum += step_ms;
     if (n) {
         ss->latency_ms_sum += srv_now_ms() - oldest;
         ss->latency_n++;

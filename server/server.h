@@ -66,22 +66,24 @@ typedef struct srv_inbox_item {
     double arrived_ms;
 } srv_inbox_item;
 
-typedef struct srv_client srv_client; /* ws.c */
+typedef struct srv_client srv_client;   /* ws.c */
+typedef struct srv_scene_i srv_scene_i; /* scene.h */
+#define SRV_MAX_SURF 4
 
 typedef struct srv_session {
     /* Immutable after creation. */
     uint32_t slot, generation;
     char id[SRV_ID_LEN];
     char control_token[SRV_TOKEN_LEN], view_token[SRV_TOKEN_LEN];
-    sim_volume_model *model;
-    sim_volume_state *state; /* worker only */
-    float bmin[3], bmax[3];  /* quantisation box, world mm */
+    const srv_scene_i *scene;
+    void *scene_data; /* the scene's own (scene_*.c); its state is the worker's */
 
     pthread_mutex_t lock; /* guards everything below */
     srv_inbox_item inbox[SRV_INBOX_CAP];
     int inbox_head, inbox_count;
-    srv_frame *latest;   /* newest frame */
-    srv_frame *keyframe; /* newest keyframe (late joiners and slow clients start here) */
+    srv_frame *latest;    /* newest frame */
+    srv_frame *keyframe;  /* newest keyframe (late joiners and slow clients start here) */
+    srv_frame *lod_table; /* cloth: the LOD table of the newest keyframe, sent before it */
     int nclients;
     uint32_t driver; /* client id holding control (0: none) */
     int paused;
@@ -104,10 +106,10 @@ typedef struct srv_session {
     int nreplies;
 
     /* Worker only: the surfaces' quantised positions now and at the last keyframe. */
-    int nsurf;
-    uint32_t surf_nvert[2];
-    float *surf_pos[2];
-    uint16_t *cur_q[2], *key_q[2];
+    int enc_nsurf;
+    uint32_t enc_nvert[SRV_MAX_SURF];
+    uint16_t *cur_q[SRV_MAX_SURF], *key_q[SRV_MAX_SURF];
+    uint32_t key_topology;
     uint64_t key_frame_no;
     size_t key_bytes; /* encoded size of the last keyframe (adaptive keyframes) */
     uint64_t frame_no;
@@ -119,9 +121,9 @@ typedef struct srv srv;
 /* session.c */
 int srv_sessions_init(srv *s);
 void srv_sessions_fini(srv *s);
-/// Create a session (scene "volume"); options: dims or the default volume.
-srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err_sz,
-                                int *http_status);
+/// Create a session of the scene from its options (the POST body; may be NULL).
+srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
+                                char *err, size_t err_sz, int *http_status);
 /// Find by id (NULL: unknown or gone). The caller gets a reference: srv_session_put.
 srv_session *srv_session_get(srv *s, const char *id);
 void srv_session_put(srv *s, srv_session *ss);
@@ -163,8 +165,6 @@ void srv_worker_stop(srv *s);
 void srv_worker_free(srv *s);
 /// Any thread: an event reached the session in this slot; its worker steps it now.
 void srv_worker_poke(srv *s, uint32_t slot);
-/// The parameters as one flat JSON object ("alpha", "tissue.bone.b1", ...), malloc'd.
-char *srv_params_json(const sim_volume_params *p);
 
 /* ws.c */
 int srv_ws_start(srv *s, char *err, size_t err_sz);

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "scene.h"
 #include "sim/core/sc_base.h"
 
 double srv_now_ms(void)
@@ -81,21 +81,22 @@ int srv_sessions_init(srv *s)
     return pthread_mutex_init(&s->lock, NULL) == 0 ? 0 : -1;
 }
 
-static void session_free(srv_session *ss)
+static void session_free(srv *s, srv_session *ss)
 {
     for (int i = 0; i < ss->nreplies; i++) {
         srv_frame_unref(ss->replies[i].frame);
         free(ss->replies[i].text);
     }
-    for (int k = 0; k < 2; k++) {
-        free(ss->surf_pos[k]);
+    for (int k = 0; k < SRV_MAX_SURF; k++) {
         free(ss->cur_q[k]);
         free(ss->key_q[k]);
     }
-    sim_volume_state_destroy(ss->state);
+    if (ss->scene)
+        ss->scene->destroy(s, ss);
     free(ss->params_json);
     srv_frame_unref(ss->latest);
     srv_frame_unref(ss->keyframe);
+    srv_frame_unref(ss->lod_table);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
 }
@@ -103,19 +104,16 @@ static void session_free(srv_session *ss)
 void srv_sessions_fini(srv *s)
 {
     for (int i = 0; s->slots && i < s->cfg.max_sessions; i++)
-        if (s->slots[i]) {
-            if (s->slots[i]->model != s->default_model)
-                sim_volume_model_destroy(s->slots[i]->model);
-            session_free(s->slots[i]);
-        }
+        if (s->slots[i])
+            session_free(s, s->slots[i]);
     free(s->slots);
     free(s->generation);
     free(s->refs);
     pthread_mutex_destroy(&s->lock);
 }
 
-srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err_sz,
-                                int *http_status)
+srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
+                                char *err, size_t err_sz, int *http_status)
 {
     *http_status = 500;
     pthread_mutex_lock(&s->lock);
@@ -133,44 +131,18 @@ srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
         return NULL;
     }
-    sim_volume_model *model = NULL;
-    if (dims) {
-        int64_t n = (int64_t)dims[0] * dims[1] * dims[2];
-        if (dims[0] < 8 || dims[1] < 8 || dims[2] < 8 || n > s->cfg.max_elements) {
-            *http_status = dims[0] < 8 || dims[1] < 8 || dims[2] < 8 ? 400 : 413;
-            snprintf(err, err_sz, "dims %dx%dx%d: each axis >= 8 and at most %lld elements",
-                     dims[0], dims[1], dims[2], (long long)s->cfg.max_elements);
-            return NULL;
-        }
-        sim_volume v;
-        if (sim_volume_phantom(&v, dims[0], dims[1], dims[2], err, err_sz) != SIM_OK) {
-            *http_status = 400;
-            return NULL;
-        }
-        sim_status st = sim_volume_model_create(&model, &v, NULL, err, err_sz);
-        sim_volume_free(&v);
-        if (st != SIM_OK)
-            return NULL;
-    } else {
-        model = s->default_model;
-    }
     srv_session *ss = calloc(1, sizeof *ss);
     if (!ss) {
         snprintf(err, err_sz, "out of memory");
-        goto fail;
+        return NULL;
     }
     pthread_mutex_init(&ss->lock, NULL);
-    ss->model = model;
-    if (sim_volume_state_create(&ss->state, model, s->backend, err, err_sz) != SIM_OK)
+    ss->scene = scene;
+    *http_status = scene->create(s, ss, opts, err, err_sz);
+    if (*http_status != 201)
         goto fail;
-    const sim_volume *vol = sim_volume_model_volume(model);
-    int n[3] = {vol->nx, vol->ny, vol->nz};
-    sim_volume_params p = sim_volume_get_params(ss->state);
-    for (int b = 0; b < 3; b++) {
-        ss->bmin[b] = -p.boundary_margin * vol->spacing_mm[b];
-        ss->bmax[b] = ((float)(n[b] - 1) + p.boundary_margin) * vol->spacing_mm[b];
-    }
-    ss->params_json = srv_params_json(&p);
+    *http_status = 500;
+    ss->params_json = scene->params_json(ss);
     if (!ss->params_json) {
         snprintf(err, err_sz, "out of memory");
         goto fail;
@@ -203,14 +175,7 @@ srv_session *srv_session_create(srv *s, const int dims[3], char *err, size_t err
     *http_status = 201;
     return ss;
 fail:
-    if (ss) {
-        sim_volume_state_destroy(ss->state);
-        free(ss->params_json);
-        pthread_mutex_destroy(&ss->lock);
-        free(ss);
-    }
-    if (model && model != s->default_model)
-        sim_volume_model_destroy(model);
+    session_free(s, ss);
     return NULL;
 }
 
@@ -337,10 +302,7 @@ void srv_sessions_reap(srv *s)
             }
         }
         pthread_mutex_unlock(&s->lock);
-        if (dead) {
-            if (dead->model != s->default_model)
-                sim_volume_model_destroy(dead->model);
-            session_free(dead);
-        }
+        if (dead)
+            session_free(s, dead);
     }
 }

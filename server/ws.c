@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
+#include "scene.h"
 
 _Static_assert(LWS_PRE <= SRV_FRAME_HEADROOM, "srv_frame headroom must hold LWS_PRE");
 
@@ -31,6 +31,7 @@ struct srv_client {
     char token[SRV_TOKEN_LEN + 16];
     uint64_t sent_frame; /* newest mesh frame number sent */
     uint64_t have_key;   /* keyframe the client holds (its deltas apply to it) */
+    uint64_t have_table; /* LOD table sent (cloth), by frame number */
     int got_any;
     uint32_t sent_state; /* session state_version last sent */
     int got_state;
@@ -118,27 +119,33 @@ static void send_role(srv_client *c, const char *why)
 static char *state_text(srv_client *c)
 {
     srv_session *ss = c->ss;
-    const sim_volume *v = sim_volume_model_volume(ss->model);
+    cJSON *j = cJSON_CreateObject();
+    char id[16];
+    snprintf(id, sizeof id, "c%u", c->id);
+    cJSON_AddStringToObject(j, "type", "state");
+    cJSON_AddStringToObject(j, "session", ss->id);
+    cJSON_AddStringToObject(j, "scene", ss->scene->name);
+    cJSON_AddStringToObject(j, "client_id", id);
+    ss->scene->describe(ss, j); /* fixed at creation: no lock needed */
     pthread_mutex_lock(&ss->lock);
-    size_t n = strlen(ss->params_json) + 512;
-    char *t = malloc(n);
-    if (t) {
-        char driver[16] = "null", view[SRV_TOKEN_LEN + 32] = "";
-        if (ss->driver)
-            snprintf(driver, sizeof driver, "\"c%u\"", ss->driver);
-        if (ss->driver == c->id) /* the driver may share the viewer link */
-            snprintf(view, sizeof view, ",\"view_token\":\"%s\"", ss->view_token);
-        snprintf(t, n,
-                 "{\"type\":\"state\",\"session\":\"%s\",\"client_id\":\"c%u\",\"role\":\"%s\","
-                 "\"driver\":%s,\"clients\":%d,\"paused\":%s,\"dims\":[%d,%d,%d],"
-                 "\"spacing\":[%.9g,%.9g,%.9g]%s,\"params\":%s}",
-                 ss->id, c->id, ss->driver == c->id ? "driver" : "viewer", driver, ss->nclients,
-                 ss->paused ? "true" : "false", v->nx, v->ny, v->nz, (double)v->spacing_mm[0],
-                 (double)v->spacing_mm[1], (double)v->spacing_mm[2], view, ss->params_json);
-        c->sent_state = ss->state_version;
-        c->got_state = 1;
+    cJSON_AddStringToObject(j, "role", ss->driver == c->id ? "driver" : "viewer");
+    if (ss->driver) {
+        char d[16];
+        snprintf(d, sizeof d, "c%u", ss->driver);
+        cJSON_AddStringToObject(j, "driver", d);
+    } else {
+        cJSON_AddNullToObject(j, "driver");
     }
+    cJSON_AddNumberToObject(j, "clients", ss->nclients);
+    cJSON_AddBoolToObject(j, "paused", ss->paused);
+    if (ss->driver == c->id) /* the driver may share the viewer link */
+        cJSON_AddStringToObject(j, "view_token", ss->view_token);
+    cJSON_AddRawToObject(j, "params", ss->params_json);
+    c->sent_state = ss->state_version;
+    c->got_state = 1;
     pthread_mutex_unlock(&ss->lock);
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
     return t;
 }
 
@@ -265,17 +272,20 @@ static int write_next(ws_ctx *w, srv_client *c)
         }
     int state_due =
         !f && !text && !closing && (!c->got_state || c->sent_state != ss->state_version);
-    int is_mesh = 0;
+    int is_mesh = 0, is_table = 0;
     if (!f && !text && !closing && !state_due) {
-        srv_frame *latest = ss->latest, *key = ss->keyframe;
+        srv_frame *latest = ss->latest, *key = ss->keyframe, *table = ss->lod_table;
         if (key && (!c->got_any || c->have_key != key->frame)) {
-            f = key; /* join, or the client's deltas no longer apply */
+            /* Join, or the client's deltas no longer apply: the keyframe, after the LOD
+             * table that describes it when the scene has one. */
+            is_table = table && c->have_table != table->frame;
+            f = is_table ? table : key;
         } else if (latest && (!c->got_any || latest->frame > c->sent_frame)) {
             f = latest;
         }
         if (f) {
             srv_frame_ref(f);
-            is_mesh = 1;
+            is_mesh = !is_table;
         }
     }
     pthread_mutex_unlock(&ss->lock);
@@ -294,7 +304,9 @@ static int write_next(ws_ctx *w, srv_client *c)
         return 0;
     size_t flen = f->len;
     int r = lws_write(c->wsi, f->data + SRV_FRAME_HEADROOM, flen, LWS_WRITE_BINARY);
-    if (is_mesh) {
+    if (is_table) {
+        c->have_table = f->frame;
+    } else if (is_mesh) {
         c->got_any = 1;
         c->sent_frame = f->frame;
         if (f->keyframe)

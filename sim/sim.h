@@ -418,6 +418,9 @@ const float *sim_cloth_positions(const sim_cloth_scene *s, int character, int *n
 const float *sim_cloth_velocities(const sim_cloth_scene *s, int character, int *n);
 /// Root position (feet, world m) and heading (radians about z).
 void sim_cloth_root(const sim_cloth_scene *s, int character, float pos[3], float *yaw);
+/// The character's body as capsules (a[3], b[3], radius; world m) into caps[max][7];
+/// returns how many (0 for a sheet without a body).
+int sim_cloth_body(const sim_cloth_scene *s, int character, float caps[][7], int max);
 /// The character's latest switch; 0 when it never switched.
 int sim_cloth_last_switch(const sim_cloth_scene *s, int character, sim_cloth_switch *out);
 /// Bitwise hash of every garment's positions and velocities.

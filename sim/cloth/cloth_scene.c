@@ -887,6 +887,21 @@ void sim_cloth_root(const sim_cloth_scene *s, int c, float pos[3], float *yaw)
     if (yaw)
         *yaw = s->ch[c].pose.yaw;
 }
+int sim_cloth_body(const sim_cloth_scene *s, int c, float caps[][7], int max)
+{
+    if (c < 0 || c >= s->nchar)
+        return 0;
+    cloth_body b;
+    cloth_body_at(s->m, &s->ch[c].pose, &s->ch[c].pose, 0.0f, &b);
+    int n = b.ncaps < max ? b.ncaps : max;
+    for (int k = 0; k < n; k++) {
+        memcpy(&caps[k][0], b.caps[k].a, 3 * sizeof(float));
+        memcpy(&caps[k][3], b.caps[k].b, 3 * sizeof(float));
+        caps[k][6] = b.caps[k].r;
+    }
+    return n;
+}
+
 int sim_cloth_last_switch(const sim_cloth_scene *s, int c, sim_cloth_switch *out)
 {
     if (c < 0 || c >= s->nchar || !s->ch[c].has_switch)

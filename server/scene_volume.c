@@ -1,0 +1,317 @@
+/* scene_volume.c: the volume scene in a session: a CT volume (the server's default, or a
+ * phantom of the asked size) deformed by HP-ChainMail; its skin and bone surfaces are
+ * the view; slices are answered to the client that asks. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scene.h"
+
+typedef struct vol_scene {
+    sim_volume_model *model; /* the server's default, or this session's own */
+    int own_model;
+    sim_volume_state *state;
+    float bmin[3], bmax[3]; /* quantisation box, world mm */
+    float *pos[SIM_NSURFACE];
+} vol_scene;
+
+/* Parameter names a client may set (protocol/README.md): flat names for globals,
+ * "tissue.<class>.<field>" and "hu_threshold.<i>". */
+static const struct {
+    const char *name;
+    size_t off;
+    int is_int;
+} k_globals[] = {
+    {"alpha", offsetof(sim_volume_params, alpha), 0},
+    {"b0", offsetof(sim_volume_params, b0), 0},
+    {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
+    {"v_max", offsetof(sim_volume_params, v_max), 0},
+    {"dead_zone", offsetof(sim_volume_params, dead_zone), 0},
+    {"boundary_margin", offsetof(sim_volume_params, boundary_margin), 0},
+    {"relax_iterations", offsetof(sim_volume_params, relax_iterations), 1},
+    {"relax_step", offsetof(sim_volume_params, relax_step), 0},
+    {"relax_threshold", offsetof(sim_volume_params, relax_threshold), 0},
+    {"home_weight", offsetof(sim_volume_params, home_weight), 0},
+    {"max_passes", offsetof(sim_volume_params, max_passes), 1},
+};
+#define N_GLOBALS (sizeof k_globals / sizeof k_globals[0])
+static const char *const k_tissue_fields[] = {"min_len", "max_len",  "shear",
+                                              "speed",   "inv_mass", "b1"};
+
+static float *tissue_field(sim_volume_params *p, int c, int j)
+{
+    float *f[6] = {&p->tissue[c].min_len, &p->tissue[c].max_len,  &p->tissue[c].shear,
+                   &p->tissue[c].speed,   &p->tissue[c].inv_mass, &p->tissue[c].b1};
+    return f[j];
+}
+
+static int set_param(sim_volume_params *p, const char *name, double v)
+{
+    for (size_t i = 0; i < N_GLOBALS; i++)
+        if (!strcmp(name, k_globals[i].name)) {
+            char *base = (char *)p + k_globals[i].off;
+            if (k_globals[i].is_int) {
+                if (v != floor(v) || fabs(v) > 1e6)
+                    return -1;
+                *(int *)(void *)base = (int)v;
+            } else {
+                *(float *)(void *)base = (float)v;
+            }
+            return 0;
+        }
+    unsigned t;
+    if (sscanf(name, "hu_threshold.%u", &t) == 1 && t < 3) {
+        p->hu_threshold[t] = (float)v;
+        return 0;
+    }
+    for (int c = 0; c < SIM_NTISSUE; c++) {
+        char prefix[64];
+        size_t n = (size_t)snprintf(prefix, sizeof prefix, "tissue.%s.", sim_tissue_name(c));
+        if (strncmp(name, prefix, n) != 0)
+            continue;
+        for (int j = 0; j < 6; j++)
+            if (!strcmp(name + n, k_tissue_fields[j])) {
+                *tissue_field(p, c, j) = (float)v;
+                return 0;
+            }
+    }
+    return -1;
+}
+
+static char *params_to_json(const sim_volume_params *params)
+{
+    sim_volume_params p = *params;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    char cond[2] = {(char)('A' + (int)p.condition), 0};
+    cJSON_AddStringToObject(o, "condition", cond);
+    for (size_t i = 0; i < N_GLOBALS; i++) {
+        const char *base = (const char *)&p + k_globals[i].off;
+        double v = k_globals[i].is_int ? (double)*(const int *)(const void *)base
+                                       : (double)*(const float *)(const void *)base;
+        cJSON_AddNumberToObject(o, k_globals[i].name, v);
+    }
+    char name[96];
+    for (int t = 0; t < 3; t++) {
+        snprintf(name, sizeof name, "hu_threshold.%d", t);
+        cJSON_AddNumberToObject(o, name, (double)p.hu_threshold[t]);
+    }
+    for (int c = 0; c < SIM_NTISSUE; c++)
+        for (int j = 0; j < 6; j++) {
+            snprintf(name, sizeof name, "tissue.%s.%s", sim_tissue_name(c), k_tissue_fields[j]);
+            cJSON_AddNumberToObject(o, name, (double)*tissue_field(&p, c, j));
+        }
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+static void vol_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed)
+{
+    vol_scene *v = ss->scene_data;
+    const proto_event *e = &it->ev;
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.seq = e->seq;
+    char err[256] = "";
+    switch (e->type) {
+    case PROTO_EV_GRAB:
+        if (e->vertex >= 0) {
+            srv_reply_error(ss, it->client, e->seq, "not in this scene",
+                            "a volume is grabbed at a point with a radius, not by vertex");
+            return;
+        }
+        /* fall through */
+    case PROTO_EV_MOVE:
+        ev.type = e->type == PROTO_EV_GRAB ? SIM_EV_GRAB : SIM_EV_MOVE;
+        ev.space = e->world ? SIM_SPACE_WORLD : SIM_SPACE_LATTICE;
+        memcpy(ev.point, e->point, sizeof ev.point);
+        ev.radius = e->radius;
+        break;
+    case PROTO_EV_RELEASE:
+        ev.type = SIM_EV_RELEASE;
+        break;
+    case PROTO_EV_RESET:
+        ev.type = SIM_EV_RESET;
+        break;
+    case PROTO_EV_SET_CONDITION:
+        ev.type = SIM_EV_SET_CONDITION;
+        ev.condition = (sim_condition)(e->condition - 'A');
+        break;
+    case PROTO_EV_SET_PARAMS:
+        ev.type = SIM_EV_SET_PARAMS;
+        ev.params = sim_volume_get_params(v->state);
+        for (int i = 0; i < e->nparams; i++)
+            if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
+                srv_reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
+                return;
+            }
+        break;
+    case PROTO_EV_SLICE: {
+        int w, h;
+        sim_volume_slice_size(v->model, (sim_plane)e->plane, &w, &h);
+        uint8_t *img = malloc((size_t)w * (size_t)h + 1);
+        if (!img)
+            return;
+        if (sim_volume_slice(v->state, (sim_plane)e->plane, e->index, e->level_hu, e->width_hu,
+                             NULL, img, err, sizeof err) != SIM_OK) {
+            free(img);
+            srv_reply_error(ss, it->client, e->seq, "bad slice", err);
+            return;
+        }
+        proto_slice sl = {e->plane,    (uint32_t)e->index, (uint32_t)w, (uint32_t)h,
+                          e->level_hu, e->width_hu,        img};
+        proto_header hd;
+        memset(&hd, 0, sizeof hd);
+        hd.frame = ss->frame_no;
+        hd.last_seq = e->seq;
+        hd.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
+        proto_buf b = {0};
+        if (proto_encode_slice(&b, &hd, &sl, 1) == PROTO_OK)
+            srv_session_reply(ss, it->client, srv_frame_new(b.data, b.len, ss->frame_no, 0), NULL);
+        proto_buf_free(&b);
+        free(img);
+        return;
+    }
+    default: /* the cloth's events */
+        srv_reply_error(ss, it->client, e->seq, "not in this scene",
+                        "the volume scene takes grab, move, release, set_params, set_condition, "
+                        "slice, pause, resume, reset");
+        return;
+    }
+    if (e->type == PROTO_EV_SET_PARAMS || e->type == PROTO_EV_SET_CONDITION)
+        *params_changed = 1;
+    if (sim_volume_push_event(v->state, &ev, err, sizeof err) != SIM_OK)
+        srv_reply_error(ss, it->client, e->seq, "event refused", err);
+}
+
+static int vol_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size_t err_sz)
+{
+    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(opts, "dims");
+    int dims[3];
+    if (dj) {
+        if (!cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != 3) {
+            snprintf(err, err_sz, "\"dims\" must be [x, y, z]");
+            return 400;
+        }
+        for (int b = 0; b < 3; b++) {
+            const cJSON *e = cJSON_GetArrayItem(dj, b);
+            if (!cJSON_IsNumber(e) || e->valuedouble < 8 || e->valuedouble > 4096) {
+                snprintf(err, err_sz, "\"dims\" entries must be 8 to 4096");
+                return 400;
+            }
+            dims[b] = (int)e->valuedouble;
+        }
+        int64_t n = (int64_t)dims[0] * dims[1] * dims[2];
+        if (n > s->cfg.max_elements) {
+            snprintf(err, err_sz, "dims %dx%dx%d: at most %lld elements", dims[0], dims[1], dims[2],
+                     (long long)s->cfg.max_elements);
+            return 413;
+        }
+    }
+    vol_scene *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, err_sz, "out of memory");
+        return 500;
+    }
+    ss->scene_data = v;
+    if (dj) {
+        sim_volume vol;
+        if (sim_volume_phantom(&vol, dims[0], dims[1], dims[2], err, err_sz) != SIM_OK)
+            return 400;
+        sim_status st = sim_volume_model_create(&v->model, &vol, NULL, err, err_sz);
+        sim_volume_free(&vol);
+        if (st != SIM_OK)
+            return 500;
+        v->own_model = 1;
+    } else {
+        v->model = s->default_model;
+    }
+    if (sim_volume_state_create(&v->state, v->model, s->backend, err, err_sz) != SIM_OK)
+        return 500;
+    const sim_volume *vol = sim_volume_model_volume(v->model);
+    int n[3] = {vol->nx, vol->ny, vol->nz};
+    sim_volume_params p = sim_volume_get_params(v->state);
+    for (int b = 0; b < 3; b++) {
+        v->bmin[b] = -p.boundary_margin * vol->spacing_mm[b];
+        v->bmax[b] = ((float)(n[b] - 1) + p.boundary_margin) * vol->spacing_mm[b];
+    }
+    for (int k = 0; k < SIM_NSURFACE; k++) {
+        const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);
+        v->pos[k] = malloc(((size_t)sf->nvert * 3 + 3) * sizeof(float));
+        if (!v->pos[k]) {
+            snprintf(err, err_sz, "out of memory");
+            return 500;
+        }
+    }
+    return 201;
+}
+
+static void vol_destroy(srv *s, srv_session *ss)
+{
+    vol_scene *v = ss->scene_data;
+    if (!v)
+        return;
+    for (int k = 0; k < SIM_NSURFACE; k++)
+        free(v->pos[k]);
+    sim_volume_state_destroy(v->state);
+    if (v->own_model && v->model != s->default_model)
+        sim_volume_model_destroy(v->model);
+    free(v);
+    ss->scene_data = NULL;
+}
+
+static int vol_step(srv *s, srv_session *ss, double *ms)
+{
+    vol_scene *v = ss->scene_data;
+    sim_volume_metrics mt;
+    char err[256];
+    sim_volume_set_threads(v->state, srv_step_threads(s));
+    if (sim_volume_step(v->state, &mt, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
+        *ms = 0;
+        return 0;
+    }
+    *ms = mt.total_ms;
+    return !mt.skipped;
+}
+
+static void vol_view(srv_session *ss, srv_view *out)
+{
+    vol_scene *v = ss->scene_data;
+    memset(out, 0, sizeof *out);
+    memcpy(out->bmin, v->bmin, sizeof out->bmin);
+    memcpy(out->bmax, v->bmax, sizeof out->bmax);
+    out->nsurf = SIM_NSURFACE;
+    for (int k = 0; k < SIM_NSURFACE; k++) {
+        const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);
+        sim_volume_surface_positions(v->state, (sim_surface_kind)k, v->pos[k]);
+        out->surf[k].id = (uint8_t)k;
+        out->surf[k].nvert = (uint32_t)sf->nvert;
+        out->surf[k].ntri = (uint32_t)sf->ntri;
+        out->surf[k].tri = sf->tri;
+        out->surf[k].pos = v->pos[k];
+    }
+}
+
+static char *vol_params_json(srv_session *ss)
+{
+    vol_scene *v = ss->scene_data;
+    sim_volume_params p = sim_volume_get_params(v->state);
+    return params_to_json(&p);
+}
+
+static void vol_describe(srv_session *ss, cJSON *j)
+{
+    vol_scene *v = ss->scene_data;
+    const sim_volume *vol = sim_volume_model_volume(v->model);
+    int dims[3] = {vol->nx, vol->ny, vol->nz};
+    cJSON_AddItemToObject(j, "dims", cJSON_CreateIntArray(dims, 3));
+    double sp[3] = {vol->spacing_mm[0], vol->spacing_mm[1], vol->spacing_mm[2]};
+    cJSON_AddItemToObject(j, "spacing", cJSON_CreateDoubleArray(sp, 3));
+}
+
+const srv_scene_i srv_scene_volume = {"volume", vol_create, vol_destroy,     vol_apply,
+                                      vol_step, vol_view,   vol_params_json, vol_describe};
