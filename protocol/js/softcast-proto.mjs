@@ -6,7 +6,7 @@
 export const MAGIC = 0x31464353; // "SCF1"
 export const VERSION = 1;
 export const HEADER_SIZE = 40;
-export const KIND = { MESH_KEY: 1, MESH_DELTA: 2, SLICE: 3 };
+export const KIND = { MESH_KEY: 1, MESH_DELTA: 2, SLICE: 3, LOD_TABLE: 4 };
 const MAX_PAYLOAD = 64 << 20;
 
 export class ProtocolError extends Error {}
@@ -27,7 +27,7 @@ export function readHeader(bytes) {
     simTime: dv.getFloat64(24, true),
     payloadSize: dv.getUint32(32, true),
   };
-  if (h.kind < 1 || h.kind > 3) throw new ProtocolError(`unknown kind ${h.kind}`);
+  if (h.kind < 1 || h.kind > 4) throw new ProtocolError(`unknown kind ${h.kind}`);
   if (h.rawSize > MAX_PAYLOAD || h.payloadSize !== bytes.length - HEADER_SIZE)
     throw new ProtocolError('bad payload size');
   return h;
@@ -139,10 +139,27 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
     return { header: h, plane, index, width, height, level, window, pixels };
   }
 
-  function decode(bytes) {
+  /** Kind 4: each character's LOD and vertex range in the keyframe of the same frame. */
+  function decodeLodTable(bytes) {
     const h = readHeader(bytes);
-    return h.kind === KIND.SLICE ? decodeSlice(bytes) : decodeMesh(bytes);
+    if (h.kind !== KIND.LOD_TABLE) throw new ProtocolError('not a LOD table');
+    const c = new Cursor(payload(bytes, h));
+    const n = c.u32();
+    if (n * 12 + 4 !== c.b.length) throw new ProtocolError('bad LOD table');
+    const entries = [];
+    for (let i = 0; i < n; i++) {
+      const lod = c.u8();
+      if (c.u8() || c.u8() || c.u8()) throw new ProtocolError('bad LOD table');
+      entries.push({ lod, firstVertex: c.u32(), nvert: c.u32() });
+    }
+    return { header: h, lods: entries };
   }
 
-  return { decode, decodeMesh, decodeSlice, applyDelta, dequantise, readHeader };
+  function decode(bytes) {
+    const h = readHeader(bytes);
+    return h.kind === KIND.SLICE ? decodeSlice(bytes)
+      : h.kind === KIND.LOD_TABLE ? decodeLodTable(bytes) : decodeMesh(bytes);
+  }
+
+  return { decode, decodeMesh, decodeSlice, decodeLodTable, applyDelta, dequantise, readHeader };
 }

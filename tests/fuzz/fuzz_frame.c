@@ -19,6 +19,10 @@ int fuzz_frame_one(const uint8_t *data, size_t size)
     proto_slice sl;
     if (proto_decode_slice(&h, &sl, data, size) == PROTO_OK)
         free((void *)sl.pixels);
+    proto_lod_entry *e;
+    uint32_t n;
+    if (proto_decode_lod_table(&h, &e, &n, data, size) == PROTO_OK)
+        free(e);
     return 0;
 }
 

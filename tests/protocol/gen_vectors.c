@@ -66,9 +66,17 @@ int main(int argc, char **argv)
     h.sim_time_s = 102.0 / 60.0;
     ok = ok && proto_encode_slice(&b, &h, &s, 1) == PROTO_OK &&
          write_file(dir, "slice.bin", b.data, b.len);
+    /* A cloth LOD table: two characters, the second at LOD 2. */
+    static const proto_lod_entry lods[2] = {{0, 0, 680}, {2, 680, 54}};
+    h.frame = 120;
+    h.last_seq = 10;
+    h.sim_time_s = 2.0;
+    ok = ok && proto_encode_lod_table(&b, &h, lods, 2, 1) == PROTO_OK &&
+         write_file(dir, "lod_table.bin", b.data, b.len);
     proto_buf_free(&b);
     if (!ok)
         return 1;
-    printf("gen_vectors: wrote mesh_key.bin, mesh_delta.bin, slice.bin to %s\n", dir);
+    printf("gen_vectors: wrote mesh_key.bin, mesh_delta.bin, slice.bin, lod_table.bin to %s\n",
+           dir);
     return 0;
 }

@@ -201,6 +201,28 @@ TEST(proto_slice_round_trip)
     proto_buf_free(&out);
 }
 
+TEST(proto_lod_table_round_trip_and_refusals)
+{
+    proto_lod_entry e[3] = {{0, 0, 680}, {2, 680, 54}, {1, 734, 216}}, *r = NULL;
+    uint32_t n = 0;
+    proto_buf out = {0};
+    proto_header h = header(12, 3), rh;
+    REQUIRE(proto_encode_lod_table(&out, &h, e, 3, 1) == PROTO_OK);
+    REQUIRE(proto_decode_lod_table(&rh, &r, &n, out.data, out.len) == PROTO_OK);
+    CHECK(rh.kind == PROTO_KIND_LOD_TABLE && rh.frame == 12 && n == 3);
+    for (uint32_t i = 0; i < n; i++)
+        CHECK(r[i].lod == e[i].lod && r[i].first_vertex == e[i].first_vertex &&
+              r[i].nvert == e[i].nvert);
+    free(r);
+    /* Any truncation is refused; a mesh decoder refuses the kind. */
+    for (size_t len = 0; len < out.len; len++)
+        CHECK(proto_decode_lod_table(&rh, &r, &n, out.data, len) != PROTO_OK && !r);
+    proto_decoded_mesh m;
+    CHECK(proto_decode_mesh(&m, out.data, out.len) == PROTO_ERR_KIND);
+    proto_decoded_mesh_free(&m);
+    proto_buf_free(&out);
+}
+
 /* Every prefix of a valid frame, and frames with random bytes flipped, decode to an
  * error or to a consistent frame: never a crash, a leak or an out-of-bounds read (ASan). */
 TEST(proto_decoders_survive_truncation_and_corruption)
@@ -300,6 +322,30 @@ TEST(proto_events_parse_every_type)
                             "{\"type\":\"reset\",\"seq\":9}"};
         CHECK(parse(m[k], &ev, err) == PROTO_OK);
     }
+    /* The cloth's. */
+    REQUIRE(parse("{\"type\":\"grab\",\"seq\":10,\"character\":2,\"vertex\":33,"
+                  "\"point\":[0.1,0.2,1.3]}",
+                  &ev, err) == PROTO_OK);
+    CHECK(ev.type == PROTO_EV_GRAB && ev.character == 2 && ev.vertex == 33 && ev.point[2] == 1.3f);
+    REQUIRE(parse("{\"type\":\"camera\",\"seq\":11,\"point\":[6,2,1.7]}", &ev, err) == PROTO_OK);
+    CHECK(ev.type == PROTO_EV_CAMERA && ev.point[0] == 6.0f);
+    REQUIRE(parse("{\"type\":\"force_lod\",\"seq\":12,\"character\":-1,\"lod\":2}", &ev, err) ==
+            PROTO_OK);
+    CHECK(ev.type == PROTO_EV_FORCE_LOD && ev.character == -1 && ev.lod == 2);
+    REQUIRE(parse("{\"type\":\"motion\",\"seq\":13,\"character\":0,\"motion\":\"run\"}", &ev,
+                  err) == PROTO_OK);
+    CHECK(ev.type == PROTO_EV_MOTION && !strcmp(ev.motion, "run"));
+    REQUIRE(parse("{\"type\":\"wind\",\"seq\":14,\"impulse\":[-3,0,1.5]}", &ev, err) == PROTO_OK);
+    CHECK(ev.type == PROTO_EV_WIND && ev.point[0] == -3.0f);
+    CHECK(parse("{\"type\":\"wind\",\"seq\":15,\"impulse\":[300,0,0]}", &ev, err) ==
+              PROTO_ERR_CORRUPT &&
+          strstr(err, "impulse[0]"));
+    CHECK(parse("{\"type\":\"force_lod\",\"seq\":16,\"character\":0,\"lod\":1.5}", &ev, err) ==
+              PROTO_ERR_CORRUPT &&
+          strstr(err, "\"lod\" must be an integer"));
+    CHECK(parse("{\"type\":\"grab\",\"seq\":17,\"vertex\":3,\"point\":[0,0,0]}", &ev, err) ==
+              PROTO_ERR_CORRUPT &&
+          strstr(err, "character"));
 }
 
 TEST(proto_events_refuse_bad_input_with_reasons)

@@ -130,5 +130,21 @@ TEST(proto_vectors_decode_to_stated_values)
         same = cJSON_GetArrayItem(px, (int)i)->valuedouble == sl.pixels[i];
     CHECK(same);
     free((void *)sl.pixels);
+    bin = slurp("lod_table.bin", &n);
+    REQUIRE(bin != NULL);
+    proto_lod_entry *lods;
+    uint32_t nl;
+    REQUIRE(proto_decode_lod_table(&h, &lods, &nl, bin, n) == PROTO_OK);
+    free(bin);
+    ws = cJSON_GetObjectItemCaseSensitive(j, "lod_table.bin");
+    CHECK(check_header(ws, &h));
+    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(ws, "lods");
+    REQUIRE(cJSON_GetArraySize(wl) == (int)nl);
+    for (uint32_t i = 0; i < nl; i++) {
+        const cJSON *e = cJSON_GetArrayItem(wl, (int)i);
+        CHECK(num(e, "lod") == lods[i].lod && num(e, "first_vertex") == lods[i].first_vertex &&
+              num(e, "nvert") == lods[i].nvert);
+    }
+    free(lods);
     cJSON_Delete(j);
 }

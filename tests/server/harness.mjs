@@ -68,6 +68,7 @@ export class Client {
     this.texts = [];
     this.frames = [];      // decoded mesh frames (header + positions after applying)
     this.slices = [];
+    this.tables = [];      // LOD tables (cloth)
     this.key = null;
     this.q = null;         // current quantised positions per surface
     this.waiters = [];
@@ -93,6 +94,8 @@ export class Client {
       const f = dec.decode(bytes);
       if (f.pixels) {
         this.slices.push(f);
+      } else if (f.lods) {
+        this.tables.push(f);
       } else if (f.header.kind === 1) {
         this.key = f;
         this.q = f.surfaces.map((s) => s.q);

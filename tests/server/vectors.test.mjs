@@ -63,6 +63,15 @@ test('slice vector', () => {
   assert.deepEqual(Array.from(s.pixels), w.pixels);
 });
 
+test('LOD table vector', () => {
+  const w = want['lod_table.bin'];
+  const t = d.decode(bin('lod_table.bin'));
+  assert.equal(t.header.kind, w.kind);
+  assert.equal(t.header.frame, w.frame);
+  assert.equal(t.header.lastSeq, w.last_seq);
+  assert.deepEqual(t.lods.map((e) => [e.lod, e.firstVertex, e.nvert]), w.lods.map((e) => [e.lod, e.first_vertex, e.nvert]));
+});
+
 test('garbage is refused with a ProtocolError', () => {
   const b = bin('mesh_key.bin');
   assert.throws(() => d.decode(b.subarray(0, 20)), ProtocolError);
