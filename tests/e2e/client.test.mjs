@@ -212,3 +212,27 @@ test('a dropped connection comes back; a bad token or a deleted session says so'
   assert.match(await page.locator('#message').textContent(), /does not exist/);
   await ctx.close();
 });
+
+test('a cloth crowd: renders, walks, and a forced LOD re-keys every cape', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+  const page = await ctx.newPage();
+  await page.goto(`${srv.base}/`);
+  await page.selectOption('select[name=scene]', 'cloth');
+  await page.fill('input[name=characters]', '4');
+  await page.click('#create button[type=submit]');
+  await page.waitForURL(/session=.*token=/, { timeout: 10000 });
+  await until(page, () => window.softcast?.view.framesDrawn > 0 && window.softcast.st.lods?.length === 4, null,
+    'cloth renders');
+  assert.ok(await page.locator('#sliceview').isHidden());
+  const px = await page.evaluate(() => window.softcast.pixels3d());
+  assert.ok(px.lit > px.total * 0.01, `only ${px.lit} of ${px.total} pixels drawn`);
+  await page.click('#motions button[data-motion=walk]');
+  const f0 = await page.evaluate(() => window.softcast.st.frame);
+  await until(page, (f) => window.softcast.st.frame > f + 30, f0, 'walking frames');
+  await page.selectOption('#force-lod', '2');
+  await until(page, () => window.softcast.st.lods.every((l) => l === 2), null, 'every cape at LOD 2');
+  assert.match(await page.locator('#lod-counts').textContent(), /0 \/ 0 \/ 4/);
+  await page.locator('#view3d').screenshot({ path: `${OUT}/cloth-crowd.png` });
+  assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
+  await ctx.close();
+});

@@ -8,10 +8,11 @@ import { createDecoder, KIND } from '../../protocol/js/softcast-proto.mjs';
 export const decoderReady = MeshoptDecoder.ready.then(() => createDecoder({ decompress, MeshoptDecoder }));
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
-const UNTIMED = new Set(['slice', 'ping', 'request_control', 'handover']);
+const UNTIMED = new Set(['slice', 'ping', 'request_control', 'handover', 'camera']);
 
 export class Connection {
-  /** url: ws://host:port/?session=ID&token=T; handlers: onMesh, onSlice, onText, onStatus. */
+  /** url: ws://host:port/?session=ID&token=T; handlers: onMesh, onSlice, onTable (cloth LODs),
+   *  onText, onStatus. */
   constructor(url, handlers) {
     this.url = url;
     this.h = handlers;
@@ -87,6 +88,7 @@ export class Connection {
     const f = this.dec.decode(bytes);
     const now = performance.now();
     if (f.header.kind === KIND.SLICE) { this.h.onSlice?.(f); return; }
+    if (f.header.kind === KIND.LOD_TABLE) { this.table = f; this.h.onTable?.(f); return; }
     for (const [seq, t0] of this.sent) {
       if (seq > f.header.lastSeq) break;
       this.latencies.push(now - t0);

@@ -7,6 +7,18 @@ const GLOBALS = [
   ['inertia_gain', 'inertia gain k'],
   ['v_max', 'velocity clamp'],
 ];
+const CLOTH = [
+  ['substeps', 'substeps per frame'],
+  ['stretch_compliance', 'stretch compliance (m/N)'],
+  ['bend_compliance', 'bend compliance (m/N)'],
+  ['damping', 'damping (per s)'],
+  ['wind.0', 'steady wind x (m/s²)'],
+  ['wind.1', 'steady wind y (m/s²)'],
+  ['lod_enter.0', 'LOD 1 beyond (m)'],
+  ['lod_exit.0', 'LOD 0 again under (m)'],
+  ['lod_hold_frames', 'hold between switches (frames)'],
+  ['strategy', 'switch: 0 handoff, 1 naive, 2 reset'],
+];
 const THRESHOLDS = [
   ['hu_threshold.0', 'air | skin, HU'],
   ['hu_threshold.1', 'skin | muscle, HU'],
@@ -42,6 +54,7 @@ export class Controls {
       }
     };
     grid(root.querySelector('#globals'), GLOBALS, '0.05');
+    grid(root.querySelector('#cloth-globals'), CLOTH, 'any');
     grid(root.querySelector('#thresholds'), THRESHOLDS, '10');
     const table = root.querySelector('#tissues');
     const head = table.insertRow();
@@ -81,7 +94,7 @@ export class Controls {
     for (const [name, input] of this.inputs) {
       input.disabled = !this.driver;
       if (document.activeElement !== input && st.params[name] !== undefined)
-        input.value = String(Math.round(st.params[name] * 1e4) / 1e4);
+        input.value = String(Number(st.params[name].toPrecision(4)));
     }
     this.root.querySelectorAll('input[name=condition]').forEach((r) => {
       r.disabled = !this.driver;

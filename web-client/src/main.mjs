@@ -29,7 +29,8 @@ async function lobby() {
       const { sessions } = await api('GET', '/api/sessions');
       tbody.replaceChildren(...sessions.map((s) => {
         const tr = document.createElement('tr');
-        for (const v of [s.id, s.scene, s.dims.join(' x '), s.clients, s.frames]) tr.insertCell().textContent = v;
+        const size = s.dims ? s.dims.join(' x ') : `${s.characters} characters`;
+        for (const v of [s.id, s.scene, size, s.clients, s.frames]) tr.insertCell().textContent = v;
         return tr;
       }));
       if (!sessions.length) tbody.innerHTML = '<tr><td colspan=5 class=hint>none yet</td></tr>';
@@ -39,11 +40,18 @@ async function lobby() {
   };
   refresh();
   setInterval(refresh, 3000);
+  const sceneSelect = $('#create select[name=scene]');
+  const showSceneFields = () => document.querySelectorAll('#create [data-scene]').forEach((el) => {
+    el.hidden = el.dataset.scene !== sceneSelect.value;
+  });
+  sceneSelect.addEventListener('change', showSceneFields);
+  showSceneFields();
   $('#create').addEventListener('submit', async (e) => {
     e.preventDefault();
     const f = new FormData(e.target);
     const body = { scene: f.get('scene') };
-    if (f.get('dims')) body.dims = f.get('dims').split('x').map(Number);
+    if (body.scene === 'volume' && f.get('dims')) body.dims = f.get('dims').split('x').map(Number);
+    if (body.scene === 'cloth') body.characters = Number(f.get('characters'));
     const btn = e.target.querySelector('button');
     btn.disabled = true;
     btn.textContent = 'Creating...';
@@ -103,8 +111,26 @@ async function session(id, token) {
     pendingMove = null;
     lastMoveAt = performance.now();
   };
+  let lastCameraAt = 0, cameraTimer = 0;
   const view = new View3D($('#canvas3d'), {
-    onGrab: (p) => { conn.send('grab', { point: p, radius: grabRadiusMm, space: 'world' }); },
+    onGrab: (p, hit) => {
+      if (st.state?.scene !== 'cloth') {
+        conn.send('grab', { point: p, radius: grabRadiusMm, space: 'world' });
+        return;
+      }
+      // A cape vertex: which character's, by the LOD table of the shown keyframe.
+      const e = (conn.table?.lods ?? []).findIndex((x) => hit.vertex >= x.firstVertex && hit.vertex < x.firstVertex + x.nvert);
+      if (e >= 0 && hit.surface === 2)
+        conn.send('grab', { character: e, vertex: hit.vertex - conn.table.lods[e].firstVertex, point: p });
+    },
+    // Cloth: the driver's camera sets the LODs; at most 10 updates a second.
+    onCamera: (p) => {
+      if (st.state?.scene !== 'cloth' || st.role !== 'driver') return;
+      clearTimeout(cameraTimer);
+      const send = () => { lastCameraAt = performance.now(); conn.send('camera', { point: p }); };
+      const wait = 100 - (performance.now() - lastCameraAt);
+      if (wait <= 0) send(); else cameraTimer = setTimeout(send, wait);
+    },
     onMove: (p) => {
       pendingMove = p;
       const wait = 16 - (performance.now() - lastMoveAt);
@@ -124,23 +150,37 @@ async function session(id, token) {
       slice.meshFrame(f.header.frame);
     },
     onSlice: (s) => slice.show(s),
+    onTable: (t) => {
+      const n = [0, 0, 0];
+      for (const e of t.lods) n[e.lod] = (n[e.lod] ?? 0) + 1;
+      st.lods = t.lods.map((e) => e.lod);
+      $('#lod-counts').textContent = `characters at LOD 0 / 1 / 2: ${n.join(' / ')}`;
+    },
     onText: (t) => {
       st.texts.push(t);
       if (st.texts.length > 200) st.texts.splice(0, 100);
       if (t.type === 'state') {
         st.state = t;
         st.role = t.role;
-        grabRadiusMm = 3 * Math.max(...t.spacing); // three lattice units
+        const cloth = t.scene === 'cloth';
         controls.state(t);
         view.setDriver(t.role === 'driver');
-        slice.setDims(t.dims, t.spacing);
+        if (!cloth) {
+          grabRadiusMm = 3 * Math.max(...t.spacing); // three lattice units
+          slice.setDims(t.dims, t.spacing);
+        }
+        $('#sliceview').hidden = cloth;
+        $('#clothview').hidden = !cloth;
+        $('#cloth-params').hidden = !cloth;
+        document.querySelectorAll('#panel [data-scene=volume]').forEach((el) => { el.hidden = cloth; });
+        document.querySelectorAll('#clothview button, #clothview select').forEach((el) => { el.disabled = t.role !== 'driver'; });
         const badge = $('#badge');
         badge.hidden = false;
         badge.textContent = t.role === 'driver' ? 'driver' : 'viewer';
         badge.className = `badge ${t.role}`;
-        $('#hint3d').textContent = t.role === 'driver'
-          ? 'drag on the body to pull it · drag elsewhere to orbit · wheel to zoom · right-drag to pan'
-          : 'watching live · drag to orbit · wheel to zoom · right-drag to pan';
+        $('#hint3d').textContent = t.role !== 'driver' ? 'watching live · drag to orbit · wheel to zoom · right-drag to pan'
+          : cloth ? 'drag a cape to pull it · drag elsewhere to orbit · wheel to zoom (LODs follow) · right-drag to pan'
+            : 'drag on the body to pull it · drag elsewhere to orbit · wheel to zoom · right-drag to pan';
       } else if (t.type === 'control_request') {
         controls.controlRequest(t.from);
       } else if (t.type === 'error' && t.seq && t.seq === slice.inFlight) {
@@ -160,6 +200,13 @@ async function session(id, token) {
       `&token=${encodeURIComponent(st.state?.view_token ?? token)}`,
   });
   conn.start();
+  // The cloth panel: motions, a gust, the LOD.
+  document.querySelectorAll('#motions button').forEach((b) => b.addEventListener('click', () => {
+    document.querySelectorAll('#motions button').forEach((o) => o.classList.toggle('on', o === b));
+    conn.send('motion', { character: -1, motion: b.dataset.motion });
+  }));
+  $('#gust').addEventListener('click', () => conn.send('wind', { impulse: [-3, 1.5, 1.5] }));
+  $('#force-lod').addEventListener('change', (e) => conn.send('force_lod', { character: -1, lod: Number(e.target.value) }));
 
   // Stats over the last second.
   const fpsWindow = [];

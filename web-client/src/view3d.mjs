@@ -10,7 +10,12 @@ const SURFACE_STYLE = [
   // 1 bone: opaque ivory.
   // (closed, wound counter-clockwise seen from outside: front faces suffice).
   { color: 0xeee8d5, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'front' },
+  // 2 capes (cloth scene): both sides show.
+  { color: 0xb0303a, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'double' },
+  // 3 bodies: boxes round the colliders.
+  { color: 0x8a93a0, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'front' },
 ];
+const GRABBABLE = new Set([0, 2]); // skin (volume), capes (cloth)
 
 // A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling.
 function softwareRenderer() {
@@ -23,7 +28,7 @@ function softwareRenderer() {
 
 export class View3D {
   /** onGrab(point mm) / onMove(point mm) / onRelease(): the driver's hand. */
-  constructor(canvas, { onGrab, onMove, onRelease }) {
+  constructor(canvas, { onGrab, onMove, onRelease, onCamera }) {
     this.canvas = canvas;
     this.gpu = softwareRenderer();
     this.renderer = new THREE.WebGLRenderer({ canvas, antialias: !this.gpu.software });
@@ -53,7 +58,11 @@ export class View3D {
     canvas.addEventListener('pointermove', (e) => this.move(e));
     canvas.addEventListener('pointerup', (e) => this.up(e));
     canvas.addEventListener('pointercancel', (e) => this.up(e));
-    this.controls.addEventListener('change', () => { this.dirty = true; });
+    this.controls.addEventListener('change', () => {
+      this.dirty = true;
+      onCamera?.(this.camera.position.toArray());
+    });
+    this.ground = null;
     new ResizeObserver(() => this.resize()).observe(canvas);
     this.resize();
   }
@@ -93,7 +102,7 @@ export class View3D {
         this.scene.add(m);
         return m;
       });
-      if (!this.framed) this.frameCamera();
+      if (!this.framed) this.frameCamera(frame);
     }
     if (!this.box) return;
     qs.forEach((q, k) => {
@@ -103,12 +112,14 @@ export class View3D {
       pos.array.set(dequantise(q, this.box.bmin, this.box.bmax));
       pos.needsUpdate = true;
       g.computeVertexNormals();
-      if (frame.header.kind === 1) g.computeBoundingSphere();
+      g.computeBoundingSphere(); /* picking culls by it, and crowds walk */
     });
     this.dirty = true;
   }
 
-  frameCamera() {
+  frameCamera(frame) {
+    const bodies = frame.surfaces.find((s) => s.id === 3);
+    if (bodies) return this.frameCrowd(bodies);
     const { bmin, bmax } = this.box;
     const c = new THREE.Vector3((bmin[0] + bmax[0]) / 2, (bmin[1] + bmax[1]) / 2, (bmin[2] + bmax[2]) / 2);
     const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2;
@@ -120,6 +131,35 @@ export class View3D {
     this.camera.updateProjectionMatrix();
     this.controls.update();
     this.framed = true;
+  }
+
+  /** Cloth: the box is the whole walking area; look at the crowd (its bodies) from behind
+   *  and to one side, where the capes are, over a ground grid. */
+  frameCrowd(bodies) {
+    const { bmin, bmax } = this.box;
+    const lo = [Infinity, Infinity, Infinity], hi = [-Infinity, -Infinity, -Infinity];
+    for (let i = 0; i < bodies.q.length; i++) {
+      const b = i % 3, v = bmin[b] + (bmax[b] - bmin[b]) * (bodies.q[i] / 65535);
+      lo[b] = Math.min(lo[b], v);
+      hi[b] = Math.max(hi[b], v);
+    }
+    const c = new THREE.Vector3((lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, 1.0);
+    const r = Math.max(2, Math.hypot(hi[0] - lo[0], hi[1] - lo[1]) / 2);
+    this.controls.target.copy(c);
+    this.camera.position.set(lo[0] - 2.5 - r, c.y - 1.1 * r, 1.8 + 0.4 * r);
+    this.camera.near = 0.05;
+    this.camera.far = 500;
+    this.camera.updateProjectionMatrix();
+    this.controls.update();
+    if (!this.ground) {
+      const size = 2 * Math.ceil(r + 20);
+      this.ground = new THREE.GridHelper(size, size, 0x3a4250, 0x252b34);
+      this.ground.rotation.x = Math.PI / 2; // the grid lies in x-y: z is up
+      this.ground.position.set(c.x, c.y, 0);
+      this.scene.add(this.ground);
+    }
+    this.framed = true;
+    this.dirty = true;
   }
 
   /** Draw if something changed; returns 1 when a frame was drawn. */
@@ -144,9 +184,11 @@ export class View3D {
   down(e) {
     if (!this.driver || e.button !== 0 || e.shiftKey || e.ctrlKey || e.metaKey || !this.meshes.length) return;
     this.ray(e);
-    // The skin first; where the ray misses it (a bone poking out), the bone.
-    const hits = this.raycaster.intersectObjects(this.meshes, false).sort((a, b) =>
-      (a.object.userData.id === 0 ? 0 : 1) - (b.object.userData.id === 0 ? 0 : 1) || a.distance - b.distance);
+    // The skin (or a cape) first; where the ray misses it (a bone poking out), the bone.
+    const rank = (h) => (GRABBABLE.has(h.object.userData.id) ? 0 : 1);
+    const hits = this.raycaster.intersectObjects(this.meshes, false)
+      .filter((h) => h.object.userData.id !== 3) // bodies are not grabbed
+      .sort((a, b) => rank(a) - rank(b) || a.distance - b.distance);
     if (!hits.length) return; // empty space: orbit
     e.stopImmediatePropagation(); // keep OrbitControls out of this drag
     this.canvas.setPointerCapture(e.pointerId);
@@ -155,7 +197,12 @@ export class View3D {
     this.dragPlane.setFromNormalAndCoplanarPoint(normal, p);
     this.grabbing = true;
     this.controls.enabled = false;
-    this.hand.onGrab([p.x, p.y, p.z]);
+    // The hit triangle's nearest corner: the vertex a cloth grab holds.
+    const f = hits[0].face, pos = hits[0].object.geometry.attributes.position;
+    const corner = [f.a, f.b, f.c]
+      .map((i) => [i, new THREE.Vector3().fromBufferAttribute(pos, i).distanceTo(p)])
+      .sort((x, y) => x[1] - y[1])[0][0];
+    this.hand.onGrab([p.x, p.y, p.z], { surface: hits[0].object.userData.id, vertex: corner });
   }
 
   move(e) {
