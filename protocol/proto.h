@@ -137,11 +137,13 @@ proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t
 
 /* ------------------------------------------------------------- LOD table */
 
-/// Kind 4: which LOD each character of a cloth scene shows, and where its vertices sit in
-/// the keyframe of the same frame number (surface 0). Sent just before every keyframe.
+/// Kind 4: which LOD each character of a cloth scene shows, where its vertices sit in the
+/// keyframe of the same frame number (the capes' surface), and its latest switch's E_pos
+/// and E_vel (m, m/s; 0 before any). Sent just before every keyframe.
 typedef struct proto_lod_entry {
     uint8_t lod;
     uint32_t first_vertex, nvert;
+    float e_pos, e_vel;
 } proto_lod_entry;
 
 proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const proto_lod_entry *e,

@@ -567,22 +567,29 @@ proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t
 
 /* ----------------------------------------------------------------- LOD table */
 
+#define LOD_ENTRY 20 /* bytes per character */
+
 proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const proto_lod_entry *e,
                                     uint32_t n, int zstd_level)
 {
-    if ((uint64_t)n * 12 + 4 > PROTO_MAX_PAYLOAD || (n && !e))
+    if ((uint64_t)n * LOD_ENTRY + 4 > PROTO_MAX_PAYLOAD || (n && !e))
         return PROTO_ERR_ARG;
+    for (uint32_t i = 0; i < n; i++)
+        if (!isfinite(e[i].e_pos) || !isfinite(e[i].e_vel))
+            return PROTO_ERR_ARG;
     proto_buf raw = {0};
-    uint8_t *p = buf_put(&raw, NULL, 4 + (size_t)n * 12);
+    uint8_t *p = buf_put(&raw, NULL, 4 + (size_t)n * LOD_ENTRY);
     if (!p)
         return PROTO_ERR_NOMEM;
     put_u32(p, n);
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t *q = p + 4 + (size_t)i * 12;
+        uint8_t *q = p + 4 + (size_t)i * LOD_ENTRY;
         q[0] = e[i].lod;
         q[1] = q[2] = q[3] = 0;
         put_u32(q + 4, e[i].first_vertex);
         put_u32(q + 8, e[i].nvert);
+        put_f32(q + 12, e[i].e_pos);
+        put_f32(q + 16, e[i].e_vel);
     }
     proto_status st = finish_frame(out, h, PROTO_KIND_LOD_TABLE, &raw, zstd_level);
     proto_buf_free(&raw);
@@ -599,7 +606,7 @@ proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, 
     if (st != PROTO_OK)
         return st;
     uint32_t cnt = h->raw_size >= 4 ? get_u32(raw) : 0;
-    if (h->raw_size < 4 || (uint64_t)cnt * 12 + 4 != h->raw_size) {
+    if (h->raw_size < 4 || (uint64_t)cnt * LOD_ENTRY + 4 != h->raw_size) {
         free(raw);
         return PROTO_ERR_CORRUPT;
     }
@@ -609,11 +616,14 @@ proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, 
         return PROTO_ERR_NOMEM;
     }
     for (uint32_t i = 0; i < cnt; i++) {
-        const uint8_t *q = raw + 4 + (size_t)i * 12;
+        const uint8_t *q = raw + 4 + (size_t)i * LOD_ENTRY;
         e[i].lod = q[0];
         e[i].first_vertex = get_u32(q + 4);
         e[i].nvert = get_u32(q + 8);
-        if (q[1] || q[2] || q[3] || (uint64_t)e[i].first_vertex + e[i].nvert > UINT32_MAX) {
+        e[i].e_pos = get_f32(q + 12);
+        e[i].e_vel = get_f32(q + 16);
+        if (q[1] || q[2] || q[3] || (uint64_t)e[i].first_vertex + e[i].nvert > UINT32_MAX ||
+            !isfinite(e[i].e_pos) || !isfinite(e[i].e_vel)) {
             free(e);
             free(raw);
             return PROTO_ERR_CORRUPT;

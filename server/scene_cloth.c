@@ -326,9 +326,13 @@ static void cl_view(srv_session *ss, srv_view *out)
             for (int t = 0; t < ntri * 3; t++)
                 c->cape_tri[tat * 3 + (uint32_t)t] = tri[t] + at;
             tat += (uint32_t)ntri;
+            sim_cloth_switch sw;
+            int has = sim_cloth_last_switch(c->sim, i, &sw);
             c->lods[i].lod = (uint8_t)lod;
             c->lods[i].first_vertex = at;
             c->lods[i].nvert = (uint32_t)n;
+            c->lods[i].e_pos = has ? sw.e_pos : 0.0f;
+            c->lods[i].e_vel = has ? sw.e_vel : 0.0f;
             c->lod_shown[i] = lod;
         }
         at += (uint32_t)n;

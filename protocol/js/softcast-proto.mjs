@@ -145,12 +145,14 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
     if (h.kind !== KIND.LOD_TABLE) throw new ProtocolError('not a LOD table');
     const c = new Cursor(payload(bytes, h));
     const n = c.u32();
-    if (n * 12 + 4 !== c.b.length) throw new ProtocolError('bad LOD table');
+    if (n * 20 + 4 !== c.b.length) throw new ProtocolError('bad LOD table');
     const entries = [];
     for (let i = 0; i < n; i++) {
       const lod = c.u8();
       if (c.u8() || c.u8() || c.u8()) throw new ProtocolError('bad LOD table');
-      entries.push({ lod, firstVertex: c.u32(), nvert: c.u32() });
+      const e = { lod, firstVertex: c.u32(), nvert: c.u32(), ePos: c.f32(), eVel: c.f32() };
+      if (!Number.isFinite(e.ePos) || !Number.isFinite(e.eVel)) throw new ProtocolError('bad LOD table');
+      entries.push(e);
     }
     return { header: h, lods: entries };
   }

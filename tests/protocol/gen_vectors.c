@@ -67,7 +67,7 @@ int main(int argc, char **argv)
     ok = ok && proto_encode_slice(&b, &h, &s, 1) == PROTO_OK &&
          write_file(dir, "slice.bin", b.data, b.len);
     /* A cloth LOD table: two characters, the second at LOD 2. */
-    static const proto_lod_entry lods[2] = {{0, 0, 680}, {2, 680, 54}};
+    static const proto_lod_entry lods[2] = {{0, 0, 680, 0.0f, 0.0f}, {2, 680, 54, 0.0125f, 0.5f}};
     h.frame = 120;
     h.last_seq = 10;
     h.sim_time_s = 2.0;

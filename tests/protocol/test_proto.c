@@ -203,7 +203,8 @@ TEST(proto_slice_round_trip)
 
 TEST(proto_lod_table_round_trip_and_refusals)
 {
-    proto_lod_entry e[3] = {{0, 0, 680}, {2, 680, 54}, {1, 734, 216}}, *r = NULL;
+    proto_lod_entry e[3] = {{0, 0, 680, 0, 0}, {2, 680, 54, 0.01f, 0.2f}, {1, 734, 216, 0, 0}};
+    proto_lod_entry *r = NULL;
     uint32_t n = 0;
     proto_buf out = {0};
     proto_header h = header(12, 3), rh;
@@ -212,7 +213,7 @@ TEST(proto_lod_table_round_trip_and_refusals)
     CHECK(rh.kind == PROTO_KIND_LOD_TABLE && rh.frame == 12 && n == 3);
     for (uint32_t i = 0; i < n; i++)
         CHECK(r[i].lod == e[i].lod && r[i].first_vertex == e[i].first_vertex &&
-              r[i].nvert == e[i].nvert);
+              r[i].nvert == e[i].nvert && r[i].e_pos == e[i].e_pos && r[i].e_vel == e[i].e_vel);
     free(r);
     /* Any truncation is refused; a mesh decoder refuses the kind. */
     for (size_t len = 0; len < out.len; len++)

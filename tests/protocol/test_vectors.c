@@ -143,7 +143,8 @@ TEST(proto_vectors_decode_to_stated_values)
     for (uint32_t i = 0; i < nl; i++) {
         const cJSON *e = cJSON_GetArrayItem(wl, (int)i);
         CHECK(num(e, "lod") == lods[i].lod && num(e, "first_vertex") == lods[i].first_vertex &&
-              num(e, "nvert") == lods[i].nvert);
+              num(e, "nvert") == lods[i].nvert && (float)num(e, "e_pos") == lods[i].e_pos &&
+              (float)num(e, "e_vel") == lods[i].e_vel);
     }
     free(lods);
     cJSON_Delete(j);

@@ -69,7 +69,8 @@ test('LOD table vector', () => {
   assert.equal(t.header.kind, w.kind);
   assert.equal(t.header.frame, w.frame);
   assert.equal(t.header.lastSeq, w.last_seq);
-  assert.deepEqual(t.lods.map((e) => [e.lod, e.firstVertex, e.nvert]), w.lods.map((e) => [e.lod, e.first_vertex, e.nvert]));
+  assert.deepEqual(t.lods.map((e) => [e.lod, e.firstVertex, e.nvert, e.ePos, e.eVel]),
+    w.lods.map((e) => [e.lod, e.first_vertex, e.nvert, Math.fround(e.e_pos), e.e_vel]));
 });
 
 test('garbage is refused with a ProtocolError', () => {

@@ -154,7 +154,9 @@ async function session(id, token) {
       const n = [0, 0, 0];
       for (const e of t.lods) n[e.lod] = (n[e.lod] ?? 0) + 1;
       st.lods = t.lods.map((e) => e.lod);
-      $('#lod-counts').textContent = `characters at LOD 0 / 1 / 2: ${n.join(' / ')}`;
+      const ep = Math.max(...t.lods.map((e) => e.ePos)), ev = Math.max(...t.lods.map((e) => e.eVel));
+      $('#lod-counts').textContent = `characters at LOD 0 / 1 / 2: ${n.join(' / ')}` +
+        (ev > 0 || ep > 0 ? ` · worst last switch: E_pos ${(ep * 100).toFixed(1)} cm, E_vel ${ev.toFixed(2)} m/s` : '');
     },
     onText: (t) => {
       st.texts.push(t);
