@@ -7,10 +7,12 @@
 import WebSocket from 'ws';
 
 const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--clients M] [--seconds S]
-                     [--dims WxHxD] [--rate HZ]   (moves per second per driver, default 30)`;
+                     [--dims WxHxD] [--rate HZ]   (moves per second per driver, default 30)
+                     [--scene volume|cloth] [--characters N]   (cloth: the camera circles a
+                     walking crowd instead of a drag)`;
 
 function parse(argv) {
-  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30 };
+  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30, scene: 'volume', characters: 1 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i], v = argv[i + 1];
     if (k === '--help' || k === '-h') { console.log(usage); process.exit(0); }
@@ -21,6 +23,10 @@ function parse(argv) {
     else if (k === '--clients') o.clients = posInt(k, v);
     else if (k === '--seconds') o.seconds = Number(v);
     else if (k === '--rate') o.rate = Number(v);
+    else if (k === '--scene') {
+      if (v !== 'volume' && v !== 'cloth') throw new Error(`--scene ${v}: volume or cloth`);
+      o.scene = v;
+    } else if (k === '--characters') o.characters = posInt(k, v);
     else if (k === '--dims') {
       const m = /^(\d+)x(\d+)x(\d+)$/.exec(v);
       if (!m) throw new Error(`--dims ${v}: must be WxHxD`);
@@ -52,7 +58,8 @@ async function main() {
   for (let i = 0; i < o.sessions; i++) {
     const r = await fetch(`${base}/api/sessions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
+      body: JSON.stringify(o.scene === 'cloth' ? { scene: 'cloth', characters: o.characters }
+        : o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
     });
     if (r.status !== 201) throw new Error(`creating session ${i}: HTTP ${r.status} ${await r.text()}`);
     sessions.push({ info: await r.json(), sent: new Map(), clients: [] });
@@ -93,6 +100,14 @@ async function main() {
       const elapsed = performance.now() - t0;
       if (elapsed >= o.seconds * 1000) { clearInterval(timer); resolve(); return; }
       for (const s of sessions) {
+        if (o.scene === 'cloth') { // walk, then circle the crowd at 6 to 20 m: LODs switch
+          const seq = ticks + 1, a = ticks / 60, r = 13 + 7 * Math.sin(ticks / 45);
+          const msg = ticks === 0 ? { type: 'motion', seq, character: -1, motion: 'walk' }
+            : { type: 'camera', seq, point: [r * Math.cos(a), r * Math.sin(a), 1.7] };
+          s.sent.set(seq, performance.now());
+          s.clients[0].ws.send(JSON.stringify(msg));
+          continue;
+        }
         const d = s.info.dims, phase = ticks % 90, seq = ticks + 1;
         const p = [d[0] / 2, d[1] * 0.81, d[2] / 2]; // just inside the belly skin (the phantom's front is at 0.825 ny)
         let msg;
