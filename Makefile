@@ -149,7 +149,8 @@ tsan-check: deps
 	$(MAKE) BUILD=$(BUILD)/tsan SANITIZE=thread OPENMP= CUDA=0 $(BUILD)/tsan/test/softcast-server
 	cd tests/server && npm ci --no-audit --no-fund --loglevel=error >/dev/null
 	SOFTCAST_SERVER=$(CURDIR)/$(BUILD)/tsan/test/softcast-server TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
-	    node --test tests/server/server.test.mjs tests/server/behaviour.test.mjs
+	    node --test tests/server/server.test.mjs tests/server/behaviour.test.mjs \
+	    tests/server/classroom.test.mjs tests/server/cloth.test.mjs tests/server/keyframes.test.mjs
 
 # Regenerate protocol/vectors/*.bin (commit the result; vectors.json says what they hold).
 protocol-vectors: $(BUILD)/softcast-protogen
