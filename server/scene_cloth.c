@@ -20,6 +20,13 @@ typedef struct cloth_srv {
     sim_cloth_scene *sim;
     int nchar;
     int grabbed; /* the character whose vertex is held (move and release go to it) */
+    /* Parameters already queued this frame (the next set_params builds on them). */
+    sim_cloth_params pending;
+    int has_pending;
+    /* The camera moves at pointer rate: only its latest position goes to the sim, once a
+     * frame (and a paused session's queue does not fill with it). */
+    float camera[3];
+    int camera_due;
     /* The view, rebuilt by view(). */
     float bmin[3], bmax[3];
     float *cape_pos, *body_pos;
@@ -115,7 +122,12 @@ static int cl_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size
     if (sim_cloth_model_create(&c->model, NULL, err, err_sz) != SIM_OK ||
         sim_cloth_scene_create(&c->sim, c->model, s->backend, nchar, err, err_sz) != SIM_OK)
         return 500;
-    int ntri0, nv0 = sim_cloth_model_lod_size(c->model, 0, &ntri0);
+    int ntri0 = 0, nv0 = 0; /* the largest LOD, whichever it is */
+    for (int k = 0; k < sim_cloth_model_nlod(c->model); k++) {
+        int nt, nv = sim_cloth_model_lod_size(c->model, k, &nt);
+        nv0 = nv > nv0 ? nv : nv0;
+        ntri0 = nt > ntri0 ? nt : ntri0;
+    }
     c->cape_pos = malloc((size_t)nchar * nv0 * 3 * sizeof(float));
     c->cape_tri = malloc((size_t)nchar * ntri0 * 3 * sizeof(uint32_t));
     c->body_pos = malloc((size_t)nchar * BODY_CAPS * BOX_VERTS * 3 * sizeof(float));
@@ -173,8 +185,9 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
     char err[256] = "";
     switch (e->type) {
     case PROTO_EV_CAMERA:
-        ev.type = SIM_CLOTH_EV_CAMERA;
-        break;
+        memcpy(c->camera, e->point, sizeof c->camera);
+        c->camera_due = 1;
+        return;
     case PROTO_EV_FORCE_LOD:
         ev.type = SIM_CLOTH_EV_FORCE_LOD;
         ev.lod = e->lod;
@@ -199,10 +212,21 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
                             "cloth is grabbed by character and vertex");
             return;
         }
+        if (c->grabbed >= 0 && c->grabbed != e->character) { /* one hand: let go first */
+            sim_cloth_event rel;
+            memset(&rel, 0, sizeof rel);
+            rel.type = SIM_CLOTH_EV_RELEASE;
+            rel.character = c->grabbed;
+            sim_cloth_push_event(c->sim, &rel, err, sizeof err);
+            c->grabbed = -1;
+        }
         ev.type = SIM_CLOTH_EV_GRAB;
         ev.vertex = e->vertex;
-        c->grabbed = e->character;
-        break;
+        if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) != SIM_OK)
+            srv_reply_error(ss, it->client, e->seq, "event refused", err);
+        else
+            c->grabbed = e->character;
+        return;
     case PROTO_EV_MOVE:
     case PROTO_EV_RELEASE:
         if (c->grabbed < 0)
@@ -214,16 +238,22 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
         break;
     case PROTO_EV_SET_PARAMS:
         ev.type = SIM_CLOTH_EV_SET_PARAMS;
-        ev.params = sim_cloth_get_params(c->sim);
+        ev.params = c->has_pending ? c->pending : sim_cloth_get_params(c->sim);
         for (int i = 0; i < e->nparams; i++)
             if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
                 srv_reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
                 return;
             }
+        if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) != SIM_OK) {
+            srv_reply_error(ss, it->client, e->seq, "event refused", err);
+            return;
+        }
+        c->pending = ev.params;
+        c->has_pending = 1;
         *params_changed = 1;
-        break;
-    case PROTO_EV_RESET: { /* the crowd back where it started, params kept */
-        sim_cloth_params p = sim_cloth_get_params(c->sim);
+        return;
+    case PROTO_EV_RESET: { /* the crowd back where it started; parameters and camera kept */
+        sim_cloth_params p = c->has_pending ? c->pending : sim_cloth_get_params(c->sim);
         sim_cloth_scene *fresh;
         if (sim_cloth_scene_create(&fresh, c->model, s->backend, c->nchar, err, sizeof err) !=
             SIM_OK) {
@@ -233,6 +263,7 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
         sim_cloth_scene_destroy(c->sim);
         c->sim = fresh;
         c->grabbed = -1;
+        c->camera_due = 1;
         ev.type = SIM_CLOTH_EV_SET_PARAMS;
         ev.params = p;
         break;
@@ -249,10 +280,19 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
 
 static int cl_step(srv *s, srv_session *ss, double *ms)
 {
-    (void)s;
     cloth_srv *c = ss->scene_data;
     sim_cloth_metrics mt;
     char err[256];
+    if (c->camera_due) {
+        sim_cloth_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = SIM_CLOTH_EV_CAMERA;
+        memcpy(ev.point, c->camera, sizeof ev.point);
+        if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) == SIM_OK)
+            c->camera_due = 0;
+    }
+    sim_cloth_set_threads(c->sim, srv_step_threads(s));
+    c->has_pending = 0; /* the step applies what was queued */
     if (sim_cloth_step(c->sim, &mt, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
         *ms = 0;

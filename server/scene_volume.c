@@ -14,6 +14,9 @@ typedef struct vol_scene {
     sim_volume_state *state;
     float bmin[3], bmax[3]; /* quantisation box, world mm */
     float *pos[SIM_NSURFACE];
+    /* Parameters already queued this frame: the next set_params builds on them. */
+    sim_volume_params pending;
+    int has_pending;
 } vol_scene;
 
 /* Parameter names a client may set (protocol/README.md): flat names for globals,
@@ -142,7 +145,7 @@ static void vol_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *pa
         break;
     case PROTO_EV_SET_PARAMS:
         ev.type = SIM_EV_SET_PARAMS;
-        ev.params = sim_volume_get_params(v->state);
+        ev.params = v->has_pending ? v->pending : sim_volume_get_params(v->state);
         for (int i = 0; i < e->nparams; i++)
             if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
                 srv_reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
@@ -181,10 +184,20 @@ static void vol_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *pa
                         "slice, pause, resume, reset");
         return;
     }
-    if (e->type == PROTO_EV_SET_PARAMS || e->type == PROTO_EV_SET_CONDITION)
-        *params_changed = 1;
-    if (sim_volume_push_event(v->state, &ev, err, sizeof err) != SIM_OK)
+    if (sim_volume_push_event(v->state, &ev, err, sizeof err) != SIM_OK) {
         srv_reply_error(ss, it->client, e->seq, "event refused", err);
+        return;
+    }
+    if (e->type == PROTO_EV_SET_PARAMS || e->type == PROTO_EV_SET_CONDITION) {
+        if (!v->has_pending)
+            v->pending = sim_volume_get_params(v->state);
+        if (e->type == PROTO_EV_SET_PARAMS)
+            v->pending = ev.params;
+        else
+            v->pending.condition = ev.condition;
+        v->has_pending = 1;
+        *params_changed = 1;
+    }
 }
 
 static int vol_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size_t err_sz)
@@ -269,6 +282,7 @@ static int vol_step(srv *s, srv_session *ss, double *ms)
     sim_volume_metrics mt;
     char err[256];
     sim_volume_set_threads(v->state, srv_step_threads(s));
+    v->has_pending = 0; /* the step applies what was queued */
     if (sim_volume_step(v->state, &mt, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
         *ms = 0;

@@ -108,32 +108,29 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
             b.len = 0;
         }
     }
-    if (keyframe) {
-        if (view.nlods) { /* the LOD table goes first: it describes the keyframe */
-            proto_buf t = {0};
-            if (proto_encode_lod_table(&t, &h, view.lods, view.nlods, 1) == PROTO_OK) {
-                srv_frame *f = srv_frame_new(t.data, t.len, ss->frame_no, 0);
-                if (f) {
-                    pthread_mutex_lock(&ss->lock);
-                    srv_frame_unref(ss->lod_table);
-                    ss->lod_table = f;
-                    pthread_mutex_unlock(&ss->lock);
-                }
-            }
-            proto_buf_free(&t);
-        }
+    srv_frame *table = NULL;
+    if (keyframe && view.nlods) { /* the LOD table that describes the keyframe */
+        proto_buf t = {0};
+        st = proto_encode_lod_table(&t, &h, view.lods, view.nlods, 1);
+        table = st == PROTO_OK ? srv_frame_new(t.data, t.len, ss->frame_no, 0) : NULL;
+        if (!table)
+            st = PROTO_ERR_NOMEM;
+        proto_buf_free(&t);
+    }
+    if (keyframe && st == PROTO_OK)
         st = proto_encode_mesh_key(&b, &h, &cur, 1);
+    srv_frame *f = st == PROTO_OK ? srv_frame_new(b.data, b.len, ss->frame_no, keyframe) : NULL;
+    if (f && keyframe) { /* the reference moves only with a published keyframe */
         for (int k = 0; k < view.nsurf; k++)
             memcpy(ss->key_q[k], ss->cur_q[k], (size_t)view.surf[k].nvert * 3 * sizeof(uint16_t));
         ss->key_frame_no = ss->frame_no;
         ss->key_bytes = b.len;
         ss->key_topology = view.topology;
     }
-    if (st == PROTO_OK) {
-        srv_frame *f = srv_frame_new(b.data, b.len, ss->frame_no, keyframe);
-        if (f)
-            srv_session_publish(ss, f);
-    }
+    if (f)
+        srv_session_publish(ss, f, table);
+    else
+        srv_frame_unref(table);
     proto_buf_free(&b);
     pthread_mutex_lock(&ss->lock);
     ss->last_encode_ms = srv_now_ms() - t0;
@@ -210,8 +207,14 @@ static int run_session(srv *s, srv_session *ss)
     double step_ms = 0;
     int moved = !paused && ss->scene->step(s, ss, &step_ms);
     ss->frame_no++;
-    /* Every client hears of new parameters (applied by the step above) in a state message. */
-    char *pj = params_changed ? ss->scene->params_json(ss) : NULL;
+    /* Every client hears of new parameters in a state message, once a step has applied
+     * them (a paused session holds them until it resumes). */
+    ss->params_dirty |= params_changed;
+    char *pj = NULL;
+    if (ss->params_dirty && !paused) {
+        pj = ss->scene->params_json(ss);
+        ss->params_dirty = 0;
+    }
     if (pj || state_changed) {
         pthread_mutex_lock(&ss->lock);
         if (pj) {

@@ -110,6 +110,7 @@ typedef struct srv_session {
     uint32_t enc_nvert[SRV_MAX_SURF];
     uint16_t *cur_q[SRV_MAX_SURF], *key_q[SRV_MAX_SURF];
     uint32_t key_topology;
+    int params_dirty; /* parameters changed: a state message after the next step */
     uint64_t key_frame_no;
     size_t key_bytes; /* encoded size of the last keyframe (adaptive keyframes) */
     uint64_t frame_no;
@@ -133,8 +134,9 @@ void srv_sessions_reap(srv *s);
 int srv_session_delete(srv *s, const char *id, const char *token);
 /// Push an event into the session's inbox (any thread). 0, or -1 when full.
 int srv_session_push(srv_session *ss, const proto_event *ev, uint32_t client);
-/// Replace the latest frame (worker). Takes ownership of f.
-void srv_session_publish(srv_session *ss, srv_frame *f);
+/// Replace the latest frame (worker). Takes ownership of f, and of table (may be NULL):
+/// a keyframe replaces the session's keyframe and LOD table together.
+void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table);
 /// Queue a reply for one client (worker): a binary frame (owned) or a text (copied).
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text);
 

@@ -253,19 +253,24 @@ int srv_session_push(srv_session *ss, const proto_event *ev, uint32_t client)
     return rc;
 }
 
-void srv_session_publish(srv_session *ss, srv_frame *f)
+void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table)
 {
     pthread_mutex_lock(&ss->lock);
-    srv_frame *old = ss->latest, *oldkey = NULL;
+    srv_frame *old = ss->latest, *oldkey = NULL, *oldtable = NULL;
     ss->latest = f;
-    if (f->keyframe) {
+    if (f->keyframe) { /* the keyframe and its table change together: a client sees both */
         oldkey = ss->keyframe;
         srv_frame_ref(f);
         ss->keyframe = f;
+        oldtable = ss->lod_table;
+        ss->lod_table = table;
+        table = NULL;
     }
     pthread_mutex_unlock(&ss->lock);
     srv_frame_unref(old);
     srv_frame_unref(oldkey);
+    srv_frame_unref(oldtable);
+    srv_frame_unref(table);
 }
 
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text)

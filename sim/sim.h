@@ -352,7 +352,6 @@ typedef struct sim_cloth_params {
     float v_abnormal; ///< a mapped velocity faster than this relative to the body is clamped, m/s
     float map_max_distance; ///< a mapping farther than this is invalid, m
     sim_switch_strategy strategy;
-    int carry_lambdas; ///< carry multipliers of matching constraints (inert: see README)
 } sim_cloth_params;
 sim_cloth_params sim_cloth_default_params(void);
 
@@ -407,6 +406,9 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
                                   int ncharacters, char *err, size_t err_sz);
 void sim_cloth_scene_destroy(sim_cloth_scene *s);
 sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s);
+/// CPU threads for the next steps, at most the backend's (0: the backend's). Results do
+/// not depend on it.
+void sim_cloth_set_threads(sim_cloth_scene *s, int threads);
 /// Check an event; queue it for the next frame boundary.
 sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
                                 size_t err_sz);

@@ -111,6 +111,7 @@ struct sim_cloth_scene {
     uint64_t frame;
     sim_cloth_event queue[CLOTH_QUEUE_CAP];
     int qcount;
+    int threads; /* 1 to be->threads */
 };
 
 /* ------------------------------------------------------------------ the body */
@@ -456,7 +457,8 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
         break;
     }
     /* Multipliers: constraint ids of different LODs never match (their topologies
-     * differ), and the solver resets them every substep anyway: nothing to carry. */
+     * differ), and the solver resets them every substep anyway: nothing to carry
+     * (test_cloth.c shows the reset makes them irrelevant). */
     /* E_pos, E_vel at the same material points (valid mappings; pinned vertices too),
      * against the source interpolated in world space: x = sum w x_src + offset n_world,
      * v = sum w v_src. One frame later: character_frame. */
@@ -505,8 +507,8 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
     c->blend = 1;
     c->g = dst;
     c->hold = 0;
-    if (c->grab_vertex >= dst.n)
-        c->grab_vertex = -1;
+    /* The hand lets go: a vertex index means another point at another LOD. */
+    c->grab_vertex = -1;
     return 0;
 }
 
@@ -528,6 +530,7 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
     s->m = m;
     s->be = b;
     s->prm = sim_cloth_default_params();
+    s->threads = b->threads;
     s->nchar = ncharacters;
     s->ch = sc_calloc((size_t)ncharacters, sizeof *s->ch);
     s->camera[0] = 4.0f, s->camera[1] = 0.0f, s->camera[2] = 1.5f;
@@ -571,6 +574,11 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
 sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s)
 {
     return s->prm;
+}
+
+void sim_cloth_set_threads(sim_cloth_scene *s, int threads)
+{
+    s->threads = threads > 0 && threads < s->be->threads ? threads : s->be->threads;
 }
 
 sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
@@ -819,7 +827,7 @@ sim_status sim_cloth_step(sim_cloth_scene *s, sim_cloth_metrics *mt, char *err, 
     for (int i = 0; i < s->qcount; i++)
         apply_event(s, &s->queue[i]);
     s->qcount = 0;
-    int nt = s->be->threads, inner = s->nchar > 1 ? 1 : nt;
+    int nt = s->threads, inner = s->nchar > 1 ? 1 : nt;
     int switches = 0, nonfinite = 0, particles = 0, failed = 0;
     float depth = 0.0f;
     (void)nt;

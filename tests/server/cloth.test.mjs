@@ -50,11 +50,25 @@ test('cloth: REST options, LOD table before each keyframe, a forced switch re-ke
   const n0 = c.frames.length;
   await c.until(() => c.frames.length > n0 + 20, 10000, 'frames while walking');
   assert.equal(c.errors, 0);
-  // Grab a vertex of character 1 and move it; then let go.
-  c.send({ type: 'grab', seq: 4, character: 1, vertex: 5, point: [-2.7, 0.1, 1.2] });
-  c.send({ type: 'move', seq: 5, point: [-2.8, 0.1, 1.3] });
+  // Hold a bottom corner of character 1 at a hand 5 cm behind and 5 cm above it: the
+  // corner goes to the hand and stays; then let go.
+  const capeIndex = () => c.key.surfaces.findIndex((x) => x.id === 2);
+  const where = (j) => {
+    const q = c.q[capeIndex()], { bmin, bmax } = c.key;
+    return [0, 1, 2].map((b) => bmin[b] + (bmax[b] - bmin[b]) * (q[j * 3 + b] / 65535));
+  };
+  c.send({ type: 'motion', seq: 4, character: -1, motion: 'idle' });
+  const e1 = c.tables.at(-1).lods[1], corner = e1.nvert - 1, j = e1.firstVertex + corner;
+  const p0 = where(j), hand = [p0[0] - 0.05, p0[1], p0[2] + 0.05];
+  c.send({ type: 'grab', seq: 5, character: 1, vertex: corner, point: hand });
+  await c.until(() => c.frames.some((f) => f.lastSeq >= 5), 10000, 'grab applied');
+  const n1 = c.frames.length;
+  await c.until(() => c.frames.length > n1 + 3, 10000, 'frames while held');
+  const held = where(c.tables.at(-1).lods[1].firstVertex + corner);
+  const off = Math.hypot(held[0] - hand[0], held[1] - hand[1], held[2] - hand[2]);
+  assert.ok(off < 0.01, `the held vertex is ${off.toFixed(3)} m from the hand`);
   c.send({ type: 'release', seq: 6 });
-  await c.until(() => c.frames.some((f) => f.lastSeq >= 6), 10000, 'grab applied');
+  await c.until(() => c.frames.some((f) => f.lastSeq >= 6), 10000, 'release applied');
   // The volume's events and bad ones: refused, with the reason, the connection kept.
   c.send({ type: 'slice', seq: 7, plane: 'axial', index: 1, level: 40, width: 400 });
   c.send({ type: 'motion', seq: 8, character: 0, motion: 'moonwalk' });

@@ -88,7 +88,8 @@ export class Connection {
     const f = this.dec.decode(bytes);
     const now = performance.now();
     if (f.header.kind === KIND.SLICE) { this.h.onSlice?.(f); return; }
-    if (f.header.kind === KIND.LOD_TABLE) { this.table = f; this.h.onTable?.(f); return; }
+    // A LOD table describes the keyframe of the same frame number, which follows it.
+    if (f.header.kind === KIND.LOD_TABLE) { this.pendingTable = f; return; }
     for (const [seq, t0] of this.sent) {
       if (seq > f.header.lastSeq) break;
       this.latencies.push(now - t0);
@@ -97,6 +98,10 @@ export class Connection {
     if (this.latencies.length > 240) this.latencies.splice(0, this.latencies.length - 240);
     if (f.header.kind === KIND.MESH_KEY) {
       this.key = f;
+      if (this.pendingTable?.header.frame === f.header.frame) {
+        this.table = this.pendingTable;
+        this.h.onTable?.(this.table);
+      }
       this.h.onMesh?.(f, f.surfaces.map((s) => s.q));
     } else if (this.key && f.keyFrame === this.key.header.frame) {
       this.h.onMesh?.(f, f.surfaces.map((_, s) => this.dec.applyDelta(this.key, f, s)));
