@@ -151,7 +151,8 @@ test('a viewer in a second context sees the same frames and cannot drive', async
   const dFrom = await page.evaluate(() => window.softcast.st.frames.length);
   const box = await page.locator('#canvas3d').boundingBox();
   await page.evaluate(() => window.softcast.view.setView(0, 20));
-  await drag(page, box.width / 2, box.height / 2, 40, -40, 30);
+  await drag(page, box.width / 2, box.height / 2, 40, -40, 60);
+  assert.ok(await page.evaluate(() => window.softcast.view.grabbing), 'the press did not land on the body');
   await page.mouse.up();
   await until(page, () => window.softcast.conn.sent.size === 0, null, 'release applied');
   const last = await page.evaluate(() => window.softcast.st.frame);
@@ -159,7 +160,8 @@ test('a viewer in a second context sees the same frames and cannot drive', async
   const vFrames = await viewer.evaluate((n) => window.softcast.st.frames.slice(n), vFrom);
   const dFrames = new Set(await page.evaluate((n) => window.softcast.st.frames.slice(n), dFrom));
   const shared = vFrames.filter((f) => dFrames.has(f)).length;
-  assert.ok(vFrames.length > 5 && shared >= vFrames.length * 0.5,
+  // Latest-wins: a busy viewer skips frames, but those it decodes are the driver's.
+  assert.ok(vFrames.length >= 3 && shared >= vFrames.length * 0.5,
     `viewer decoded ${vFrames.length} frames, ${shared} of them also at the driver`);
   await viewer.locator('#view3d').screenshot({ path: `${OUT}/viewer-3d.png` });
   // The viewer's drag orbits the camera, never grabs; an event it sends is refused.

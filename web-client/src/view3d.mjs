@@ -177,6 +177,7 @@ export class View3D {
   ray(e) {
     const r = this.canvas.getBoundingClientRect();
     const ndc = new THREE.Vector2(((e.clientX - r.left) / r.width) * 2 - 1, -((e.clientY - r.top) / r.height) * 2 + 1);
+    this.camera.updateMatrixWorld(); // the view may have moved since the last drawn frame
     this.raycaster.setFromCamera(ndc, this.camera);
     return this.raycaster.ray;
   }
