@@ -54,6 +54,18 @@ const srv_scene_i *srv_scene_find(const char *name);
 /// The names, for error messages: "volume, cloth".
 #define SRV_SCENE_NAMES "volume, cloth"
 
+/* A scene's settable parameters: flat names over a struct of floats and ints
+ * (protocol/README.md lists them). */
+typedef struct srv_param {
+    const char *name;
+    size_t off;
+    int is_int;
+} srv_param;
+/// Set one by name: 0, or -1 when unknown or not an integer where one is due.
+int srv_param_set(const srv_param *t, size_t n, void *params, const char *name, double v);
+/// Add every one to a JSON object.
+void srv_param_json(cJSON *o, const srv_param *t, size_t n, const void *params);
+
 /* sched.c: an error reply to one client, from the worker. */
 void srv_reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
                      const char *detail);

@@ -38,11 +38,7 @@ typedef struct cloth_srv {
 } cloth_srv;
 
 /* Parameters a client may set: flat names, as set_params flattens them. */
-static const struct {
-    const char *name;
-    size_t off;
-    int is_int;
-} k_params[] = {
+static const srv_param k_params[] = {
     {"substeps", offsetof(sim_cloth_params, substeps), 1},
     {"iterations", offsetof(sim_cloth_params, iterations), 1},
     {"stretch_compliance", offsetof(sim_cloth_params, stretch_compliance), 0},
@@ -66,34 +62,13 @@ static const struct {
 };
 #define NPARAMS (sizeof k_params / sizeof k_params[0])
 
-static int set_param(sim_cloth_params *p, const char *name, double v)
-{
-    for (size_t i = 0; i < NPARAMS; i++)
-        if (!strcmp(name, k_params[i].name)) {
-            char *base = (char *)p + k_params[i].off;
-            if (k_params[i].is_int) {
-                if (v != floor(v) || fabs(v) > 1e6)
-                    return -1;
-                *(int *)(void *)base = (int)v;
-            } else {
-                *(float *)(void *)base = (float)v;
-            }
-            return 0;
-        }
-    return -1;
-}
-
 static char *cl_params_json(srv_session *ss)
 {
     cloth_srv *c = ss->scene_data;
     sim_cloth_params p = sim_cloth_get_params(c->sim);
     cJSON *o = cJSON_CreateObject();
-    for (size_t i = 0; o && i < NPARAMS; i++) {
-        const char *base = (const char *)&p + k_params[i].off;
-        double v = k_params[i].is_int ? (double)*(const int *)(const void *)base
-                                      : (double)*(const float *)(const void *)base;
-        cJSON_AddNumberToObject(o, k_params[i].name, v);
-    }
+    if (o)
+        srv_param_json(o, k_params, NPARAMS, &p);
     char *t = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return t;
@@ -240,7 +215,8 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
         ev.type = SIM_CLOTH_EV_SET_PARAMS;
         ev.params = c->has_pending ? c->pending : sim_cloth_get_params(c->sim);
         for (int i = 0; i < e->nparams; i++)
-            if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
+            if (srv_param_set(k_params, NPARAMS, &ev.params, e->param_name[i], e->param_value[i]) !=
+                0) {
                 srv_reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
                 return;
             }

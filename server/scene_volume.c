@@ -21,11 +21,7 @@ typedef struct vol_scene {
 
 /* Parameter names a client may set (protocol/README.md): flat names for globals,
  * "tissue.<class>.<field>" and "hu_threshold.<i>". */
-static const struct {
-    const char *name;
-    size_t off;
-    int is_int;
-} k_globals[] = {
+static const srv_param k_globals[] = {
     {"alpha", offsetof(sim_volume_params, alpha), 0},
     {"b0", offsetof(sim_volume_params, b0), 0},
     {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
@@ -51,18 +47,8 @@ static float *tissue_field(sim_volume_params *p, int c, int j)
 
 static int set_param(sim_volume_params *p, const char *name, double v)
 {
-    for (size_t i = 0; i < N_GLOBALS; i++)
-        if (!strcmp(name, k_globals[i].name)) {
-            char *base = (char *)p + k_globals[i].off;
-            if (k_globals[i].is_int) {
-                if (v != floor(v) || fabs(v) > 1e6)
-                    return -1;
-                *(int *)(void *)base = (int)v;
-            } else {
-                *(float *)(void *)base = (float)v;
-            }
-            return 0;
-        }
+    if (srv_param_set(k_globals, N_GLOBALS, p, name, v) == 0)
+        return 0;
     unsigned t;
     if (sscanf(name, "hu_threshold.%u", &t) == 1 && t < 3) {
         p->hu_threshold[t] = (float)v;
@@ -90,12 +76,7 @@ static char *params_to_json(const sim_volume_params *params)
         return NULL;
     char cond[2] = {(char)('A' + (int)p.condition), 0};
     cJSON_AddStringToObject(o, "condition", cond);
-    for (size_t i = 0; i < N_GLOBALS; i++) {
-        const char *base = (const char *)&p + k_globals[i].off;
-        double v = k_globals[i].is_int ? (double)*(const int *)(const void *)base
-                                       : (double)*(const float *)(const void *)base;
-        cJSON_AddNumberToObject(o, k_globals[i].name, v);
-    }
+    srv_param_json(o, k_globals, N_GLOBALS, &p);
     char name[96];
     for (int t = 0; t < 3; t++) {
         snprintf(name, sizeof name, "hu_threshold.%d", t);
