@@ -55,6 +55,7 @@ static const srv_param k_params[] = {
     {"lod_exit.0", offsetof(sim_cloth_params, lod_exit), 0},
     {"lod_exit.1", offsetof(sim_cloth_params, lod_exit) + sizeof(float), 0},
     {"lod_hold_frames", offsetof(sim_cloth_params, lod_hold_frames), 1},
+    {"lod_switch_every", offsetof(sim_cloth_params, lod_switch_every), 1},
     {"blend_pos_frames", offsetof(sim_cloth_params, blend_pos_frames), 1},
     {"blend_vel_frames", offsetof(sim_cloth_params, blend_vel_frames), 1},
     {"v_abnormal", offsetof(sim_cloth_params, v_abnormal), 0},

@@ -347,6 +347,8 @@ typedef struct sim_cloth_params {
     float lod_enter[SIM_CLOTH_NLOD - 1]; ///< camera distance to go coarser than LOD i, m
     float lod_exit[SIM_CLOTH_NLOD - 1];  ///< ... to come back finer (< enter: hysteresis)
     int lod_hold_frames;  ///< at least this many frames between switches of a character
+    int lod_switch_every; ///< automatic switches only on frames that are multiples of this
+                          ///< (1: any frame; more: a crowd's switches share keyframes)
     int blend_pos_frames; ///< position blend after a switch, 1 to 8 frames
     int blend_vel_frames; ///< velocity blend (>= the position blend)
     float v_abnormal; ///< a mapped velocity faster than this relative to the body is clamped, m/s

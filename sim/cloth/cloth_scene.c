@@ -52,6 +52,7 @@ sim_cloth_params sim_cloth_default_params(void)
     p.lod_enter[0] = 8.0f, p.lod_exit[0] = 7.0f;
     p.lod_enter[1] = 18.0f, p.lod_exit[1] = 16.0f;
     p.lod_hold_frames = 30;
+    p.lod_switch_every = 1;
     p.blend_pos_frames = 2;
     p.blend_vel_frames = 4;
     p.v_abnormal = 25.0f;
@@ -83,6 +84,8 @@ static int params_check(const sim_cloth_params *p, char *err, size_t err_sz)
         bad = "friction: 0 to 1";
     else if (p->lod_hold_frames < 0 || p->lod_hold_frames > 100000)
         bad = "lod_hold_frames: 0 to 100000";
+    else if (p->lod_switch_every < 1 || p->lod_switch_every > 600)
+        bad = "lod_switch_every: 1 to 600";
     else if (p->blend_pos_frames < 1 || p->blend_pos_frames > 8 ||
              p->blend_vel_frames < p->blend_pos_frames || p->blend_vel_frames > 8)
         bad = "blend frames: 1 <= position <= velocity <= 8";
@@ -691,7 +694,8 @@ static int choose_lod(const sim_cloth_scene *s, const cloth_character *c)
         want++;
     while (want > 0 && dist < s->prm.lod_exit[want - 1])
         want--;
-    if (want != cur && c->hold < s->prm.lod_hold_frames)
+    if (want != cur &&
+        (c->hold < s->prm.lod_hold_frames || s->frame % (uint64_t)s->prm.lod_switch_every != 0))
         return cur;
     return want;
 }
