@@ -433,3 +433,36 @@ TEST(cloth_grab_follows_the_hand_and_slips_when_pulled_too_far)
     sim_backend_destroy(b);
     sim_cloth_model_destroy(m);
 }
+
+/* lod_switch_every N: automatic switches land only on frames that are multiples of N. */
+TEST(cloth_lod_switch_every_groups_switches)
+{
+    sim_cloth_model *m = default_model();
+    sim_backend *b = cpu(1);
+    REQUIRE(m && b);
+    char err[256];
+    sim_cloth_scene *s;
+    REQUIRE(sim_cloth_scene_create(&s, m, b, 4, err, sizeof err) == SIM_OK);
+    sim_cloth_event ev = event(SIM_CLOTH_EV_SET_PARAMS);
+    ev.params = sim_cloth_get_params(s);
+    ev.params.lod_switch_every = 10;
+    ev.params.lod_hold_frames = 0;
+    push(s, ev);
+    int switched = 0;
+    for (int f = 0; f < 200; f++) {
+        ev = event(SIM_CLOTH_EV_CAMERA); /* in and out across both distances */
+        ev.point[0] = (f / 7) % 2 ? 30.0f : 3.0f;
+        ev.point[2] = 1.0f;
+        push(s, ev);
+        sim_cloth_metrics mt;
+        REQUIRE(sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK);
+        if (mt.switches) {
+            switched++;
+            CHECKF(f % 10 == 0, "a switch on frame %d", f);
+        }
+    }
+    CHECK(switched > 5);
+    sim_cloth_scene_destroy(s);
+    sim_backend_destroy(b);
+    sim_cloth_model_destroy(m);
+}
