@@ -48,6 +48,30 @@ static sim_cloth_event event(sim_cloth_event_type t)
     return ev;
 }
 
+/* The default model, a CPU backend and a scene of n characters, made and freed together. */
+typedef struct fixture {
+    sim_cloth_model *m;
+    sim_backend *b;
+    sim_cloth_scene *s;
+} fixture;
+
+static int fixture_open(fixture *f, int threads, int characters)
+{
+    char err[256];
+    memset(f, 0, sizeof *f);
+    f->m = default_model();
+    f->b = cpu(threads);
+    return f->m && f->b &&
+           sim_cloth_scene_create(&f->s, f->m, f->b, characters, err, sizeof err) == SIM_OK;
+}
+
+static void fixture_close(fixture *f)
+{
+    sim_cloth_scene_destroy(f->s);
+    sim_backend_destroy(f->b);
+    sim_cloth_model_destroy(f->m);
+}
+
 TEST(cloth_model_lods_differ_and_tables_cover_every_pair)
 {
     sim_cloth_model *m = default_model();
@@ -150,12 +174,10 @@ TEST(cloth_multipliers_from_before_a_frame_change_nothing)
 
 TEST(cloth_lod_hysteresis_and_hold_time)
 {
-    sim_cloth_model *m = default_model();
-    sim_backend *b = cpu(1);
-    REQUIRE(m && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, 1, 1));
+    sim_cloth_scene *s = fx.s;
     char err[256];
-    sim_cloth_scene *s;
-    REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
     sim_cloth_params p = sim_cloth_get_params(s);
     /* Hovering at the LOD 0/1 enter distance, 0.3 m either side: one switch, then the
      * exit distance is never crossed. */
@@ -205,21 +227,17 @@ TEST(cloth_lod_hysteresis_and_hold_time)
         flips += mt.switches;
     }
     CHECK(flips == 0 && sim_cloth_lod(s, 0) == lod);
-    sim_cloth_scene_destroy(s);
-    sim_backend_destroy(b);
-    sim_cloth_model_destroy(m);
+    fixture_close(&fx);
 }
 
 /* 10,000 frames of random motion, camera, wind, grabs and forced LODs: never a NaN, never
  * deeper than the stated penetration. */
 TEST(cloth_random_10000_frames_no_nan_no_deep_penetration)
 {
-    sim_cloth_model *m = default_model();
-    sim_backend *b = cpu(0);
-    REQUIRE(m && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, 0, 2));
+    sim_cloth_scene *s = fx.s;
     char err[256];
-    sim_cloth_scene *s;
-    REQUIRE(sim_cloth_scene_create(&s, m, b, 2, err, sizeof err) == SIM_OK);
     srand(12345);
     float worst = 0.0f;
     int nonfinite = 0, switches = 0;
@@ -271,9 +289,7 @@ TEST(cloth_random_10000_frames_no_nan_no_deep_penetration)
     CHECK(nonfinite == 0);
     CHECK(switches > 20); /* the run did exercise the handoff */
     CHECKF(worst <= MAX_PENETRATION, "deepest penetration %.4f m", (double)worst);
-    sim_cloth_scene_destroy(s);
-    sim_backend_destroy(b);
-    sim_cloth_model_destroy(m);
+    fixture_close(&fx);
 }
 
 /* A crowd (characters in parallel) and a big sheet (constraints of a colour in parallel)
@@ -320,12 +336,11 @@ TEST(cloth_same_hash_with_1_and_2_threads)
  * velocity of valid neighbours (none: the body's): finite, counted, and it settles. */
 TEST(cloth_invalid_mappings_take_the_animation)
 {
-    sim_cloth_model *m = default_model();
-    sim_backend *b = cpu(1);
-    REQUIRE(m && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, 1, 1));
+    sim_cloth_scene *s = fx.s;
+    sim_cloth_model *m = fx.m;
     char err[256];
-    sim_cloth_scene *s;
-    REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
     sim_cloth_event ev = event(SIM_CLOTH_EV_SET_PARAMS);
     ev.params = sim_cloth_get_params(s);
     ev.params.map_max_distance = -1.0f;
@@ -349,9 +364,7 @@ TEST(cloth_invalid_mappings_take_the_animation)
     const float *x = sim_cloth_positions(s, 0, &n);
     for (int i = 0; i < n * 3; i++)
         CHECK(isfinite(x[i]));
-    sim_cloth_scene_destroy(s);
-    sim_backend_destroy(b);
-    sim_cloth_model_destroy(m);
+    fixture_close(&fx);
 }
 
 TEST(cloth_bad_input_is_refused_with_a_reason)
@@ -399,12 +412,10 @@ TEST(cloth_bad_input_is_refused_with_a_reason)
  * length it slips out of the hand and falls back. */
 TEST(cloth_grab_follows_the_hand_and_slips_when_pulled_too_far)
 {
-    sim_cloth_model *m = default_model();
-    sim_backend *b = cpu(1);
-    REQUIRE(m && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, 1, 1));
+    sim_cloth_scene *s = fx.s;
     char err[256];
-    sim_cloth_scene *s;
-    REQUIRE(sim_cloth_scene_create(&s, m, b, 1, err, sizeof err) == SIM_OK);
     for (int f = 0; f < 30; f++)
         REQUIRE(sim_cloth_step(s, NULL, err, sizeof err) == SIM_OK);
     int n;
@@ -429,20 +440,16 @@ TEST(cloth_grab_follows_the_hand_and_slips_when_pulled_too_far)
     x = sim_cloth_positions(s, 0, &n);
     CHECKF(x[v * 3] > hand[0] - 2.0f, "the cloth stayed 5 m away in the hand (x %.2f)",
            (double)x[v * 3]);
-    sim_cloth_scene_destroy(s);
-    sim_backend_destroy(b);
-    sim_cloth_model_destroy(m);
+    fixture_close(&fx);
 }
 
 /* lod_switch_every N: automatic switches land only on frames that are multiples of N. */
 TEST(cloth_lod_switch_every_groups_switches)
 {
-    sim_cloth_model *m = default_model();
-    sim_backend *b = cpu(1);
-    REQUIRE(m && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, 1, 4));
+    sim_cloth_scene *s = fx.s;
     char err[256];
-    sim_cloth_scene *s;
-    REQUIRE(sim_cloth_scene_create(&s, m, b, 4, err, sizeof err) == SIM_OK);
     sim_cloth_event ev = event(SIM_CLOTH_EV_SET_PARAMS);
     ev.params = sim_cloth_get_params(s);
     ev.params.lod_switch_every = 10;
@@ -462,7 +469,5 @@ TEST(cloth_lod_switch_every_groups_switches)
         }
     }
     CHECK(switched > 5);
-    sim_cloth_scene_destroy(s);
-    sim_backend_destroy(b);
-    sim_cloth_model_destroy(m);
+    fixture_close(&fx);
 }
