@@ -82,7 +82,7 @@ TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
-.PHONY: all deps test-deps test bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
+.PHONY: all deps test-deps test mutants bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
 all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
 
 # The browser client: npm packages from the committed lock file, bundled by esbuild into
@@ -211,6 +211,12 @@ bench: all
 bench-client: all test-deps
 	cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error
 	node tests/e2e/measure.mjs
+
+# Each behaviour check against the bug it claims to catch (tests/mutants/): apply one
+# mutation at a time to a scratch copy, rebuild, run the check, expect it to fail.
+mutants: all test-deps
+	for d in tests/server tests/e2e; do (cd $$d && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || exit 1; done
+	node tests/mutants/run.mjs $(MUTANTS_ARGS)
 
 # Compile every .cu with warnings as errors; needs nvcc, not a GPU.
 cuda-check:
