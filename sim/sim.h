@@ -209,16 +209,20 @@ typedef struct sim_volume_event {
 
 /// Per-frame figures. Times in milliseconds of wall clock.
 typedef struct sim_volume_metrics {
-    uint64_t frame;                ///< frames stepped since create (reset does not restart it)
-    uint32_t last_seq;             ///< seq of the last event applied
-    int skipped;                   ///< 1 when the volume was settled and the frame cost nothing
-    int grabbed;                   ///< elements currently grabbed
-    int propagation_capped;        ///< 1 when the wave stopped at max_passes, not at rest
-    int passes;                    ///< propagation passes run this frame
-    int64_t moved_elements;        ///< distinct elements moved by propagation this frame
-    float max_violation;           ///< largest band violation on links of propagated elements
-    double kinetic;                ///< sum of |V|^2
-    float max_displacement;        ///< largest |X - X0|, lattice units
+    uint64_t frame;    ///< frames stepped since create (reset does not restart it)
+    uint32_t last_seq; ///< seq of the last event applied
+    int skipped;       ///< 1 when the volume was settled and the frame cost nothing
+    int grabbed;       ///< elements currently grabbed
+    /// 1 when this frame's move was cut short so that the grabbed tissue, and the tissue
+    /// it pushes ahead of it, stay inside the lattice box grown by boundary_margin
+    int grab_clamped;
+    int propagation_capped; ///< 1 when the wave stopped at max_passes, not at rest
+    int passes;             ///< propagation passes run this frame
+    int64_t moved_elements; ///< distinct elements moved by propagation this frame
+    float max_violation;    ///< largest band violation on the links propagation reached (before
+                            ///< relaxation; sim_volume_max_violation measures the whole state)
+    double kinetic;         ///< sum of |V|^2
+    float max_displacement; ///< largest |X - X0|, lattice units
     float mean_speed[SIM_NTISSUE]; ///< mean |V| per tissue class
     int64_t active_blocks;         ///< 8^3 blocks relaxed this frame (summed over iterations)
     int64_t nonfinite;     ///< elements found NaN or infinite this frame (then the state resets)

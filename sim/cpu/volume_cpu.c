@@ -7,8 +7,8 @@
  *   computes every candidate from the old positions (Jacobi) in parallel, then applies the
  *   moves and builds the next list in one sequential sweep, so the result does not depend
  *   on the thread count.
- * - relaxation and the velocity layer visit 8^3 blocks in which something moved (and
- *   their face neighbours); a settled volume visits none.
+ * - relaxation (red-black, in place) and the velocity layer visit 8^3 blocks in which
+ *   something moved (and their face neighbours); a settled volume visits none.
  * Since the kernels are idempotent, visiting a subset gives bit-for-bit the result of
  * visiting everything, which is what the CUDA backend does per active block. */
 #include <string.h>
@@ -63,10 +63,13 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
     s->pass_id++;
     s->ncand = 0;
     s->clock = 0.0f;
-    for (int g = 0; g < s->ngrab; g++)
-        mark_reached(s, s->grab_idx[g], 0.0f);
-    for (int g = 0; g < s->ngrab; g++)
-        enqueue_neighbours(s, s->grab_idx[g]);
+    /* Seeds: the grabbed set when the hand moved, and rigid tissue that stepped home
+     * (already in the reached list, from rigid_return). */
+    if (s->grab_moved)
+        for (int g = 0; g < s->ngrab; g++)
+            mark_reached(s, s->grab_idx[g], 0.0f);
+    for (int64_t r = 0; r < s->nreached; r++)
+        enqueue_neighbours(s, s->reached[r]);
     swap_lists(s);
     int passes = 0;
     int nt = s->threads;
@@ -91,7 +94,9 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
                 if (s->t_reach[i] >= CM_UNREACHED)
                     moved_count++;
                 mark_reached(s, i, s->scratch_t[k]);
-                s->blk_flags[vol_block_of(s, i)] |= BLK_DIRTY | BLK_TOUCHED;
+                s->blk_flags[vol_block_of(s, i)] |=
+                    BLK_DIRTY | BLK_TOUCHED |
+                    (kp->rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0);
                 enqueue_neighbours(s, i);
             }
             if (st & CM_PROP_WAITING)
@@ -123,7 +128,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
 }
 
 /* Set `to` on every block flagged `from` and on its six face neighbours. */
-static void dilate(sim_volume_state *s, uint8_t from, uint8_t to)
+static void dilate(sim_volume_state *s, uint16_t from, uint16_t to)
 {
     for (int bz = 0; bz < s->bz; bz++)
         for (int by = 0; by < s->by; by++)
@@ -146,7 +151,7 @@ static void dilate(sim_volume_state *s, uint8_t from, uint8_t to)
             }
 }
 
-static int64_t list_blocks(sim_volume_state *s, uint8_t mask)
+static int64_t list_blocks(sim_volume_state *s, uint16_t mask)
 {
     int64_t n = 0;
     for (int64_t b = 0; b < s->nblocks; b++)
@@ -175,63 +180,142 @@ static void block_range(const sim_volume_state *s, int64_t b, int r[6])
                          i##_end = i + ((r)[1] - (r)[0]);                                    \
                  i < i##_end; i++)
 
-static int64_t relax(sim_volume_state *s)
+/* One relaxation phase (cm_relax_phase) over the active blocks, in place: no element
+ * reads another of its own phase, so no thread reads what another writes and the result
+ * does not depend on the order. Sets BLK_MOVED. */
+static int64_t relax_phase(sim_volume_state *s, int phase, int pull)
 {
     const cm_kparams *kp = &s->kp;
     int nt = s->threads;
     (void)nt; /* unused when built without OpenMP */
-    int64_t visited = 0;
-    if (s->params.relax_iterations == 0) {
-        for (int64_t b = 0; b < s->nblocks; b++)
-            s->blk_flags[b] &= (uint8_t)~BLK_DIRTY;
-        return 0;
-    }
-    dilate(s, BLK_DIRTY, BLK_ACTIVE);
-    for (int it = 0; it < s->params.relax_iterations; it++) {
-        int64_t n = list_blocks(s, BLK_ACTIVE);
-        if (n == 0)
-            break;
-        visited += n;
+    int64_t n = list_blocks(s, BLK_ACTIVE);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
-        for (int64_t k = 0; k < n; k++) {
-            int64_t b = s->blk_list[k];
-            int r[6], moved = 0;
-            block_range(s, b, r);
-            FOR_BLOCK_ELEMENTS(s, r, i)
-            {
-                float *o = &s->relax_tmp[i * 3];
-                if (cm_relax_element(kp, i, s->pos, s->flags, o))
-                    moved = 1;
-                else
-                    memcpy(o, &s->pos[i * 3], 3 * sizeof(float));
-            }
-            s->blk_flags[b] = (uint8_t)((s->blk_flags[b] & ~(BLK_MOVED | BLK_ACTIVE | BLK_DIRTY)) |
-                                        (moved ? BLK_MOVED : 0));
-        }
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t k = 0; k < n; k++) {
-            int64_t b = s->blk_list[k];
-            if (!(s->blk_flags[b] & BLK_MOVED))
-                continue;
-            int r[6];
-            block_range(s, b, r);
-            FOR_BLOCK_ELEMENTS(s, r, i)
-            {
-                memcpy(&s->pos[i * 3], &s->relax_tmp[i * 3], 3 * sizeof(float));
-            }
-        }
-        for (int64_t k = 0; k < n; k++)
-            if (s->blk_flags[s->blk_list[k]] & BLK_MOVED)
-                s->blk_flags[s->blk_list[k]] |= BLK_TOUCHED;
-        dilate(s, BLK_MOVED, BLK_ACTIVE);
-        for (int64_t b = 0; b < s->nblocks; b++)
-            s->blk_flags[b] &= (uint8_t)~BLK_MOVED;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t b = s->blk_list[k];
+        int r[6], moved = 0;
+        block_range(s, b, r);
+        for (int z = r[4]; z < r[5]; z++)
+            for (int y = r[2]; y < r[3]; y++)
+                for (int x = r[0]; x < r[1]; x++) {
+                    int64_t i = x + (int64_t)kp->nx * (y + (int64_t)kp->ny * z);
+                    float o[3];
+                    if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase &&
+                        cm_relax_element(kp, i, s->pos, s->flags, pull, o)) {
+                        memcpy(&s->pos[i * 3], o, sizeof o);
+                        moved = 1;
+                    }
+                }
+        if (moved)
+            s->blk_flags[b] |= BLK_MOVED;
     }
-    /* Blocks still active did not converge within the iteration cap: next frame. */
-    for (int64_t b = 0; b < s->nblocks; b++)
-        if (s->blk_flags[b] & BLK_ACTIVE)
-            s->blk_flags[b] = (uint8_t)((s->blk_flags[b] & ~BLK_ACTIVE) | BLK_DIRTY);
+    return n;
+}
+
+/* Relaxation: relax_iterations iterations of CM_RELAX_PHASES phases, then up to
+ * CM_REPAIR_ITERATIONS clip-only ones, on the blocks where something may move. An element must be
+ * evaluated when it moved at its last evaluation (it is not at rest yet) or when a neighbour moved
+ * since; any other element would not move. Both happened within the last CM_RELAX_PHASES phases, so
+ * each phase visits the blocks within one block of a block that moved that recently (blk_age:
+ * phases since the block last moved), and in the first iteration also those beside a dirty block.
+ * That gives the CUDA backend's full sweeps bit for bit. */
+static int64_t relax(sim_volume_state *s)
+{
+    int64_t visited = 0;
+    int npull = CM_RELAX_PHASES * s->params.relax_iterations;
+    int nphases = npull + (npull > 0 ? CM_RELAX_PHASES * CM_REPAIR_ITERATIONS : 0);
+    uint16_t *bf = s->blk_flags;
+    uint8_t *age = s->blk_age;
+    if (nphases > 0)
+        dilate(s, BLK_DIRTY, BLK_INIT);
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        bf[b] &= (uint16_t) ~(BLK_DIRTY | BLK_ACTIVE | BLK_MOVED | BLK_RECENT);
+        age[b] = UINT8_MAX;
+    }
+    for (int h = 0; h < nphases; h++) {
+        if (h < CM_RELAX_PHASES)
+            for (int64_t b = 0; b < s->nblocks; b++)
+                bf[b] |= (uint16_t)((bf[b] & BLK_INIT) ? BLK_ACTIVE : 0);
+        dilate(s, BLK_RECENT, BLK_ACTIVE);
+        visited += relax_phase(s, h % CM_RELAX_PHASES, h < npull);
+        int recent = 0;
+        for (int64_t b = 0; b < s->nblocks; b++) {
+            uint16_t f = (uint16_t)(bf[b] & ~(BLK_ACTIVE | BLK_RECENT));
+            if (f & BLK_MOVED) {
+                age[b] = 0;
+                f = (uint16_t)((f & ~BLK_MOVED) | BLK_TOUCHED);
+                /* Moved in the last elastic iteration or in the repair: the pull may move
+                 * it (or a neighbour) again next frame. */
+                if (h >= npull - CM_RELAX_PHASES)
+                    f |= BLK_DIRTY;
+            } else if (age[b] < UINT8_MAX) {
+                age[b]++;
+            }
+            if (age[b] < CM_RELAX_PHASES) {
+                f |= BLK_RECENT;
+                recent = 1;
+            }
+            bf[b] = f;
+        }
+        if (!recent && h + 1 >= CM_RELAX_PHASES)
+            break; /* nothing moved in a whole iteration: at rest, every band held */
+    }
+    /* Blocks that would still be evaluated did not converge within the iteration cap:
+     * they stay dirty for the next frame. */
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        if (bf[b] & BLK_RECENT)
+            bf[b] |= BLK_DIRTY;
+        bf[b] &= (uint16_t) ~(BLK_INIT | BLK_RECENT);
+    }
     return visited;
+}
+
+/* Displaced rigid tissue steps home (cm_rigid_return_element) on the blocks the wave left
+ * it in; the elements that stepped seed this frame's wave. Returns how many stepped. */
+static int64_t rigid_return(sim_volume_state *s)
+{
+    const cm_kparams *kp = &s->kp;
+    if (!kp->rigid_free)
+        return 0;
+    int64_t n = list_blocks(s, BLK_RIGID), stepped = 0;
+    for (int64_t k = 0; k < n; k++) { /* sequential: the seed list must be in a fixed order */
+        int64_t b = s->blk_list[k];
+        int r[6], moved = 0;
+        block_range(s, b, r);
+        FOR_BLOCK_ELEMENTS(s, r, i)
+        {
+            float o[3];
+            if (cm_rigid_return_element(kp, i, s->pos, s->flags, o)) {
+                memcpy(&s->pos[i * 3], o, sizeof o);
+                mark_reached(s, i, 0.0f);
+                moved = 1;
+                stepped++;
+            }
+        }
+        s->blk_flags[b] = moved ? (uint16_t)(s->blk_flags[b] | BLK_DIRTY | BLK_TOUCHED)
+                                : (uint16_t)(s->blk_flags[b] & ~BLK_RIGID);
+    }
+    return stepped;
+}
+
+/* The inertial step on the blocks that hold a velocity, before anything else in a frame. */
+static void inertia(sim_volume_state *s)
+{
+    const cm_kparams *kp = &s->kp;
+    int nt = s->threads;
+    (void)nt; /* unused when built without OpenMP */
+    int64_t n = list_blocks(s, BLK_VEL);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
+    for (int64_t k = 0; k < n; k++) {
+        int64_t b = s->blk_list[k];
+        int r[6], moved = 0;
+        block_range(s, b, r);
+        FOR_BLOCK_ELEMENTS(s, r, i)
+        {
+            moved |= cm_inertia_element(kp, i, s->pos, s->pos_prev, s->vel, s->flags);
+        }
+        if (moved)
+            s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED;
+    }
 }
 
 static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
@@ -243,7 +327,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
-        int r[6], any_v = 0, moved = 0;
+        int r[6], any_v = 0;
         int64_t bad = 0;
         double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
         float maxd = 0.0f;
@@ -256,7 +340,6 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
                 kin += (double)o.speed * (double)o.speed;
                 sp[s->flags[i] & CM_CLASS_MASK] += (double)o.speed;
             }
-            moved |= o.moved;
             if (!(o.disp < CM_UNREACHED && o.speed < CM_UNREACHED))
                 bad++; /* NaN or infinite: the step blew up (comparisons with NaN fail) */
             else
@@ -267,11 +350,9 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             s->blk_speed[b * SIM_NTISSUE + c] = sp[c];
         s->blk_maxdisp[b] = maxd;
         s->blk_nonfinite[b] = bad;
-        uint8_t f = (uint8_t)(s->blk_flags[b] & ~(BLK_TOUCHED | BLK_VEL));
+        uint16_t f = (uint16_t)(s->blk_flags[b] & ~(BLK_TOUCHED | BLK_VEL));
         if (any_v)
-            f |= BLK_VEL;
-        if (moved)
-            f |= BLK_DIRTY; /* the inertial step may have opened links: relax next frame */
+            f |= BLK_VEL; /* the next frame's inertial step moves it */
         s->blk_flags[b] = f;
     }
     /* Reduce in block order: the same sums whatever the thread count. */
@@ -290,6 +371,8 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
         maxd = cm_maxf(maxd, s->blk_maxdisp[b]);
         if (s->blk_flags[b] & (BLK_DIRTY | BLK_VEL))
             settled = 0;
+        if ((s->blk_flags[b] & BLK_RIGID) && s->kp.rigid_free)
+            settled = 0; /* bone still on its way home */
     }
     mt->kinetic = kin;
     mt->max_displacement = maxd;
@@ -305,7 +388,9 @@ static sim_status cpu_frame(sim_volume_state *s, const vol_frame_in *in, sim_vol
     (void)err;
     (void)err_sz;
     double t0 = sc_now_ms();
-    if (in->deform)
+    inertia(s);
+    int64_t stepped = rigid_return(s);
+    if (in->deform || stepped > 0)
         mt->moved_elements = propagate(s, mt);
     double t1 = sc_now_ms();
     mt->active_blocks = relax(s);

@@ -28,7 +28,7 @@ struct counters {
     unsigned long long newly;     /* propagation: elements reached for the first time */
     unsigned long long moved;     /* relaxation: elements moved this iteration */
     unsigned long long nvel;      /* velocity: elements with V != 0 */
-    unsigned long long nmoved;    /* velocity: elements moved by the inertial step */
+    unsigned long long stepped;   /* rigid tissue that stepped home */
     unsigned long long nonfinite; /* velocity: elements found NaN or infinite */
     unsigned int max_disp_bits;   /* float bits: non-negative floats order as integers */
     unsigned int max_viol_bits;
@@ -45,6 +45,7 @@ struct vol_cuda {
     counters *ctr;
     counters *h_ctr; /* pinned */
     float *h_stage;  /* pinned staging for grabbed positions */
+    int rigid_maybe; /* a wave ran since rigid tissue was last found home: look again */
     uint32_t *h_stage_idx;
 };
 
@@ -129,23 +130,45 @@ __global__ void k_violation(cm_kparams kp, int64_t n, const float *pos, const ui
         atomicMax(&c->max_viol_bits, __float_as_uint(worst));
 }
 
-__global__ void k_relax(cm_kparams kp, int64_t n, const float *pos, float *out,
-                        const uint8_t *flags, counters *c)
+/* One relaxation phase (cm_relax_phase), in place: an element reads no other element of
+ * its own phase, and only those are written in this launch. */
+__global__ void k_relax(cm_kparams kp, int64_t n, float *pos, const uint8_t *flags, int phase,
+                        int pull, counters *c)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || cm_relax_phase(&kp, i, flags) != phase)
+        return;
+    float np[3];
+    if (cm_relax_element(&kp, i, pos, flags, pull, np)) {
+        pos[i * 3 + 0] = np[0];
+        pos[i * 3 + 1] = np[1];
+        pos[i * 3 + 2] = np[2];
+        atomicAdd(&c->moved, 1ull);
+    }
+}
+
+__global__ void k_rigid_return(cm_kparams kp, int64_t n, float *pos, const uint8_t *flags,
+                               float *t_reach, counters *c)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
     float np[3];
-    if (cm_relax_element(&kp, i, pos, flags, np)) {
-        out[i * 3 + 0] = np[0];
-        out[i * 3 + 1] = np[1];
-        out[i * 3 + 2] = np[2];
-        atomicAdd(&c->moved, 1ull);
-    } else {
-        out[i * 3 + 0] = pos[i * 3 + 0];
-        out[i * 3 + 1] = pos[i * 3 + 1];
-        out[i * 3 + 2] = pos[i * 3 + 2];
+    if (cm_rigid_return_element(&kp, i, pos, flags, np)) {
+        pos[i * 3 + 0] = np[0];
+        pos[i * 3 + 1] = np[1];
+        pos[i * 3 + 2] = np[2];
+        t_reach[i] = 0.0f; /* a seed of this frame's wave */
+        atomicAdd(&c->stepped, 1ull);
     }
+}
+
+__global__ void k_inertia(cm_kparams kp, int64_t n, float *pos, float *pos_prev, const float *vel,
+                          const uint8_t *flags)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        cm_inertia_element(&kp, i, pos, pos_prev, vel, flags);
 }
 
 __global__ void k_velocity(cm_kparams kp, int64_t n, float *pos, float *pos_prev, float *vel,
@@ -160,8 +183,6 @@ __global__ void k_velocity(cm_kparams kp, int64_t n, float *pos, float *pos_prev
         atomicAdd(&c->kinetic, (double)o.speed * (double)o.speed);
         atomicAdd(&c->speed[flags[i] & CM_CLASS_MASK], (double)o.speed);
     }
-    if (o.moved)
-        atomicAdd(&c->nmoved, 1ull);
     if (!(o.disp < CM_UNREACHED && o.speed < CM_UNREACHED))
         atomicAdd(&c->nonfinite, 1ull); /* NaN or infinite: comparisons with NaN fail */
     else if (o.disp > 0.0f)
@@ -249,6 +270,7 @@ sim_status cuda_upload_all(sim_volume_state *s, char *err, size_t err_sz)
     CU(cudaMemcpy(d->flags, s->flags, n, cudaMemcpyHostToDevice), "upload flags");
     k_fill<<<grid_for(s->nelem), kThreads>>>(d->t_reach, CM_UNREACHED, s->nelem);
     CU(cudaGetLastError(), "fill t_reach");
+    d->rigid_maybe = 1;
     s->host_valid = 1;
     return SIM_OK;
 }
@@ -302,10 +324,27 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
     unsigned grid = grid_for(n);
     s->host_valid = 0;
     double t0 = sc_now_ms();
-    if (in->deform && s->ngrab > 0) {
-        k_seed<<<grid_for(s->ngrab), kThreads>>>(d->grab_idx, d->grab_pos, s->ngrab, d->pos,
-                                                 d->t_reach);
-        CU(cudaGetLastError(), "seed wave");
+    k_inertia<<<grid, kThreads>>>(kp, n, d->pos, d->pos_prev, d->vel, d->flags);
+    CU(cudaGetLastError(), "inertia");
+    unsigned long long stepped = 0;
+    if (kp.rigid_free && d->rigid_maybe) {
+        CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
+        k_rigid_return<<<grid, kThreads>>>(kp, n, d->pos, d->flags, d->t_reach, d->ctr);
+        CU(cudaGetLastError(), "rigid return");
+        sim_status st = read_counters(d, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+        stepped = d->h_ctr->stepped;
+        d->rigid_maybe = stepped > 0;
+    }
+    int seed_grab = in->deform && s->ngrab > 0;
+    if (seed_grab || stepped > 0) {
+        if (seed_grab) {
+            k_seed<<<grid_for(s->ngrab), kThreads>>>(d->grab_idx, d->grab_pos, s->ngrab, d->pos,
+                                                     d->t_reach);
+            CU(cudaGetLastError(), "seed wave");
+        }
+        d->rigid_maybe = 1;
         CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
         /* Passes run in batches between read-backs of the counter: a pass after the wave
          * has stopped (nothing moved or waiting) changes nothing, so up to
@@ -350,18 +389,25 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
     /* Every iteration runs without a read-back: once relaxation has converged an
      * iteration moves nothing, so the counter after the last one says whether it had. */
     unsigned long long last_moved = 0;
-    for (int it = 0; it < s->params.relax_iterations; it++) {
+    int iters = s->params.relax_iterations;
+    for (int it = 0; iters > 0 && it < iters + CM_REPAIR_ITERATIONS; it++) {
         CU(cudaMemsetAsync(&d->ctr->moved, 0, sizeof(unsigned long long)), "clear relax counter");
-        k_relax<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->flags, d->ctr);
-        CU(cudaGetLastError(), "relax");
-        swap_ptr(d->pos, d->pos_alt);
-        mt->active_blocks += s->nblocks;
-    }
-    if (s->params.relax_iterations > 0) {
-        sim_status st = read_counters(d, err, err_sz);
-        if (st != SIM_OK)
-            return st;
-        last_moved = d->h_ctr->moved;
+        for (int phase = 0; phase < CM_RELAX_PHASES; phase++) {
+            k_relax<<<grid, kThreads>>>(kp, n, d->pos, d->flags, phase, it < iters, d->ctr);
+            CU(cudaGetLastError(), "relax");
+        }
+        mt->active_blocks += CM_RELAX_PHASES * s->nblocks;
+        if (it + 1 >= iters) {
+            /* The repair iterations stop once one moved nothing (every band held), as the
+             * CPU's do; running on would change nothing. The volume is at rest when the
+             * last elastic iteration moved nothing either. */
+            sim_status st = read_counters(d, err, err_sz);
+            if (st != SIM_OK)
+                return st;
+            last_moved |= d->h_ctr->moved;
+            if (!d->h_ctr->moved)
+                break;
+        }
     }
     double t2 = sc_now_ms();
     CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
@@ -377,7 +423,7 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
     for (int k = 0; k < SIM_NTISSUE; k++)
         mt->mean_speed[k] =
             s->class_count[k] ? (float)(c->speed[k] / (double)s->class_count[k]) : 0.0f;
-    s->settled = !last_moved && !c->nvel && !c->nmoved;
+    s->settled = !last_moved && !c->nvel && !stepped;
     double t3 = sc_now_ms();
     mt->propagate_ms = t1 - t0;
     mt->relax_ms = t2 - t1;

@@ -17,12 +17,13 @@
  * - Relaxation (Gibson 1997, Frisken-Gibson 1999): an element moves toward the mean
  *   of its neighbours' positions minus rest offsets, each neighbour weighted by the
  *   inverse of its tissue's tolerance (air: weight 0, it carries no load), plus its own
- *   rest position as `home_weight` extra neighbours (elastic memory, our addition);
- *   rigid tissue (inverse mass 0) does not relax.
+ *   rest position as `home_weight` extra neighbours (elastic memory, our addition),
+ *   within the boxes its neighbours allow (red-black Gauss-Seidel), so relaxation keeps
+ *   every link in its band; passive tissue (inverse mass 0) only follows.
  * - Velocity layer (the seed's contribution): dX = X+ - X- is this frame's ChainMail
  *   correction; it accumulates into V scaled by inverse mass, damped by condition
- *   A (none), B (alpha) or C (implicit viscoelastic, Xu et al. 2018), clamped, and
- *   X += k V.
+ *   A (none), B (alpha) or C (implicit viscoelastic, Xu et al. 2018), clamped; the next
+ *   frame begins with X += k V.
  * All lengths in lattice units. Keep to the common subset of C11 and C++17. */
 #ifndef SIM_KERNELS_CHAINMAIL_H
 #define SIM_KERNELS_CHAINMAIL_H
@@ -39,7 +40,19 @@
 #define CM_UNREACHED 1e30f
 /* A propagation move shorter than this (any component) is not a move: it ends the wave. */
 #define CM_MOVE_EPS 1e-5f
-/* Relaxation weight cap: a tolerance below this counts as this (rigid neighbours). */
+/* A band violation up to this (lattice units) is float rounding, not a violation. */
+#define CM_BAND_TOL 1e-5f
+/* Largest step of rigid tissue toward home in one frame, lattice units. */
+#define CM_RIGID_STEP 1.0f
+/* Relaxation phases of one iteration (cm_relax_phase): the two parities of elastic
+ * tissue, then the two parities of passive tissue. */
+#define CM_RELAX_PHASES 4
+/* Clip-only iterations after the elastic ones, while anything is out of band: they
+ * restore the bands the inertial step broke without adding elastic pull (which would
+ * change the dynamics the defaults are tuned for). */
+#define CM_REPAIR_ITERATIONS 4
+/* Relaxation weight cap: a tolerance below this counts as this (rigid neighbours); a
+ * tissue whose tolerance is below it is rigid. */
 #define CM_MIN_TOLERANCE 0.02f
 
 /* Propagation status bits for one element and one pass. */
@@ -60,7 +73,9 @@ typedef struct cm_kparams {
     int condition; /* 0 A, 1 B, 2 C */
     float alpha, b0, k, v_max, dead_zone, margin;
     float relax_step, relax_threshold;
-    float home_weight; /* pull toward the rest position, in neighbours of the own tissue */
+    float home_weight;    /* pull toward the rest position, in neighbours of the own tissue */
+    int rigid[CM_NCLASS]; /* 1: no tolerance (bone): moves only as a whole (see relaxation) */
+    int rigid_free;       /* 1 when nothing is grabbed: displaced rigid tissue goes home */
 } cm_kparams;
 
 SIM_HD static inline float cm_minf(float a, float b)
@@ -219,74 +234,237 @@ SIM_HD static inline float cm_link_violation(const cm_kparams *kp, int64_t i, in
     return worst;
 }
 
-/* One Jacobi relaxation iteration for element i: returns 1 and writes out_pos when it
- * moves. Grabbed and rigid elements stay; corrections within relax_threshold are dropped
- * so the volume can come to rest. */
-SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const float *pos,
-                                          const uint8_t *flags, float out_pos[3])
+/* Clip v into [lo, hi] (band first, so a band never yields to anything else). Values
+ * within CM_BAND_TOL outside are left: a clip that only chases float rounding between two
+ * neighbours would keep the volume from ever settling. An empty interval (neighbours
+ * that disagree, only after a violation already exists) takes its midpoint, which halves
+ * the worse of the two violations. */
+SIM_HD static inline float cm_clip_band(float v, float lo, float hi)
+{
+    if (lo > hi)
+        return 0.5f * (lo + hi);
+    if (v < lo - CM_BAND_TOL)
+        return lo;
+    if (v > hi + CM_BAND_TOL)
+        return hi;
+    return v;
+}
+
+/* Relaxation treats three kinds of tissue differently. */
+SIM_HD static inline int cm_passive(const cm_kparams *kp, int c)
+{
+    return !kp->rigid[c] && kp->inv_mass[c] <= 0.0f; /* air: carries no load, only follows */
+}
+
+/* The relaxation phase of element i: parity for elastic tissue, 2 + parity for passive
+ * tissue (parity = (x+y+z) & 1), -1 for rigid tissue, which does not relax (it moves only
+ * through propagation: see cm_rigid_return_element). One iteration runs the phases in
+ * order, each in place. A lattice neighbour has the other parity, so no element reads
+ * another of its own phase: every phase is race-free and independent of visit order.
+ * Passive tissue comes last so that it follows this iteration's motion. */
+SIM_HD static inline int cm_relax_phase_of(const cm_kparams *kp, int c, int x, int y, int z)
+{
+    if (kp->rigid[c])
+        return -1;
+    return (cm_passive(kp, c) ? 2 : 0) + ((x + y + z) & 1);
+}
+
+SIM_HD static inline int cm_relax_phase(const cm_kparams *kp, int64_t i, const uint8_t *flags)
+{
+    int x, y, z;
+    cm_coords(kp, i, &x, &y, &z);
+    return cm_relax_phase_of(kp, (int)(flags[i] & CM_CLASS_MASK), x, y, z);
+}
+
+/* Rigid tissue (bone) going home, once a frame while nothing is grabbed
+ * (kp->rigid_free). Bone has no slack, so relaxation could not move it without breaking
+ * its links; instead it steps toward home and the frame's propagation wave, seeded from
+ * the elements that stepped, carries the tissue around it along, as a grab would. The
+ * step depends on the element's own displacement alone: a piece the wave once moved as a
+ * whole (every link exact, every element displaced alike) steps home as a whole, with
+ * its links exact. Returns 1 and writes out_pos when i steps. */
+SIM_HD static inline int cm_rigid_return_element(const cm_kparams *kp, int64_t i, const float *pos,
+                                                 const uint8_t *flags, float out_pos[3])
 {
     uint8_t f = flags[i];
-    if ((f & CM_FLAG_GRABBED) || kp->inv_mass[f & CM_CLASS_MASK] <= 0.0f)
+    if (!kp->rigid_free || !kp->rigid[f & CM_CLASS_MASK] || (f & CM_FLAG_GRABBED))
         return 0;
     int x, y, z;
     cm_coords(kp, i, &x, &y, &z);
-    float acc[3] = {0.0f, 0.0f, 0.0f}, wsum = 0.0f;
+    float delta[3];
+    delta[0] = (float)x - pos[i * 3 + 0];
+    delta[1] = (float)y - pos[i * 3 + 1];
+    delta[2] = (float)z - pos[i * 3 + 2];
+    float len = sqrtf(delta[0] * delta[0] + delta[1] * delta[1] + delta[2] * delta[2]);
+    if (len <= kp->relax_threshold)
+        return 0;
+    float move = cm_minf(kp->relax_step * (len - kp->relax_threshold), CM_RIGID_STEP);
+    if (move < kp->dead_zone)
+        return 0;
+    for (int b = 0; b < 3; b++)
+        out_pos[b] = pos[i * 3 + b] + move / len * delta[b];
+    return 1;
+}
+
+/* One relaxation update of element i in its phase (cm_relax_phase), in place: every
+ * neighbour it reads is fixed while it moves. Returns 1 and writes out_pos when i moves.
+ * pull 0: the clip of step 2 alone (the repair iterations that follow the elastic ones).
+ *
+ * 1. Elastic pull: toward the mean of the neighbours' positions minus rest offsets, each
+ *    neighbour weighted by its tissue's relax_w, plus the own rest position as
+ *    home_weight extra neighbours (passive tissue: toward its rest position alone);
+ *    corrections within relax_threshold are dropped so the volume can come to rest.
+ * 2. ChainMail's invariant (Gibson 1997): the result is clipped into the intersection of
+ *    the boxes its neighbours allow (and the lattice box, which yields to the bands).
+ *    Elastic tissue ignores passive neighbours here, as it ignores them in the pull: air
+ *    carries no load and must not hold the skin out. Passive tissue is clipped against
+ *    every neighbour, in the phases after the elastic ones, so it follows.
+ * Since the neighbours of i stayed in band with i's old position, that intersection
+ * holds the old position and is never empty when the state was in band: after the
+ * phases of an iteration every link is in band again, whatever the pull did. */
+SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const float *pos,
+                                          const uint8_t *flags, int pull, float out_pos[3])
+{
+    uint8_t f = flags[i];
+    if ((f & CM_FLAG_GRABBED) || kp->rigid[f & CM_CLASS_MASK])
+        return 0;
+    if (!(isfinite(pos[i * 3 + 0]) && isfinite(pos[i * 3 + 1]) && isfinite(pos[i * 3 + 2])))
+        return 0; /* a blow-up: left for the state's guard to see, never clipped to a number */
+    int x, y, z;
+    cm_coords(kp, i, &x, &y, &z);
+    /* Most elements an active block holds are at rest among neighbours at rest: their
+     * pull is zero and their bands hold, so they stay. Seven compares save the boxes. */
+    int at_rest =
+        pos[i * 3 + 0] == (float)x && pos[i * 3 + 1] == (float)y && pos[i * 3 + 2] == (float)z;
+    for (int d = 0; d < 6 && at_rest; d++) {
+        int64_t j = cm_neighbour(kp, x, y, z, d);
+        if (j < 0)
+            continue;
+        int a = d >> 1;
+        float o = (d & 1) ? 1.0f : -1.0f;
+        at_rest = pos[j * 3 + 0] == (float)x + (a == 0 ? o : 0.0f) &&
+                  pos[j * 3 + 1] == (float)y + (a == 1 ? o : 0.0f) &&
+                  pos[j * 3 + 2] == (float)z + (a == 2 ? o : 0.0f);
+    }
+    if (at_rest)
+        return 0;
+    int ci = (int)(f & CM_CLASS_MASK), passive = cm_passive(kp, ci);
+    float acc[3] = {0.0f, 0.0f, 0.0f}, wsum = 0.0f, lo[3], hi[3];
+    lo[0] = lo[1] = lo[2] = -CM_UNREACHED;
+    hi[0] = hi[1] = hi[2] = CM_UNREACHED;
     for (int d = 0; d < 6; d++) {
         int64_t j = cm_neighbour(kp, x, y, z, d);
         if (j < 0)
             continue;
-        float w = kp->relax_w[flags[j] & CM_CLASS_MASK];
+        int cj = (int)(flags[j] & CM_CLASS_MASK);
+        float w = kp->relax_w[cj];
         float rest = (d & 1) ? 1.0f : -1.0f; /* neighbour's rest offset along its axis */
+        int bound = passive || !cm_passive(kp, cj);
         for (int b = 0; b < 3; b++) {
-            float target = pos[j * 3 + b] - (b == (d >> 1) ? rest : 0.0f);
-            acc[b] += w * target;
+            float pj = pos[j * 3 + b], l, h;
+            acc[b] += w * (pj - (b == (d >> 1) ? rest : 0.0f));
+            if (bound) {
+                cm_link_box(kp, ci * CM_NCLASS + cj, d, b, pj, &l, &h);
+                lo[b] = cm_maxf(lo[b], l);
+                hi[b] = cm_minf(hi[b], h);
+            }
         }
         wsum += w;
     }
+    float p[3];
+    p[0] = pos[i * 3 + 0];
+    p[1] = pos[i * 3 + 1];
+    p[2] = pos[i * 3 + 2];
     /* Elastic memory: the element's own rest position counts as home_weight more
      * neighbours of its own tissue. Without it a smooth bump is nearly harmonic (the
      * neighbour mean sits on it), feels almost no pull and stays as a plastic dent inside
-     * the threshold; with it every shape, smooth or sharp, is pulled back by at least
+     * the threshold; with it every shape is pulled back by at least
      * home_weight / (links + home_weight) of its displacement per iteration, so the
-     * tissue returns to rest and the velocity layer has a restoring force to ring against. */
-    float wh = kp->home_weight * kp->relax_w[f & CM_CLASS_MASK];
+     * tissue returns to rest and the velocity layer has a restoring force to ring
+     * against. Passive tissue has home alone: it pulls on no one, but finds its way back,
+     * so the surfaces bound to cells it shares with the skin come back too. */
+    float wh = kp->home_weight * kp->relax_w[ci];
+    if (passive) {
+        acc[0] = acc[1] = acc[2] = 0.0f;
+        wsum = 0.0f;
+        wh = 1.0f;
+    }
     acc[0] += wh * (float)x;
     acc[1] += wh * (float)y;
     acc[2] += wh * (float)z;
     wsum += wh;
-    if (wsum <= 0.0f)
-        return 0;
     float delta[3], len2 = 0.0f;
     for (int b = 0; b < 3; b++) {
-        delta[b] = acc[b] / wsum - pos[i * 3 + b];
+        delta[b] = wsum > 0.0f ? acc[b] / wsum - p[b] : 0.0f;
         len2 += delta[b] * delta[b];
     }
-    if (len2 <= kp->relax_threshold * kp->relax_threshold)
+    if (pull && len2 > kp->relax_threshold * kp->relax_threshold) {
+        /* Correct only the part beyond the threshold: the pull then grows from zero at
+         * the edge of the dead band, so with the velocity layer on top the band cannot
+         * act as a kick that pumps energy into a limit cycle. A pull below what the
+         * velocity layer counts is no pull: the element is at rest. */
+        float len = sqrtf(len2);
+        float move = kp->relax_step * (len - kp->relax_threshold);
+        if (move >= kp->dead_zone)
+            for (int b = 0; b < 3; b++)
+                p[b] += move / len * delta[b];
+    }
+    float box_hi[3];
+    box_hi[0] = (float)(kp->nx - 1) + kp->margin;
+    box_hi[1] = (float)(kp->ny - 1) + kp->margin;
+    box_hi[2] = (float)(kp->nz - 1) + kp->margin;
+    int moved = 0;
+    for (int b = 0; b < 3; b++) {
+        float v = cm_minf(cm_maxf(p[b], -kp->margin), box_hi[b]);
+        v = cm_clip_band(v, lo[b], hi[b]);
+        out_pos[b] = v;
+        if (v != pos[i * 3 + b])
+            moved = 1;
+    }
+    return moved;
+}
+
+/* The inertial step of element i, first in a frame: X += k V, clamped to the lattice box
+ * grown by the margin; X- moves with it, so the correction measured at the end of the
+ * frame is ChainMail's alone. It comes first so that a frame ends on positions that
+ * ChainMail has seen (in band); the sequence of operations is the source's, with the
+ * frame boundary moved by one step. Returns 1 when X changed. */
+SIM_HD static inline int cm_inertia_element(const cm_kparams *kp, int64_t i, float *pos,
+                                            float *pos_prev, const float *vel, const uint8_t *flags)
+{
+    if (flags[i] & CM_FLAG_GRABBED)
+        return 0; /* held by the hand: its velocity is zeroed at the end of this frame */
+    const float *V = vel + i * 3;
+    if (V[0] == 0.0f && V[1] == 0.0f && V[2] == 0.0f)
         return 0;
-    /* Correct only the part beyond the threshold: the pull then grows from zero at the
-     * edge of the dead band, so with the velocity layer on top the band cannot act as a
-     * kick that pumps energy into a limit cycle. */
-    float len = sqrtf(len2);
-    float move = kp->relax_step * (len - kp->relax_threshold);
-    if (move < kp->dead_zone)
-        return 0; /* below what the velocity layer counts: the element is at rest */
-    float gain = move / len;
-    for (int b = 0; b < 3; b++)
-        out_pos[b] = pos[i * 3 + b] + gain * delta[b];
-    return 1;
+    float hi[3];
+    hi[0] = (float)(kp->nx - 1) + kp->margin;
+    hi[1] = (float)(kp->ny - 1) + kp->margin;
+    hi[2] = (float)(kp->nz - 1) + kp->margin;
+    int moved = 0;
+    for (int b = 0; b < 3; b++) {
+        float x = pos[i * 3 + b];
+        float nx = cm_minf(cm_maxf(x + kp->k * V[b], -kp->margin), hi[b]);
+        if (nx != x) {
+            pos_prev[i * 3 + b] += nx - x;
+            pos[i * 3 + b] = nx;
+            moved = 1;
+        }
+    }
+    return moved;
 }
 
 /* What the velocity step of one element reports, for metrics. */
 typedef struct cm_vel_out {
     float speed; /* |V| after the step */
-    float disp;  /* |X - X0| after the step */
-    int moved;   /* X changed in the inertial step */
+    float disp;  /* |X - X0| */
 } cm_vel_out;
 
-/* The velocity layer for element i. pos holds X+ on entry and the frame-end X on exit;
- * pos_prev holds X- on entry and is set to the frame-end X (next frame's X-). */
-SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_t i, float *pos,
-                                                    float *pos_prev, float *vel,
+/* The velocity layer for element i, last in a frame: dX = X+ - X- (this frame's
+ * ChainMail correction) accumulates into V by condition A, B or C, clamped; X- is set to
+ * X for the next frame. X itself does not move here (cm_inertia_element moves it). */
+SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_t i,
+                                                    const float *pos, float *pos_prev, float *vel,
                                                     const uint8_t *flags)
 {
     cm_vel_out o;
@@ -298,7 +476,8 @@ SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_
     rest[0] = (float)x;
     rest[1] = (float)y;
     rest[2] = (float)z;
-    float *X = pos + i * 3, *V = vel + i * 3, *Xm = pos_prev + i * 3;
+    const float *X = pos + i * 3;
+    float *V = vel + i * 3, *Xm = pos_prev + i * 3;
     float dx[3], dlen2 = 0.0f, disp2 = 0.0f;
     for (int b = 0; b < 3; b++) {
         dx[b] = X[b] - Xm[b];
@@ -330,22 +509,9 @@ SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_
         v[0] = v[1] = v[2] = 0.0f;
         vlen = 0.0f;
     }
-    float hi[3];
-    hi[0] = (float)(kp->nx - 1) + kp->margin;
-    hi[1] = (float)(kp->ny - 1) + kp->margin;
-    hi[2] = (float)(kp->nz - 1) + kp->margin;
-    o.moved = 0;
-    disp2 = 0.0f;
     for (int b = 0; b < 3; b++) {
-        float nxp = X[b] + kp->k * v[b];
-        nxp = cm_minf(cm_maxf(nxp, -kp->margin), hi[b]);
-        if (nxp != X[b])
-            o.moved = 1;
-        X[b] = nxp;
-        Xm[b] = nxp;
+        Xm[b] = X[b];
         V[b] = v[b];
-        float e = nxp - rest[b];
-        disp2 += e * e;
     }
     o.speed = vlen;
     o.disp = sqrtf(disp2);

@@ -27,11 +27,15 @@ struct sim_volume_model {
 };
 
 /* Block activity flags (bits of blk_flags). */
-#define BLK_DIRTY   1u  /* something in the block moved since relaxation last converged */
-#define BLK_TOUCHED 2u  /* moved this frame: the velocity step must visit it */
-#define BLK_VEL     4u  /* holds a non-zero velocity */
-#define BLK_ACTIVE  8u  /* relax this iteration */
-#define BLK_MOVED   16u /* relaxation moved something this iteration */
+#define BLK_DIRTY   0x001u /* something in the block moved since relaxation last converged */
+#define BLK_TOUCHED 0x002u /* moved this frame: the velocity step must visit it */
+#define BLK_VEL     0x004u /* holds a non-zero velocity */
+#define BLK_RIGID   0x200u /* holds rigid tissue the wave moved: it goes home when free */
+/* Relaxation's bookkeeping within one frame (see relax in cpu/volume_cpu.c). */
+#define BLK_INIT   0x008u /* dirty or beside a dirty block: every phase looks at it once */
+#define BLK_ACTIVE 0x010u /* evaluate in this phase */
+#define BLK_MOVED  0x020u /* moved in this phase */
+#define BLK_RECENT 0x040u /* moved within the last CM_RELAX_PHASES phases */
 
 struct sim_volume_state {
     const sim_volume_model *m;
@@ -57,7 +61,11 @@ struct sim_volume_state {
     uint32_t *grab_old; /* (VOL_MAX_GRAB) scratch: the set just released */
     int ngrab;
     float grab_anchor[3]; /* lattice units */
-    int grab_moved;       /* a move was applied this frame: seed the wave */
+    /* Offsets the grabbed set may be moved by (from grab_start), per axis: inside the
+     * lattice box with room for the links ahead at their shortest. */
+    float grab_off_lo[3], grab_off_hi[3];
+    int grab_moved;   /* a move was applied this frame: seed the wave */
+    int grab_clamped; /* ... and was cut short at the box */
 
     /* Propagation wave of this frame (CPU frontier lists; CUDA keeps its own). */
     float clock;
@@ -74,9 +82,9 @@ struct sim_volume_state {
     /* Blocks. */
     int bx, by, bz;
     int64_t nblocks;
-    uint8_t *blk_flags;     /* (nblocks) BLK_* */
+    uint16_t *blk_flags;    /* (nblocks) BLK_* */
+    uint8_t *blk_age;       /* (nblocks) relaxation phases since the block last moved */
     uint32_t *blk_list;     /* (nblocks) scratch list of block ids */
-    float *relax_tmp;       /* (nelem x 3) Jacobi target buffer */
     double *blk_kinetic;    /* (nblocks) per-block sums, reduced in block order */
     float *blk_maxdisp;     /* (nblocks) */
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */

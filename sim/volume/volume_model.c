@@ -56,7 +56,7 @@ sim_volume_params sim_default_volume_params(void)
      * B overshoots and rings a few half-periods. The soft threshold stays (it cannot
      * pump energy) but is small, 0.002, so it does not freeze the tail of the ringing
      * into a plastic dent; the dead zone still lets the volume come to rest. */
-    p.relax_iterations = 6;
+    p.relax_iterations = 3;
     p.relax_step = 0.5f;
     p.relax_threshold = 0.002f;
     /* The tissue's memory of its rest shape (see cm_relax_element): without it a smooth
@@ -145,6 +145,7 @@ void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volu
         }
         float tol = (ta->max_len - ta->min_len) + 2.0f * ta->shear;
         kp->relax_w[a] = 1.0f / fmaxf(tol, CM_MIN_TOLERANCE);
+        kp->rigid[a] = tol < CM_MIN_TOLERANCE;
         /* Air carries no load: it must not pull on the tissue it touches. With a weight
          * (1/tolerance, about 0.17) the air a pull had pushed outward, which is passive
          * and never relaxes back, held the skin out as a permanent dent (about 1 lattice

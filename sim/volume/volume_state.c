@@ -25,7 +25,7 @@ static void set_rest(sim_volume_state *s)
     }
     memcpy(s->pos_prev, s->pos, (size_t)s->nelem * 3 * sizeof(float));
     memset(s->vel, 0, (size_t)s->nelem * 3 * sizeof(float));
-    memset(s->blk_flags, 0, (size_t)s->nblocks);
+    memset(s->blk_flags, 0, (size_t)s->nblocks * sizeof *s->blk_flags);
     memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
     s->ngrab = 0;
     s->grab_moved = 0;
@@ -62,6 +62,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->threads = b->threads;
     s->params = sim_default_volume_params();
     vol_pack_kparams(&s->kp, &s->params, &m->vol);
+    s->kp.rigid_free = 1;
     s->nelem = (int64_t)m->vol.nx * m->vol.ny * m->vol.nz;
     s->bx = (m->vol.nx + VOL_BLOCK - 1) / VOL_BLOCK;
     s->by = (m->vol.ny + VOL_BLOCK - 1) / VOL_BLOCK;
@@ -83,9 +84,9 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->scratch_pos = sc_calloc(n * 3, sizeof(float));
     s->scratch_t = sc_calloc(n, sizeof(float));
     s->scratch_status = sc_calloc(n, 1);
-    s->blk_flags = sc_calloc(nb, 1);
+    s->blk_flags = sc_calloc(nb, sizeof *s->blk_flags);
+    s->blk_age = sc_calloc(nb, 1);
     s->blk_list = sc_calloc(nb, sizeof(uint32_t));
-    s->relax_tmp = sc_calloc(n * 3, sizeof(float));
     s->blk_kinetic = sc_calloc(nb, sizeof(double));
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
@@ -93,7 +94,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
-        !s->blk_list || !s->relax_tmp || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
+        !s->blk_age || !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
         !s->blk_speed) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
@@ -134,8 +135,8 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->scratch_t);
     free(s->scratch_status);
     free(s->blk_flags);
+    free(s->blk_age);
     free(s->blk_list);
-    free(s->relax_tmp);
     free(s->blk_kinetic);
     free(s->blk_maxdisp);
     free(s->blk_speed);
@@ -219,6 +220,8 @@ static int release_grab(sim_volume_state *s, uint32_t *old)
     return nold;
 }
 
+static void grab_offset_range(sim_volume_state *s);
+
 static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, uint32_t *old,
                              char *err, size_t err_sz)
 {
@@ -258,27 +261,71 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
     }
     s->ngrab = n;
     memcpy(s->grab_anchor, c, sizeof c);
+    grab_offset_range(s);
     return s->be->volume->sync_grab(s, old, nold, err, err_sz);
 }
 
+/* The range of offsets along axis a that keeps grabbed element i (at p) inside the lattice
+ * box grown by the margin, with room for the elements ahead of it on its lattice line
+ * compressed to their shortest links (propagation pushes them ahead of the hand; without
+ * that room they would be pressed against the box and their links broken). */
+static void grab_room(const sim_volume_state *s, int64_t i, int a, float p, float *lo, float *hi)
+{
+    const cm_kparams *kp = &s->kp;
+    int c[3], n[3] = {kp->nx, kp->ny, kp->nz};
+    cm_coords(kp, i, &c[0], &c[1], &c[2]);
+    int64_t stride = a == 0 ? 1 : a == 1 ? (int64_t)kp->nx : (int64_t)kp->nx * kp->ny;
+    float ahead = 0.0f, behind = 0.0f;
+    for (int k = c[a]; k + 1 < n[a]; k++) {
+        int64_t e = i + (int64_t)(k - c[a]) * stride;
+        ahead += kp->link_min[(s->flags[e] & CM_CLASS_MASK) * CM_NCLASS +
+                              (s->flags[e + stride] & CM_CLASS_MASK)];
+    }
+    for (int k = c[a]; k > 0; k--) {
+        int64_t e = i - (int64_t)(c[a] - k) * stride;
+        behind += kp->link_min[(s->flags[e] & CM_CLASS_MASK) * CM_NCLASS +
+                               (s->flags[e - stride] & CM_CLASS_MASK)];
+    }
+    *hi = (float)(n[a] - 1) + kp->margin - ahead - p;
+    *lo = -kp->margin + behind - p;
+}
+
+static void grab_offset_range(sim_volume_state *s)
+{
+    for (int a = 0; a < 3; a++) {
+        s->grab_off_lo[a] = -CM_UNREACHED;
+        s->grab_off_hi[a] = CM_UNREACHED;
+        for (int g = 0; g < s->ngrab; g++) {
+            float lo, hi;
+            grab_room(s, s->grab_idx[g], a, s->grab_start[g * 3 + a], &lo, &hi);
+            s->grab_off_lo[a] = cm_maxf(s->grab_off_lo[a], lo);
+            s->grab_off_hi[a] = cm_minf(s->grab_off_hi[a], hi);
+        }
+        if (s->grab_off_lo[a] > s->grab_off_hi[a]) /* no room at all: stay in the middle */
+            s->grab_off_lo[a] = s->grab_off_hi[a] = 0.5f * (s->grab_off_lo[a] + s->grab_off_hi[a]);
+    }
+}
+
+/* Translate the grabbed set rigidly. The offset is cut to the range that keeps every
+ * band satisfiable inside the lattice box; a cut is reported (metrics.grab_clamped), so
+ * the user hears why the tissue stops instead of seeing the grab flattened. */
 static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, char *err,
                              size_t err_sz)
 {
     if (s->ngrab == 0)
         return SIM_OK; /* nothing held: a move is a no-op (the grab found no tissue) */
-    float t[3], off[3], hi[3];
+    float t[3], off[3];
     to_lattice(s, ev->space, ev->point, t);
-    hi[0] = (float)(s->kp.nx - 1) + s->kp.margin;
-    hi[1] = (float)(s->kp.ny - 1) + s->kp.margin;
-    hi[2] = (float)(s->kp.nz - 1) + s->kp.margin;
-    for (int b = 0; b < 3; b++)
-        off[b] = t[b] - s->grab_anchor[b];
+    for (int b = 0; b < 3; b++) {
+        float want = t[b] - s->grab_anchor[b];
+        off[b] = cm_minf(cm_maxf(want, s->grab_off_lo[b]), s->grab_off_hi[b]);
+        if (off[b] != want)
+            s->grab_clamped = 1;
+    }
     for (int g = 0; g < s->ngrab; g++) {
         uint32_t i = s->grab_idx[g];
-        for (int b = 0; b < 3; b++) {
-            float p = s->grab_start[g * 3 + b] + off[b];
-            s->pos[(size_t)i * 3 + b] = cm_minf(cm_maxf(p, -s->kp.margin), hi[b]);
-        }
+        for (int b = 0; b < 3; b++)
+            s->pos[(size_t)i * 3 + b] = s->grab_start[g * 3 + b] + off[b];
         mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
     }
     s->grab_moved = 1;
@@ -290,15 +337,19 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
 {
     int reclass = memcmp(p->hu_threshold, s->params.hu_threshold, sizeof p->hu_threshold) != 0;
     s->params = *p;
+    int rigid_free = s->kp.rigid_free;
     vol_pack_kparams(&s->kp, &s->params, &s->m->vol);
+    s->kp.rigid_free = rigid_free;
     sim_status st = s->be->volume->download(s, err, err_sz);
     if (st != SIM_OK)
         return st;
     if (reclass)
         classify_all(s);
-    /* Links changed: everything must be looked at again by relaxation. */
+    grab_offset_range(s); /* margin and link lengths may have changed */
+    /* Links changed: everything must be looked at again by relaxation, and any tissue
+     * that became rigid may be away from home. */
     for (int64_t b = 0; b < s->nblocks; b++)
-        s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED;
+        s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
     return s->be->volume->upload_all(s, err, err_sz);
 }
 
@@ -349,6 +400,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
     double t0 = sc_now_ms();
     int had_events = s->qcount > 0;
     s->grab_moved = 0;
+    s->grab_clamped = 0;
     sim_status st = SIM_OK;
     /* Events apply in order; one that fails stops the loop and the rest wait for the
      * next step. */
@@ -358,6 +410,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
         s->qcount--;
         st = apply_event(s, &ev, err, err_sz);
     }
+    s->kp.rigid_free = s->ngrab == 0; /* see cm_rigid_return_element */
     sim_volume_metrics mt;
     memset(&mt, 0, sizeof mt);
     if (st == SIM_OK) {
@@ -387,6 +440,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
     mt.frame = s->frame;
     mt.last_seq = s->last_seq;
     mt.grabbed = s->ngrab;
+    mt.grab_clamped = s->grab_clamped;
     mt.total_ms = sc_now_ms() - t0;
     s->last = mt;
     if (metrics)

@@ -7,7 +7,8 @@ __global__ void k_all(cm_kparams kp, float *pos, float *prev, float *vel, uint8_
     int64_t i = blockIdx.x * blockDim.x + threadIdx.x;
     float o[3], ot = 0.0f;
     int st = cm_propagate_element(&kp, i, pos, prev, flags, t, 1.0f, o, &ot);
-    st += cm_relax_element(&kp, i, pos, flags, o);
+    st += cm_relax_phase(&kp, i, flags) + cm_relax_element(&kp, i, pos, flags, 1, o);
+    st += cm_inertia_element(&kp, i, pos, prev, vel, flags);
     cm_vel_out v = cm_velocity_element(&kp, i, pos, prev, vel, flags);
     int x, y, z;
     cm_coords(&kp, i, &x, &y, &z);

@@ -91,9 +91,15 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Accumulate one frame's cost into r; ms holds every frame's total for the quantiles. */
-static void add_cost(vs_release_result *r, double *ms, const sim_volume_metrics *mt)
+/* Accumulate one frame's cost into r; ms holds every frame's total for the quantiles.
+ * Also checks ChainMail's invariant over the whole state (not timed). */
+static void add_cost(vs_release_result *r, double *ms, const sim_volume_metrics *mt,
+                     sim_volume_state *s)
 {
+    float after = sim_volume_max_violation(s);
+    if (after > r->max_violation_after_frame)
+        r->max_violation_after_frame = after;
+    r->grab_clamped_frames += mt->grab_clamped;
     ms[r->frames++] = mt->total_ms;
     r->propagate_ms += mt->propagate_ms;
     r->relax_ms += mt->relax_ms;
@@ -152,7 +158,7 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
         if (st == SIM_OK)
             st = sim_volume_step(s, &mt, err, err_sz);
         r->grabbed = mt.grabbed;
-        add_cost(r, ms, &mt);
+        add_cost(r, ms, &mt, s);
     }
     if (st == SIM_OK)
         st = vs_push(s, SIM_EV_RELEASE, NULL, 0.0f);
@@ -168,7 +174,7 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     float prev_y = r->probe_release_y;
     for (int f = 0; f < o->max_after && st == SIM_OK; f++) {
         st = sim_volume_step(s, &mt, err, err_sz);
-        add_cost(r, ms, &mt);
+        add_cost(r, ms, &mt, s);
         const float *pos = sim_volume_positions(s), *vel = sim_volume_velocities(s);
         float y = pos[probe * 3 + 1] - rest_y, vy = vel[probe * 3 + 1];
         ys[nys++] = y;

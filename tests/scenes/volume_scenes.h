@@ -58,7 +58,9 @@ typedef struct vs_release_result {
     double ms_median, ms_p90, ms_mean;
     double propagate_ms, relax_ms, velocity_ms; /* means per frame */
     double moved_elements;                      /* mean per frame */
-    float max_violation;
+    float max_violation;                        /* after propagation, over the links it reached */
+    float max_violation_after_frame;            /* over the whole state after each frame */
+    int grab_clamped_frames;                    /* frames whose move the lattice box cut short */
 } vs_release_result;
 
 sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_release_opts *o,
