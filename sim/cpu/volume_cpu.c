@@ -155,7 +155,7 @@ static int64_t list_blocks(sim_volume_state *s, uint16_t mask)
 {
     int64_t n = 0;
     for (int64_t b = 0; b < s->nblocks; b++)
-        if (s->blk_flags[b] & mask)
+        if ((s->blk_flags[b] & mask) || s->full_sweeps)
             s->blk_list[n++] = (uint32_t)b;
     return n;
 }

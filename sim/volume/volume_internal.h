@@ -101,6 +101,9 @@ struct sim_volume_state {
     sim_volume_metrics last;
 
     void *dev; /* backend private state */
+    /* Tests only: the CPU backend visits every block, as the CUDA backend does, so a
+     * test can show that visiting only the active blocks changes nothing. */
+    int full_sweeps;
 };
 
 /* The 8^3 block that holds element i. */
