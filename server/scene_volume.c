@@ -17,6 +17,7 @@ typedef struct vol_scene {
     /* Parameters already queued this frame: the next set_params builds on them. */
     sim_volume_params pending;
     int has_pending;
+    int clamp_noticed; /* the driver was told that this pull stops at the box */
 } vol_scene;
 
 /* Parameter names a client may set (protocol/README.md): flat names for globals,
@@ -257,6 +258,34 @@ static void vol_destroy(srv *s, srv_session *ss)
     ss->scene_data = NULL;
 }
 
+/* The sim cuts a pull short where the tissue would leave the lattice box: tell the
+ * driver once each time the hand reaches that edge, so a pull that stops is explained. */
+static void notice_grab_clamp(srv *s, srv_session *ss, const sim_volume_metrics *mt)
+{
+    vol_scene *v = ss->scene_data;
+    if (!mt->grab_clamped) {
+        if (mt->grabbed == 0 || mt->passes > 0) /* let go, or moved freely again */
+            v->clamp_noticed = 0;
+        return;
+    }
+    if (v->clamp_noticed)
+        return;
+    v->clamp_noticed = 1;
+    sim_volume_params p = sim_volume_get_params(v->state);
+    char text[400];
+    snprintf(text, sizeof text,
+             "{\"type\":\"notice\",\"code\":\"grab_at_boundary\",\"seq\":%u,"
+             "\"detail\":\"the pull stops here: further out the tissue would leave the volume's "
+             "box (the lattice plus %g voxels), so the grab holds at its edge\"}",
+             mt->last_seq, (double)p.boundary_margin);
+    (void)s;
+    pthread_mutex_lock(&ss->lock);
+    uint32_t driver = ss->driver;
+    pthread_mutex_unlock(&ss->lock);
+    if (driver)
+        srv_session_reply(ss, driver, NULL, text);
+}
+
 static int vol_step(srv *s, srv_session *ss, double *ms)
 {
     vol_scene *v = ss->scene_data;
@@ -270,6 +299,7 @@ static int vol_step(srv *s, srv_session *ss, double *ms)
         return 0;
     }
     *ms = mt.total_ms;
+    notice_grab_clamp(s, ss, &mt);
     return !mt.skipped;
 }
 

@@ -316,6 +316,7 @@ static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, ch
         return SIM_OK; /* nothing held: a move is a no-op (the grab found no tissue) */
     float t[3], off[3];
     to_lattice(s, ev->space, ev->point, t);
+    s->grab_clamped = 0; /* the last move of the frame decides */
     for (int b = 0; b < 3; b++) {
         float want = t[b] - s->grab_anchor[b];
         off[b] = cm_minf(cm_maxf(want, s->grab_off_lo[b]), s->grab_off_hi[b]);

@@ -38,8 +38,8 @@ static float band_violation(sim_volume_state *s, const sim_volume *v)
                         continue;
                     int64_t j = i + (a == 0 ? 1 : a == 1 ? v->nx : (int64_t)v->nx * v->ny);
                     const sim_tissue_params *ti = &p.tissue[cls[i]], *tj = &p.tissue[cls[j]];
-                    float mn = fminf(ti->min_len, tj->min_len), mx = fmaxf(ti->max_len, tj->max_len),
-                          sh = fmaxf(ti->shear, tj->shear);
+                    float mn = fminf(ti->min_len, tj->min_len),
+                          mx = fmaxf(ti->max_len, tj->max_len), sh = fmaxf(ti->shear, tj->shear);
                     for (int b = 0; b < 3; b++) {
                         float d = pos[j * 3 + b] - pos[i * 3 + b];
                         float lo = b == a ? mn : -sh, hi = b == a ? mx : sh;
@@ -70,7 +70,7 @@ static float max_displacement(sim_volume_state *s, const sim_volume *v, int cls_
 }
 
 typedef struct run_opts {
-    int phantom;     /* 1: the phantom 48x48x28; 0: a uniform block n^3 of hu */
+    int phantom; /* 1: the phantom 48x48x28; 0: a uniform block n^3 of hu */
     int n;
     float hu;
     sim_condition condition;
@@ -97,11 +97,12 @@ static int run_release(const run_opts *o, vs_scene *sc, sim_volume *v, vs_releas
     st = vs_run_release(sc->state, v, &ro, r, err, sizeof err);
     th_note("%s %c pull %.0f b1 x%.0f: settle %d, sign changes %d, overshoot %.3f, release %.2f, "
             "final %.3f, bands after frame %.5f, grab clamped %d frames",
-            o->phantom ? "phantom" : o->hu == HU_SKIN ? "skin block" : "muscle block",
+            o->phantom         ? "phantom"
+            : o->hu == HU_SKIN ? "skin block"
+                               : "muscle block",
             'A' + (int)o->condition, (double)o->pull, (double)o->b1_scale, r->settle_frames,
             r->sign_changes, (double)r->peak_residual, (double)r->probe_release_y,
-            (double)r->probe_final_y, (double)r->max_violation_after_frame,
-            r->grab_clamped_frames);
+            (double)r->probe_final_y, (double)r->max_violation_after_frame, r->grab_clamped_frames);
     return st == SIM_OK;
 }
 
@@ -151,8 +152,8 @@ TEST(relaxation_keeps_the_bands_and_grabs_stay_in_the_box)
         vs_scene sc;
         sim_volume v;
         vs_release_result r;
-        REQUIRE(run_release(&(run_opts){0, 24, HU_SKIN, SIM_CONDITION_C, pulls[k], 1.0f}, &sc, &v,
-                            &r));
+        REQUIRE(
+            run_release(&(run_opts){0, 24, HU_SKIN, SIM_CONDITION_C, pulls[k], 1.0f}, &sc, &v, &r));
         CHECKF(r.max_violation_after_frame <= 0.01f, "pull %g: band violated by %g after a frame",
                (double)pulls[k], (double)r.max_violation_after_frame);
         sim_volume_params p = sim_volume_get_params(sc.state);
@@ -204,13 +205,12 @@ TEST(skin_rings_wider_than_muscle_in_the_same_geometry)
         for (int k = 0; k < 2; k++) {
             vs_scene sc;
             sim_volume v;
-            REQUIRE(run_release(&(run_opts){0, 24, hu[k], (sim_condition)cond, 3.0f, 1.0f}, &sc,
-                                &v, &r[k]));
+            REQUIRE(run_release(&(run_opts){0, 24, hu[k], (sim_condition)cond, 3.0f, 1.0f}, &sc, &v,
+                                &r[k]));
             done(&sc, &v);
         }
-        CHECKF(r[0].peak_residual >= 1.3f * r[1].peak_residual,
-               "%c: skin overshoot %g, muscle %g", 'A' + cond, (double)r[0].peak_residual,
-               (double)r[1].peak_residual);
+        CHECKF(r[0].peak_residual >= 1.3f * r[1].peak_residual, "%c: skin overshoot %g, muscle %g",
+               'A' + cond, (double)r[0].peak_residual, (double)r[1].peak_residual);
         CHECK(r[1].peak_residual > 0.0f);
     }
 }

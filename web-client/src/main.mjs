@@ -185,6 +185,8 @@ async function session(id, token) {
             : 'drag on the body to pull it · drag elsewhere to orbit · wheel to zoom · right-drag to pan';
       } else if (t.type === 'control_request') {
         controls.controlRequest(t.from);
+      } else if (t.type === 'notice') {
+        $('#hint3d').textContent = t.detail; // e.g. a pull that stops at the volume's edge
       } else if (t.type === 'error' && t.seq && t.seq === slice.inFlight) {
         slice.inFlight = 0;
       }

@@ -1,0 +1,104 @@
+// The volume scene's behaviour checks and the bugs they claim to catch (see run.mjs).
+const tests = ['$BUILD/softcast-tests'  {
+    name: 'the driver is not told why a pull stops at the box',
+    file: 'server/scene_volume.c',
+    find: 'if (driver)\n        srv_session_reply(ss, driver, NULL, text);',
+    replace: '(void)driver;',
+    build: ['$BUILD/test/softcast-server'], test: 'node --test tests/server/grab.test.mjs', caught_by: 'grab.test.mjs: a pull past the volume box stops at its edge',
+  },
+];
+const run = (filter) => `$BUILD/softcast-tests ${filter}`;
+
+export default [
+  {
+    name: 'relaxation off for condition A (a permanent dent)',
+    file: 'sim/cpu/volume_cpu.c',
+    find: 'int npull = CM_RELAX_PHASES * s->params.relax_iterations;',
+    replace: 'int npull = CM_RELAX_PHASES * (s->kp.condition == 0 ? 0 : s->params.relax_iterations);',
+    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+  },
+  {
+    name: 'elastic memory off (home_weight ignored)',
+    file: 'sim/kernels/chainmail.h',
+    find: 'float wh = kp->home_weight * kp->relax_w[ci];',
+    replace: 'float wh = 0.0f * kp->relax_w[ci];',
+    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+  },
+  {
+    name: 'settles while the elastic pull still moves (no dirty blocks after the repair)',
+    file: 'sim/cpu/volume_cpu.c',
+    find: 'if (h >= npull - CM_RELAX_PHASES)\n                    f |= BLK_DIRTY;',
+    replace: '(void)npull;',
+    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+  },
+  {
+    name: 'relaxation ignores the bands (no clip)',
+    file: 'sim/kernels/chainmail.h',
+    find: 'v = cm_clip_band(v, lo[b], hi[b]);',
+    replace: '(void)0;',
+    build: tests, test: run('relaxation_keeps'), caught_by: 'relaxation_keeps_the_bands_and_grabs_stay_in_the_box',
+  },
+  {
+    name: 'a grab pulled past the lattice box (offset not cut)',
+    file: 'sim/volume/volume_state.c',
+    find: 'off[b] = cm_minf(cm_maxf(want, s->grab_off_lo[b]), s->grab_off_hi[b]);',
+    replace: 'off[b] = want;',
+    build: tests, test: run('relaxation_keeps'), caught_by: 'relaxation_keeps_the_bands_and_grabs_stay_in_the_box',
+  },
+  {
+    name: 'B without memory (alpha dropped)',
+    file: 'sim/kernels/chainmail.h',
+    find: 'v[b] = kp->alpha * V[b] + s * dx[b];',
+    replace: 'v[b] = s * dx[b];',
+    build: tests, test: run('condition_b_rings'), caught_by: 'condition_b_rings_for_several_frames',
+  },
+  {
+    name: 'skin and muscle parameters swapped',
+    file: 'sim/volume/volume_model.c',
+    find: 'p.tissue[SIM_TISSUE_SKIN_FAT] = skin;\n    p.tissue[SIM_TISSUE_MUSCLE_ORGAN] = muscle;',
+    replace: 'p.tissue[SIM_TISSUE_SKIN_FAT] = muscle;\n    p.tissue[SIM_TISSUE_MUSCLE_ORGAN] = skin;',
+    build: tests, test: run('skin_rings_wider'), caught_by: 'skin_rings_wider_than_muscle_in_the_same_geometry',
+  },
+  {
+    name: 'b1 = 0 (damping that grows with distance ignored)',
+    file: 'sim/volume/volume_model.c',
+    find: 'kp->b1[a] = ta->b1;',
+    replace: 'kp->b1[a] = 0.0f;',
+    build: tests, test: run('condition_c_cuts'), caught_by: 'condition_c_cuts_ringing_and_b1_damps_large_pulls',
+  },
+  {
+    name: 'first-leader-only propagation',
+    file: 'sim/kernels/chainmail.h',
+    find: 'sponsored = 1;\n            t_first = cm_minf(t_first, due);',
+    replace: 'sponsored = 1;\n            t_first = cm_minf(t_first, due);\n            break;',
+    build: tests, test: run('chainmail_many_sponsors'), caught_by: 'chainmail_many_sponsors_equal_the_least_fixpoint',
+  },
+  {
+    name: 'active blocks forget the neighbours of what moved',
+    file: 'sim/cpu/volume_cpu.c',
+    find: 'dilate(s, BLK_RECENT, BLK_ACTIVE);',
+    replace: 'for (int64_t b = 0; b < s->nblocks; b++)\n            bf[b] |= (uint16_t)((bf[b] & BLK_RECENT) ? BLK_ACTIVE : 0);',
+    build: tests, test: run('active_blocks_give'), caught_by: 'active_blocks_give_the_same_state_as_full_sweeps',
+  },
+  {
+    name: 'bone not rigid (relaxes like passive tissue)',
+    file: 'sim/volume/volume_model.c',
+    find: 'kp->rigid[a] = tol < CM_MIN_TOLERANCE;',
+    replace: 'kp->rigid[a] = 0;',
+    build: tests, test: run('bone_dragged'), caught_by: 'bone_dragged_stays_rigid_and_goes_home_once_released',
+  },
+  {
+    name: 'bone steps home without carrying the tissue (no wave)',
+    file: 'sim/cpu/volume_cpu.c',
+    find: 'mark_reached(s, i, 0.0f);',
+    replace: '(void)0;',
+    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+  },
+  {
+    name: 'the driver is not told why a pull stops at the box',
+    file: 'server/scene_volume.c',
+    find: 'if (driver)\n        srv_session_reply(ss, driver, NULL, text);',
+    replace: '(void)driver;',
+    build: ['$BUILD/test/softcast-server'], test: 'node --test tests/server/grab.test.mjs', caught_by: 'grab.test.mjs: a pull past the volume box stops at its edge',
+  },
+];
