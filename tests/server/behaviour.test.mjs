@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { startServer, api, Client, wsUrl, latencies, summary, metric, tick, quiet } from './harness.mjs';
+import { startServer, api, Client, wsUrl, latencies, summary, metric, tick, quiet, withTimeout } from './harness.mjs';
 
 let srv;
 before(async () => {
@@ -29,66 +29,71 @@ function loopbackHoldsBytes() {
   try { return max('tcp_wmem', 2) + max('tcp_rmem', 1); } catch { return 8 << 20; }
 }
 
-test('a client that never reads does not stall the others, and the server holds at most a frame for it', async () => {
-  // Every frame a keyframe (96x96x64: 215 KB), so the stream overflows the socket buffers.
-  const big = await startServer(['--dims', '24x24x16', '--keyframe-every', '1']);
-  try {
-    const s = (await api(big.base, 'POST', '/api/sessions', { dims: [96, 96, 64] })).json;
-    const driver = await new Client(wsUrl(s, s.control_token), { decode: false }).open();
-    const viewer = await new Client(wsUrl(s, s.view_token), { decode: false }).open();
-    const stuck = await new Client(wsUrl(s, s.view_token), { decode: false }).open();
-    for (const c of [driver, viewer]) await c.until(() => c.frames.length > 0, 10000, 'first keyframe');
-    stuck.ws._socket.pause(); // reads nothing from now on
-    driver.send({ type: 'grab', seq: 1, point: [48, 79, 32], radius: 2, space: 'lattice' });
-    const sent = new Map(), t0 = performance.now();
-    let seq = 2;
-    // Drag (8 small moves a second) until the viewer has had `bytes` more; then pause the
-    // session and wait for quiet, so no frame is in flight when the bytes are counted.
-    const push = async (bytes) => {
-      const until = viewer.bytes + bytes;
-      if (seq > 2) driver.send({ type: 'resume', seq: seq++ });
-      while (viewer.bytes < until) {
-        assert.ok(performance.now() - t0 < 60000, `the viewer got ${viewer.bytes} bytes in 60 s`);
-        sent.set(seq, performance.now());
-        driver.send({ type: 'move', seq, point: [48, 79 + Math.sin(seq / 3), 32], space: 'lattice' });
-        seq++;
-        await tick(125);
-      }
-      for (const c of [driver, viewer]) await c.until(() => c.frames.some((f) => f.lastSeq === seq - 1), 10000, 'last move');
-      driver.send({ type: 'pause', seq: seq++ });
-      await quiet([driver, viewer], 300);
-      return (await metric(big.base, 'softcast_session_bytes_sent_total', s.id)) - viewer.bytes - driver.bytes;
-    };
-    // First more than loopback holds, so the stuck client's socket is full; then 2 MB more.
-    const holds = loopbackHoldsBytes();
-    const full = await push(holds + (2 << 20));
-    const later = await push(2 << 20);
-    const lat = summary(latencies(viewer, sent));
-    const maxFrame = Math.max(...viewer.frames.map((f) => f.bytes));
-    const peak = await metric(big.base, 'softcast_session_backlog_bytes_peak', s.id);
-    console.log(`# ${sent.size} moves in ${((performance.now() - t0) / 1000).toFixed(1)} s; viewer ${viewer.frames.length} frames ` +
-      `${viewer.bytes} B (largest ${maxFrame}); sent to the stuck client ${full} B, then ${later - full} B more ` +
-      `(loopback holds about ${holds}); backlog peak ${peak} B; viewer latency ms p50 ${lat.p50.toFixed(0)} ` +
-      `p99 ${lat.p99.toFixed(0)} max ${lat.max.toFixed(0)}`);
-    // Once its socket is full, the stuck client is sent nothing more, while the viewer gets 2 MB.
-    assert.ok(later - full <= maxFrame, `the stuck client was sent ${later - full} B more after its socket filled`);
-    // What the server holds for one client is one frame at most (latest-wins, no queue).
-    assert.ok(peak <= maxFrame + 4096, `a client's backlog reached ${peak} B (largest frame ${maxFrame} B)`);
-    // The others kept their pace. Every frame here is a 215 KB keyframe, so the worker is
-    // busy by design and latency is not the quiet case that latency.test.mjs bounds: the
-    // typical move within that test's p99 bound, none stalled behind the stuck client for 2 s.
-    assert.equal(lat.n, sent.size, 'every move reached the viewer');
-    assert.ok(lat.p50 < P99_MS && lat.max < 2 * MAX_MS, `viewer latency p50 ${lat.p50.toFixed(0)} ms, max ${lat.max.toFixed(0)} ms`);
-    // Reading again, the stuck client catches up with the newest frame.
-    stuck.ws._socket.resume();
-    driver.send({ type: 'resume', seq });
-    await stuck.until(() => stuck.frames.some((f) => f.lastSeq >= seq), 10000, 'the stuck client catches up');
-    stuck.ws.terminate();
-    await driver.close();
-    await viewer.close();
-  } finally {
-    assert.equal(await big.stop(), 0, big.stderr());
-  }
+// A session whose every frame is a keyframe (96x96x64: 215 KB each), so that its stream
+// overflows the socket buffers of a client that reads nothing; and a driver that drags it
+// with small moves, 8 a second. push(bytes) drags until the first of `readers` has had
+// `bytes` more, then pauses the session and waits for quiet, so that no frame is in flight
+// when it counts: it returns the bytes the server has sent to all but the readers.
+async function bigStream(t, clientsBeforeDrag) {
+  const server = await startServer(['--dims', '24x24x16', '--keyframe-every', '1']);
+  t.after(async () => assert.equal(await server.stop(), 0, server.stderr()));
+  const s = (await api(server.base, 'POST', '/api/sessions', { dims: [96, 96, 64] })).json;
+  const driver = await new Client(wsUrl(s, s.control_token), { decode: false }).open();
+  const others = [];
+  for (const role of clientsBeforeDrag) others.push(await new Client(wsUrl(s, s[`${role}_token`]), { decode: false }).open());
+  for (const c of [driver, ...others]) await c.until(() => c.frames.length > 0, 10000, 'first keyframe');
+  const sent = new Map(), t0 = performance.now();
+  let seq = 1;
+  driver.send({ type: 'grab', seq: seq++, point: [48, 79, 32], radius: 2, space: 'lattice' });
+  const push = async (readers, bytes) => {
+    const until = readers[0].bytes + bytes;
+    if (seq > 2) driver.send({ type: 'resume', seq: seq++ });
+    while (readers[0].bytes < until) {
+      assert.ok(performance.now() - t0 < 60000, `${readers[0].bytes} bytes in 60 s`);
+      sent.set(seq, performance.now());
+      driver.send({ type: 'move', seq, point: [48, 79 + Math.sin(seq / 3), 32], space: 'lattice' });
+      seq++;
+      await tick(125);
+    }
+    for (const c of readers) await c.until(() => c.frames.some((f) => f.lastSeq === seq - 1), 10000, 'last move');
+    driver.send({ type: 'pause', seq: seq++ });
+    await quiet(readers, 300);
+    const total = await metric(server.base, 'softcast_session_bytes_sent_total', s.id);
+    return total - readers.reduce((n, c) => n + c.bytes, 0);
+  };
+  return { server, s, driver, others, sent, push, seconds: () => (performance.now() - t0) / 1000, seq: () => seq };
+}
+
+test('a client that never reads does not stall the others, and the server holds at most a frame for it', async (t) => {
+  const { server, s, driver, others: [viewer, stuck], sent, push, seconds, seq } = await bigStream(t, ['view', 'view']);
+  stuck.ws._socket.pause(); // reads nothing from now on
+  // First more than loopback holds, so the stuck client's socket is full; then 2 MB more.
+  const holds = loopbackHoldsBytes();
+  const full = await push([viewer, driver], holds + (2 << 20));
+  const later = await push([viewer, driver], 2 << 20);
+  const lat = summary(latencies(viewer, sent));
+  const maxFrame = Math.max(...viewer.frames.map((f) => f.bytes));
+  const peak = await metric(server.base, 'softcast_session_backlog_bytes_peak', s.id);
+  console.log(`# ${sent.size} moves in ${seconds().toFixed(1)} s; viewer ${viewer.frames.length} frames ` +
+    `${viewer.bytes} B (largest ${maxFrame}); sent to the stuck client ${full} B, then ${later - full} B more ` +
+    `(loopback holds about ${holds}); backlog peak ${peak} B; viewer latency ms p50 ${lat.p50.toFixed(0)} ` +
+    `p99 ${lat.p99.toFixed(0)} max ${lat.max.toFixed(0)}`);
+  // Once its socket is full, the stuck client is sent nothing more, while the viewer gets 2 MB.
+  assert.ok(later - full <= maxFrame, `the stuck client was sent ${later - full} B more after its socket filled`);
+  // What the server holds for one client is one frame at most (latest-wins, no queue).
+  assert.ok(peak <= maxFrame + 4096, `a client's backlog reached ${peak} B (largest frame ${maxFrame} B)`);
+  // The others kept their pace. Every frame here is a 215 KB keyframe, so the worker is
+  // busy by design and latency is not the quiet case that latency.test.mjs bounds: the
+  // typical move within that test's p99 bound, none stalled behind the stuck client for 2 s.
+  assert.equal(lat.n, sent.size, 'every move reached the viewer');
+  assert.ok(lat.p50 < P99_MS && lat.max < 2 * MAX_MS, `viewer latency p50 ${lat.p50.toFixed(0)} ms, max ${lat.max.toFixed(0)} ms`);
+  // Reading again, the stuck client catches up with the newest frame.
+  stuck.ws._socket.resume();
+  driver.send({ type: 'resume', seq: seq() });
+  await stuck.until(() => stuck.frames.some((f) => f.lastSeq >= seq()), 10000, 'the stuck client catches up');
+  stuck.ws.terminate();
+  await driver.close();
+  await viewer.close();
 });
 
 test('handover: the driver gives control to a viewer', async () => {
@@ -195,18 +200,20 @@ test('replies and frames follow one another without waiting for a wake-up', asyn
   await b.close();
 });
 
-test('a deleted session is freed even if a client stopped reading', async () => {
-  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
-  const stuck = await new Client(wsUrl(s, s.view_token)).open();
-  await stuck.until(() => stuck.frames.length > 0, 5000, 'keyframe');
+test('a deleted session is freed even if a client stopped reading with its socket full', async (t) => {
+  const { server, s, driver, others: [stuck], push } = await bigStream(t, ['view']);
   stuck.ws._socket.pause();
-  const del = await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+  // Enough through the driver that the stuck client's socket is full: its close frame
+  // cannot be written, so only the server's close timeout lets the session go.
+  const toStuck = await push([driver], loopbackHoldsBytes() + (2 << 20));
+  assert.ok(toStuck < driver.bytes - (1 << 20), `the stuck client took ${toStuck} B of ${driver.bytes}: its socket is not full`);
+  const del = await api(server.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
   assert.equal(del.status, 204);
+  assert.equal(await withTimeout(driver.closed, 5000, 'driver close'), 1001);
   const deadline = Date.now() + 8000;
   let held = true;
   while (held && Date.now() < deadline) {
-    const m = await api(srv.base, 'GET', '/metrics');
-    held = m.text.includes(s.id);
+    held = (await api(server.base, 'GET', '/metrics')).text.includes(s.id);
     if (held) await tick(100);
   }
   assert.ok(!held, 'the deleted session is still held after 8 s');
