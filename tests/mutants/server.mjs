@@ -87,4 +87,13 @@ export default [
     test: node('server', 'same deformation'),
     caught_by: 'server: driver and two viewers see the same deformation ...',
   },
+  {
+    name: 'no close timeout: a deleted session stays held by a client whose socket is full',
+    file: 'server/ws.c',
+    find: 'if (closing)\n                lws_set_timeout(k->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);',
+    replace: 'if (closing && 0)\n                lws_set_timeout(k->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);',
+    build: server,
+    test: node('behaviour', 'deleted session'),
+    caught_by: 'behaviour: a deleted session is freed even if a client stopped reading with its socket full',
+  },
 ];
