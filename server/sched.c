@@ -225,12 +225,11 @@ static int run_session(srv *s, srv_session *ss)
         ss->state_version++;
         pthread_mutex_unlock(&ss->lock);
     }
-    /* Keyframes: the first, one a joiner asked for, and at most every keyframe_every
-     * frames while the shape moves (0: only when a delta grows past half a keyframe, see
-     * encode_and_publish). A keyframe to every viewer is the one burst that the clients
-     * of a big classroom feel, so a settled scene never sends one. */
     /* A paused session sends nothing new (its events wait in the scene for resume); a
-     * joiner still gets its keyframe. */
+     * joiner still gets its keyframe. Keyframes: the first, one a joiner asked for, and at
+     * most every keyframe_every frames while the shape moves (0: only when a delta grows
+     * past half a keyframe, see encode_and_publish). A keyframe to every viewer is the one
+     * burst that the clients of a big classroom feel, so a settled scene never sends one. */
     int changed = moved || (n > 0 && !paused);
     int keyframe = want_key || ss->key_frame_no == 0 ||
                    (changed && s->cfg.keyframe_every > 0 &&
