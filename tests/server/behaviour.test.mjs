@@ -62,11 +62,11 @@ async function bigStream(t, clientsBeforeDrag) {
     return total - readers.reduce((n, c) => n + c.bytes, 0);
   };
   // Fill the socket of a client that reads nothing: push more than loopback holds, then 2 MB
-  // at a time until it is sent at most one frame more (three more tries, should loopback
+  // at a time until it is sent at most one frame more (two more tries, should loopback
   // hold more than estimated). Returns what it had been sent before and after the last 2 MB.
   const fill = async (readers) => {
     let full = await push(readers, loopbackHoldsBytes() + (2 << 20)), later;
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 3; i++) {
       later = await push(readers, 2 << 20);
       if (later - full <= Math.max(...readers[0].frames.map((f) => f.bytes))) break;
       full = later;
