@@ -129,15 +129,17 @@ $(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(T
 $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
-# libFuzzer on the frame decoder and the event parser (clang). FUZZ_SECONDS each; new
-# interesting inputs land in tests/fuzz/corpus/, which make test replays.
+# libFuzzer on the frame decoders, the event parser and applying a delta to a keyframe
+# (clang). FUZZ_SECONDS each; new interesting inputs land in tests/fuzz/corpus/, which make
+# test replays. make fuzz-seeds writes the encoder-made seeds (a frame of every kind, and
+# keyframe and delta pairs) that the corpora start from.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fsanitize=fuzzer,address,undefined -I. -DFUZZ_MAIN
-.PHONY: fuzz
+.PHONY: fuzz fuzz-seeds
 fuzz:
 	@mkdir -p $(BUILD)/fuzz
-	for t in frame event; do \
+	for t in frame event delta; do \
 	  $(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $(PROTO_C) $(PROTO_LIBS) -lm || exit 1; \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
 	done
@@ -151,6 +153,13 @@ tsan-check: deps
 	SOFTCAST_SERVER=$(CURDIR)/$(BUILD)/tsan/test/softcast-server TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
 	    node --test tests/server/server.test.mjs tests/server/behaviour.test.mjs \
 	    tests/server/classroom.test.mjs tests/server/cloth.test.mjs tests/server/keyframes.test.mjs
+
+fuzz-seeds: $(BUILD)/softcast-fuzzseeds
+	@mkdir -p tests/fuzz/corpus/frame tests/fuzz/corpus/delta
+	$(BUILD)/softcast-fuzzseeds tests/fuzz/corpus/frame tests/fuzz/corpus/delta
+
+$(BUILD)/softcast-fuzzseeds: $(REL)/tests/protocol/gen_fuzz_seeds.o $(PROTO_C:%.c=$(REL)/%.o)
+	$(CC) -o $@ $^ $(PROTO_LIBS) -lm
 
 # Regenerate protocol/vectors/*.bin (commit the result; vectors.json says what they hold).
 protocol-vectors: $(BUILD)/softcast-protogen

@@ -185,6 +185,7 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
         M("softcast_session_errors_total{session=\"%s\"} %llu\n", ss->id,
           (unsigned long long)ss->errors);
         M("softcast_session_event_to_frame_ms{session=\"%s\"} %.4f\n", ss->id, lat);
+        M("softcast_session_backlog_bytes_peak{session=\"%s\"} %zu\n", ss->id, ss->backlog_peak);
         pthread_mutex_unlock(&ss->lock);
     }
     pthread_mutex_unlock(&s->lock);

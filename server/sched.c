@@ -215,7 +215,8 @@ static int run_session(srv *s, srv_session *ss)
         pj = ss->scene->params_json(ss);
         ss->params_dirty = 0;
     }
-    if (pj || state_changed) {
+    int news = pj || state_changed; /* a state message is due: wake the ws thread */
+    if (news) {
         pthread_mutex_lock(&ss->lock);
         if (pj) {
             free(ss->params_json);
@@ -224,11 +225,12 @@ static int run_session(srv *s, srv_session *ss)
         ss->state_version++;
         pthread_mutex_unlock(&ss->lock);
     }
-    /* Keyframes: the first, one a joiner asked for, and at most every keyframe_every
-     * frames while the shape moves (0: only when a delta grows past half a keyframe, see
-     * encode_and_publish). A keyframe to every viewer is the one burst that the clients
-     * of a big classroom feel, so a settled scene never sends one. */
-    int changed = moved || n > 0;
+    /* A paused session sends nothing new (its events wait in the scene for resume); a
+     * joiner still gets its keyframe. Keyframes: the first, one a joiner asked for, and at
+     * most every keyframe_every frames while the shape moves (0: only when a delta grows
+     * past half a keyframe, see encode_and_publish). A keyframe to every viewer is the one
+     * burst that the clients of a big classroom feel, so a settled scene never sends one. */
+    int changed = moved || (n > 0 && !paused);
     int keyframe = want_key || ss->key_frame_no == 0 ||
                    (changed && s->cfg.keyframe_every > 0 &&
                     ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every);
@@ -244,7 +246,7 @@ static int run_session(srv *s, srv_session *ss)
         ss->latency_n++;
     }
     pthread_mutex_unlock(&ss->lock);
-    return changed || keyframe || replies;
+    return changed || keyframe || replies || news;
 }
 
 void srv_worker_poke(srv *s, uint32_t slot)

@@ -96,7 +96,8 @@ typedef struct srv_session {
     double step_ms_sum, encode_ms_sum, latency_ms_sum;
     uint64_t latency_n;
     double last_step_ms, last_encode_ms;
-    int closing; /* DELETE or shutdown: clients get a close frame */
+    size_t backlog_peak; /* most bytes one client had handed to lws before its socket drained */
+    int closing;         /* DELETE or shutdown: clients get a close frame */
     /* Replies to one client (slices, errors found by the worker), latest first served. */
     struct {
         uint32_t client;

@@ -35,6 +35,7 @@ struct srv_client {
     int got_any;
     uint32_t sent_state; /* session state_version last sent */
     int got_state;
+    size_t unsent; /* bytes handed to lws since the socket last drained (its WRITEABLE) */
     double tokens, last_refill_ms; /* event rate limit: token bucket */
     char *rx;
     size_t rx_len;
@@ -98,6 +99,20 @@ static srv_client *find_client(ws_ctx *w, srv_session *ss, uint32_t id)
         if (c->ss == ss && c->id == id)
             return c;
     return NULL;
+}
+
+/* n more bytes went to lws for this client. lws calls WRITEABLE only once it has handed
+ * everything to the kernel, so c->unsent bounds what lws holds for the client; the
+ * session keeps the peak for /metrics (one frame when a slow client skips frames). */
+static void note_unsent(srv_client *c, size_t n)
+{
+    c->unsent += n;
+    if (!c->ss)
+        return;
+    pthread_mutex_lock(&c->ss->lock);
+    if (c->unsent > c->ss->backlog_peak)
+        c->ss->backlog_peak = c->unsent;
+    pthread_mutex_unlock(&c->ss->lock);
 }
 
 static void send_role(srv_client *c, const char *why)
@@ -247,6 +262,7 @@ static int write_next(ws_ctx *w, srv_client *c)
             return -1;
         memcpy(buf + LWS_PRE, t, n);
         int r = lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_TEXT);
+        note_unsent(c, n);
         free(buf);
         free(t);
         memmove(&c->out[0], &c->out[1], (size_t)(c->nout - 1) * sizeof c->out[0]);
@@ -304,6 +320,7 @@ static int write_next(ws_ctx *w, srv_client *c)
         return 0;
     size_t flen = f->len;
     int r = lws_write(c->wsi, f->data + SRV_FRAME_HEADROOM, flen, LWS_WRITE_BINARY);
+    note_unsent(c, flen);
     if (is_table) {
         c->have_table = f->frame;
     } else if (is_mesh) {
@@ -478,6 +495,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)"shutdown", 8);
             return -1;
         }
+        c->unsent = 0; /* lws holds nothing for it now */
         return write_next(w, c);
     case LWS_CALLBACK_CLOSED:
         if (c->ss) {

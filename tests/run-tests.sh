@@ -1,23 +1,41 @@
 #!/bin/sh
 # Run every test: the C binary, then the server and JS tests under node.
-# First fetch the optional real-CT data (Debian's
-# invesalius-examples head CT) into BUILD/data; a failed fetch only makes the
-# test that needs it skip, saying why.
+# First fetch the real CT (Debian's invesalius-examples head CT) into BUILD/data. When it
+# cannot be had, BUILD/data/FETCH_FAILED says why, starting "reachable:" when the package
+# registry answered (another package downloads: the fetch itself is broken, and the test
+# that needs the data fails) or "unreachable:" (no registry here: that test skips, naming
+# the cause).
 set -u
 BUILD=${1:-build}
 DATA="$BUILD/data"
 mkdir -p "$DATA"
-if [ ! -s "$DATA/cranium_256x256x108_i16.raw" ]; then
+if [ -s "$DATA/cranium_256x256x108_i16.raw" ]; then
+    rm -f "$DATA/FETCH_FAILED"
+else
     tmp=$(mktemp -d)
-    fetch() { (cd "$tmp" && apt-get download invesalius-examples >"$tmp/log" 2>&1); }
-    # A machine whose package lists were never fetched needs one update first.
-    if fetch || { [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 && fetch; }; then
-        dpkg -x "$tmp"/invesalius-examples_*.deb "$tmp/x" &&
+    why=""
+    # Bounded: an offline machine gives up after about 30 s, not after apt's default waits.
+    download() { (cd "$tmp" && apt-get -o Acquire::http::Timeout=30 -o Acquire::Retries=0 download "$1" >"$tmp/$1.log" 2>&1); }
+    last() { tail -n 1 "$tmp/$1.log" 2>/dev/null; }
+    if ! command -v apt-get >/dev/null 2>&1; then
+        why="unreachable: apt-get not found (not a Debian system)"
+    # A machine whose package lists were never fetched needs one update first (as root).
+    elif download invesalius-examples ||
+        { [ "$(id -u)" = 0 ] && apt-get update -qq >"$tmp/update.log" 2>&1 && download invesalius-examples; }; then
+        { dpkg -x "$tmp"/invesalius-examples_*.deb "$tmp/x" &&
             tar -xzf "$tmp/x/usr/share/doc/invesalius-examples/examples/Cranium.inv3" -C "$tmp" &&
-            mv "$(find "$tmp" -name matrix.dat | head -n 1)" "$DATA/cranium_256x256x108_i16.raw" ||
-            echo "run-tests: could not unpack invesalius-examples (see $tmp)"
+            mv "$(find "$tmp" -name matrix.dat | head -n 1)" "$DATA/cranium_256x256x108_i16.raw"; } ||
+            why="reachable: invesalius-examples downloaded but did not unpack to Cranium.inv3's matrix.dat"
+    elif download base-files; then
+        why="reachable: apt-get download invesalius-examples failed ($(last invesalius-examples)) while base-files downloaded"
     else
-        echo "run-tests: apt-get download invesalius-examples failed: $(tail -n 1 "$tmp/log")"
+        why="unreachable: apt-get download failed for invesalius-examples ($(last invesalius-examples)) and for base-files ($(last base-files))"
+    fi
+    if [ -n "$why" ]; then
+        echo "run-tests: real CT: $why"
+        printf '%s\n' "$why" >"$DATA/FETCH_FAILED"
+    else
+        rm -f "$DATA/FETCH_FAILED"
     fi
     rm -rf "$tmp"
 fi

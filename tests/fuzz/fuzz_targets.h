@@ -11,5 +11,8 @@
 int fuzz_frame_one(const uint8_t *data, size_t size);
 /* Parse the bytes as a client JSON event; same promise. */
 int fuzz_event_one(const uint8_t *data, size_t size);
+/* A keyframe and a delta (u32 LE length of the first, then both): apply every surface;
+ * never write past the keyframe's surface, refuse what does not match, add correctly. */
+int fuzz_delta_one(const uint8_t *data, size_t size);
 
 #endif

@@ -1,15 +1,21 @@
 /* test_fuzz_corpus.c: replay the committed fuzz corpora (tests/fuzz/corpus/) through the
  * fuzz targets under ASan and UBSan, so every input a fuzzer once found interesting is
- * checked on every test run. */
+ * checked on every test run; and check that the corpora still hold what the fuzzers need
+ * to start from (a frame of every kind that decodes, a keyframe and delta pair that
+ * applies and pairs that must be refused), so a corpus left behind by a format change
+ * fails here instead of fuzzing nothing but the header checks. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/proto.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/harness.h"
 
-static int replay(const char *dir, int (*one)(const uint8_t *, size_t))
+/* Call fn on every file of dir, as an exact-size buffer (ASan sees overreads). Returns the
+ * number of files, or -1 when dir cannot be read. */
+static int each_input(const char *dir, void (*fn)(const uint8_t *, size_t, void *), void *arg)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -27,17 +33,32 @@ static int replay(const char *dir, int (*one)(const uint8_t *, size_t))
         uint8_t *buf = malloc(1 << 20);
         size_t len = buf ? fread(buf, 1, 1 << 20, f) : 0;
         fclose(f);
-        if (buf) {
-            uint8_t *exact = malloc(len ? len : 1); /* exact size: ASan sees overreads */
+        uint8_t *exact = buf ? malloc(len ? len : 1) : NULL;
+        if (exact) {
             memcpy(exact, buf, len);
-            one(exact, len);
-            free(exact);
+            fn(exact, len, arg);
             n++;
         }
+        free(exact);
         free(buf);
     }
     closedir(d);
     return n;
+}
+
+typedef struct target {
+    int (*one)(const uint8_t *, size_t);
+} target;
+
+static void run_target(const uint8_t *data, size_t len, void *arg)
+{
+    ((const target *)arg)->one(data, len);
+}
+
+static int replay(const char *dir, int (*one)(const uint8_t *, size_t))
+{
+    target t = {one};
+    return each_input(dir, run_target, &t);
 }
 
 TEST(fuzz_corpus_frames_replay_clean)
@@ -52,4 +73,89 @@ TEST(fuzz_corpus_events_replay_clean)
     int n = replay("tests/fuzz/corpus/event", fuzz_event_one);
     th_note("%d event inputs", n);
     CHECK(n >= 10);
+}
+
+TEST(fuzz_corpus_deltas_replay_clean)
+{
+    int n = replay("tests/fuzz/corpus/delta", fuzz_delta_one);
+    th_note("%d keyframe and delta pairs", n);
+    CHECK(n >= 3);
+}
+
+/* The kinds the protocol has (proto.h): a new kind belongs here and in the corpus. */
+#define NKINDS 4
+
+static void count_kind(const uint8_t *data, size_t len, void *arg)
+{
+    int *decoded = arg;
+    proto_header h;
+    if (proto_header_read(&h, data, len) != PROTO_OK || h.kind < 1 || h.kind > NKINDS)
+        return;
+    int ok = 0;
+    if (h.kind == PROTO_KIND_MESH_KEY || h.kind == PROTO_KIND_MESH_DELTA) {
+        proto_decoded_mesh m;
+        ok = proto_decode_mesh(&m, data, len) == PROTO_OK;
+        proto_decoded_mesh_free(&m);
+    } else if (h.kind == PROTO_KIND_SLICE) {
+        proto_slice s;
+        ok = proto_decode_slice(&h, &s, data, len) == PROTO_OK;
+        if (ok)
+            free((void *)s.pixels);
+    } else {
+        proto_lod_entry *e;
+        uint32_t n;
+        ok = proto_decode_lod_table(&h, &e, &n, data, len) == PROTO_OK;
+        if (ok)
+            free(e);
+    }
+    decoded[h.kind] += ok;
+}
+
+TEST(fuzz_corpus_frames_decode_as_every_kind)
+{
+    int decoded[NKINDS + 1] = {0};
+    int n = each_input("tests/fuzz/corpus/frame", count_kind, decoded);
+    REQUIRE(n > 0);
+    static const char *const names[NKINDS + 1] = {"", "mesh keyframe", "mesh delta", "slice",
+                                                  "LOD table"};
+    for (int k = 1; k <= NKINDS; k++) {
+        th_note("kind %d (%s): %d of %d inputs decode", k, names[k], decoded[k], n);
+        CHECKF(decoded[k] > 0, "no input of kind %d (%s) decodes", k, names[k]);
+    }
+}
+
+/* Pairs whose keyframe and delta both decode: those that apply to some surface, and those
+ * refused for every surface. */
+static void count_pair(const uint8_t *data, size_t size, void *arg)
+{
+    int *counts = arg;
+    if (size < 4)
+        return;
+    size_t klen =
+        (size_t)data[0] | (size_t)data[1] << 8 | (size_t)data[2] << 16 | (size_t)data[3] << 24;
+    if (klen > size - 4)
+        return;
+    proto_decoded_mesh key, delta;
+    proto_status ks = proto_decode_mesh(&key, data + 4, klen);
+    proto_status ds = proto_decode_mesh(&delta, data + 4 + klen, size - 4 - klen);
+    if (ks == PROTO_OK && ds == PROTO_OK) {
+        int applied = 0;
+        for (int s = 0; s < key.nsurf; s++) {
+            uint16_t *out = malloc(((size_t)key.surf[s].nvert * 3 + 1) * sizeof *out);
+            applied += out && proto_apply_delta(&key, &delta, s, out) == PROTO_OK;
+            free(out);
+        }
+        counts[applied ? 0 : 1]++;
+    }
+    proto_decoded_mesh_free(&key);
+    proto_decoded_mesh_free(&delta);
+}
+
+TEST(fuzz_corpus_deltas_hold_pairs_that_apply_and_pairs_refused)
+{
+    int counts[2] = {0, 0};
+    int n = each_input("tests/fuzz/corpus/delta", count_pair, counts);
+    th_note("%d pairs: %d apply, %d decode but are refused", n, counts[0], counts[1]);
+    CHECK(counts[0] > 0);
+    CHECK(counts[1] > 0);
 }

@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import WebSocket from 'ws';
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
-import { createDecoder } from '../../protocol/js/softcast-proto.mjs';
+import { createDecoder, readHeader, KIND } from '../../protocol/js/softcast-proto.mjs';
 
 await MeshoptDecoder.ready;
 export const dec = createDecoder({ decompress, MeshoptDecoder });
@@ -61,18 +61,23 @@ export async function api(base, method, path, body, headers = {}) {
   return { status: r.status, json, text };
 }
 
-// A client that decodes every frame and keeps a per-surface position state.
+// A client that decodes every frame and keeps a per-surface position state. Every mesh
+// frame is recorded with its arrival time (performance.now(), ms) and size in bytes. With
+// { decode: false } it reads headers only (kind, frame, last seq): a cheap client for the
+// tests that push many large frames.
 export class Client {
-  constructor(url) {
+  constructor(url, { decode = true } = {}) {
     this.url = url;
+    this.decode = decode;
     this.texts = [];
-    this.frames = [];      // decoded mesh frames (header + positions after applying)
+    this.frames = [];      // mesh frames: {frame, lastSeq, key, bytes, t, q (decoded only)}
     this.slices = [];
     this.tables = [];      // LOD tables (cloth)
     this.key = null;
     this.q = null;         // current quantised positions per surface
     this.waiters = [];
     this.errors = 0;
+    this.bytes = 0;        // binary bytes received
   }
   async open() {
     this.ws = new WebSocket(this.url);
@@ -91,6 +96,15 @@ export class Client {
       this.texts.push(JSON.parse(data.toString()));
     } else {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      const t = performance.now();
+      this.bytes += bytes.length;
+      if (!this.decode) {
+        const h = readHeader(bytes);
+        if (h.kind === KIND.MESH_KEY || h.kind === KIND.MESH_DELTA)
+          this.frames.push({ frame: h.frame, lastSeq: h.lastSeq, key: h.kind === KIND.MESH_KEY, bytes: bytes.length, t });
+        for (const w of this.waiters.splice(0)) w();
+        return;
+      }
       const f = dec.decode(bytes);
       if (f.pixels) {
         this.slices.push(f);
@@ -99,10 +113,10 @@ export class Client {
       } else if (f.header.kind === 1) {
         this.key = f;
         this.q = f.surfaces.map((s) => s.q);
-        this.frames.push({ frame: f.header.frame, lastSeq: f.header.lastSeq, key: true, q: this.q });
+        this.frames.push({ frame: f.header.frame, lastSeq: f.header.lastSeq, key: true, bytes: bytes.length, t, q: this.q });
       } else if (this.key && f.keyFrame === this.key.header.frame) {
         this.q = f.surfaces.map((_, s) => dec.applyDelta(this.key, f, s));
-        this.frames.push({ frame: f.header.frame, lastSeq: f.header.lastSeq, key: false, q: this.q });
+        this.frames.push({ frame: f.header.frame, lastSeq: f.header.lastSeq, key: false, bytes: bytes.length, t, q: this.q });
       } else {
         this.errors++; // a delta for a keyframe we do not hold: the server must never send one
       }
@@ -123,4 +137,43 @@ export class Client {
 
 export function wsUrl(session, token) {
   return `${session.ws_url}&token=${token}`;
+}
+
+// Input-to-frame latency (ms) of each event sent: from its sending to the arrival at c of
+// the first mesh frame whose last seq includes it. sent: Map of seq -> performance.now().
+export function latencies(c, sent) {
+  const out = [];
+  for (const [seq, t] of sent) {
+    const f = c.frames.find((x) => x.lastSeq >= seq && x.t >= t);
+    if (f) out.push(f.t - t);
+  }
+  return out;
+}
+
+// n, p50, p99 and max of a list of milliseconds.
+export function summary(ms) {
+  const s = [...ms].sort((a, b) => a - b);
+  const q = (p) => (s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : NaN);
+  return { n: s.length, p50: q(0.5), p99: q(0.99), max: s.length ? s.at(-1) : NaN };
+}
+
+// One session's value of a Prometheus metric from /metrics (undefined when absent).
+export async function metric(base, name, session) {
+  const text = (await api(base, 'GET', '/metrics')).text;
+  const m = new RegExp(`^${name}\\{session="${session}"\\} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+
+export const tick = (ms) => new Promise((r) => setTimeout(r, ms)); // paces a driver; never a wait-and-hope
+
+// Wait until none of the clients has had a mesh frame for ms milliseconds (at most limit ms).
+export async function quiet(clients, ms, limit = 10000) {
+  const t0 = performance.now();
+  for (;;) {
+    const last = Math.max(t0, ...clients.filter((c) => c.frames.length).map((c) => c.frames.at(-1).t));
+    const left = last + ms - performance.now();
+    if (left <= 0) return;
+    if (performance.now() - t0 > limit) throw new Error(`frames kept coming for ${limit} ms`);
+    await tick(Math.min(left, 50));
+  }
 }

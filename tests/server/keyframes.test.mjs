@@ -3,7 +3,7 @@
 // a keyframe). Every delta must apply to the keyframe the client holds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl } from './harness.mjs';
+import { startServer, api, Client, wsUrl, tick, quiet } from './harness.mjs';
 
 // Grab the middle of the front face and drag it in and out, one move per frame received.
 async function drag(c, moves) {
@@ -17,17 +17,6 @@ async function drag(c, moves) {
   await c.until(() => c.frames.some((f) => f.lastSeq === moves + 2), 5000, 'release applied');
 }
 
-// Ping until a frame-free round trip: the scene has settled and sent everything.
-async function settle(c) {
-  for (let seq = 1000; seq < 1300; seq++) {
-    const n = c.frames.length, pongs = c.texts.filter((t) => t.type === 'pong').length;
-    c.send({ type: 'ping', seq, t: seq });
-    await c.until(() => c.texts.filter((t) => t.type === 'pong').length > pongs, 5000, 'pong');
-    if (c.frames.length === n) return;
-  }
-  throw new Error('the scene did not settle within 300 round trips');
-}
-
 test('--keyframe-every N: keyframes at most N frames apart while moving, none once settled', async () => {
   const srv = await startServer(['--dims', '24x24x16', '--keyframe-every', '10']);
   try {
@@ -39,10 +28,13 @@ test('--keyframe-every N: keyframes at most N frames apart while moving, none on
     assert.ok(keys.length >= 4, `keyframes ${keys}`);
     for (let i = 1; i < keys.length; i++) assert.ok(keys[i] - keys[i - 1] <= 10, `keyframes ${keys}`);
     assert.equal(c.errors, 0, 'a delta arrived for a keyframe the client did not hold');
-    await settle(c);
+    // Settled once 300 ms pass without a frame; then 2 s (120 frame periods at the default
+    // 60 Hz, 12 times --keyframe-every) bring nothing, keyframes included.
+    await quiet([c], 300);
     const n = c.frames.length;
-    await settle(c); // many frame periods later: still nothing, keyframes included
-    assert.equal(c.frames.length, n);
+    await tick(2000);
+    const idle = c.frames.slice(n);
+    assert.equal(idle.length, 0, `frames once settled: ${idle.map((f) => `#${f.frame}${f.key ? ' key' : ''}`).join(', ')}`);
     await c.close();
   } finally {
     assert.equal(await srv.stop(), 0);

@@ -67,12 +67,17 @@ test('driver and two viewers see the same deformation at the same frame numbers'
   assert.equal(sl.width, 32);
   assert.equal(sl.height, 32);
   assert.ok(new Set(sl.pixels).size > 3, 'slice is flat');
-  // A viewer's event is refused and changes nothing.
-  const before = driver.frames.length;
-  v1.send({ type: 'release', seq: 5 });
+  // A viewer's event is refused and changes nothing: a reset from a viewer would echo its
+  // seq in the next frame and put the skin back at rest; the driver's grab still holds.
+  const pulled = driver.frames.at(-1).q[0];
+  v1.send({ type: 'reset', seq: 777 });
   await v1.until(() => v1.texts.some((t) => t.type === 'error'), 5000, 'viewer error');
   assert.equal(v1.texts.find((t) => t.type === 'error').error, 'not the driver');
-  assert.ok(driver.frames.length >= before);
+  driver.send({ type: 'move', seq: 21, point: [16, 33, 10], space: 'lattice' });
+  await driver.until(() => driver.frames.some((f) => f.lastSeq === 21), 10000, 'seq 21 echoed');
+  assert.ok(!driver.frames.some((f) => f.lastSeq === 777), 'a frame includes the viewer\'s reset');
+  const after = driver.frames.find((f) => f.lastSeq === 21).q[0];
+  assert.ok(maxAbsDiff(after, rest) >= maxAbsDiff(pulled, rest), 'the skin went back towards rest');
   for (const c of all) await c.close();
 });
 
