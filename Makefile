@@ -208,6 +208,7 @@ bench: all
 	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 1 --scenario drag --frames 540
 	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 2 --scenario drag --frames 540
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 64x64x64 --threads 2 --pull 3
+	$(BUILD)/softcast-bench volume --uniform 0 --dims 64x64x64 --threads 2 --pull 8
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 128x128x75 --threads 2 --pull 3
 	for c in A B C; do $(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 \
 	    --scenario release --condition $$c --frames 300 || exit 1; done

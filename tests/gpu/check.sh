@@ -47,6 +47,8 @@ run parity --dims 128x128x75 --frames 100
 echo "== CUDA timings"
 run volume --backend cuda --dims 128x128x75 --scenario pull --frames 400
 run volume --backend cuda --dims 64x64x64 --scenario pull --frames 400
+run volume --backend cuda --uniform 0 --dims 64x64x64 --pull 3
+run volume --backend cuda --uniform 0 --dims 64x64x64 --pull 8
 run volume --backend cuda --dims 128x128x75 --scenario release --condition B --frames 300
 run volume --backend cuda --dims 128x128x75 --scenario release --condition C --frames 300
 echo "== cloth: CUDA against CPU, then timings"
