@@ -200,7 +200,7 @@ static int64_t relax_phase(sim_volume_state *s, int phase, int pull)
                     int64_t i = x + (int64_t)kp->nx * (y + (int64_t)kp->ny * z);
                     float o[3];
                     if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase &&
-                        cm_relax_element(kp, i, s->pos, s->flags, pull, o)) {
+                        cm_relax_element_at(kp, i, x, y, z, s->pos, s->flags, pull, o)) {
                         memcpy(&s->pos[i * 3], o, sizeof o);
                         moved = 1;
                     }

@@ -101,6 +101,26 @@ SIM_HD static inline int64_t cm_neighbour(const cm_kparams *kp, int x, int y, in
     return (int64_t)c[0] + (int64_t)kp->nx * ((int64_t)c[1] + (int64_t)kp->ny * (int64_t)c[2]);
 }
 
+/* The same as cm_neighbour for element i at (x,y,z), without rebuilding the index. */
+SIM_HD static inline int64_t cm_neighbour_of(const cm_kparams *kp, int64_t i, int x, int y, int z,
+                                             int d)
+{
+    switch (d) {
+    case 0:
+        return x > 0 ? i - 1 : -1;
+    case 1:
+        return x + 1 < kp->nx ? i + 1 : -1;
+    case 2:
+        return y > 0 ? i - kp->nx : -1;
+    case 3:
+        return y + 1 < kp->ny ? i + kp->nx : -1;
+    case 4:
+        return z > 0 ? i - (int64_t)kp->nx * kp->ny : -1;
+    default:
+        return z + 1 < kp->nz ? i + (int64_t)kp->nx * kp->ny : -1;
+    }
+}
+
 SIM_HD static inline void cm_coords(const cm_kparams *kp, int64_t i, int *x, int *y, int *z)
 {
     int64_t plane = (int64_t)kp->nx * kp->ny;
@@ -322,22 +342,21 @@ SIM_HD static inline int cm_rigid_return_element(const cm_kparams *kp, int64_t i
  * Since the neighbours of i stayed in band with i's old position, that intersection
  * holds the old position and is never empty when the state was in band: after the
  * phases of an iteration every link is in band again, whatever the pull did. */
-SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const float *pos,
-                                          const uint8_t *flags, int pull, float out_pos[3])
+SIM_HD static inline int cm_relax_element_at(const cm_kparams *kp, int64_t i, int x, int y, int z,
+                                             const float *pos, const uint8_t *flags, int pull,
+                                             float out_pos[3])
 {
     uint8_t f = flags[i];
     if ((f & CM_FLAG_GRABBED) || kp->rigid[f & CM_CLASS_MASK])
         return 0;
     if (!(isfinite(pos[i * 3 + 0]) && isfinite(pos[i * 3 + 1]) && isfinite(pos[i * 3 + 2])))
         return 0; /* a blow-up: left for the state's guard to see, never clipped to a number */
-    int x, y, z;
-    cm_coords(kp, i, &x, &y, &z);
     /* Most elements an active block holds are at rest among neighbours at rest: their
      * pull is zero and their bands hold, so they stay. Seven compares save the boxes. */
     int at_rest =
         pos[i * 3 + 0] == (float)x && pos[i * 3 + 1] == (float)y && pos[i * 3 + 2] == (float)z;
     for (int d = 0; d < 6 && at_rest; d++) {
-        int64_t j = cm_neighbour(kp, x, y, z, d);
+        int64_t j = cm_neighbour_of(kp, i, x, y, z, d);
         if (j < 0)
             continue;
         int a = d >> 1;
@@ -353,7 +372,7 @@ SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const
     lo[0] = lo[1] = lo[2] = -CM_UNREACHED;
     hi[0] = hi[1] = hi[2] = CM_UNREACHED;
     for (int d = 0; d < 6; d++) {
-        int64_t j = cm_neighbour(kp, x, y, z, d);
+        int64_t j = cm_neighbour_of(kp, i, x, y, z, d);
         if (j < 0)
             continue;
         int cj = (int)(flags[j] & CM_CLASS_MASK);
@@ -422,6 +441,15 @@ SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const
             moved = 1;
     }
     return moved;
+}
+
+/* cm_relax_element_at for element i, its coordinates found from its index. */
+SIM_HD static inline int cm_relax_element(const cm_kparams *kp, int64_t i, const float *pos,
+                                          const uint8_t *flags, int pull, float out_pos[3])
+{
+    int x, y, z;
+    cm_coords(kp, i, &x, &y, &z);
+    return cm_relax_element_at(kp, i, x, y, z, pos, flags, pull, out_pos);
 }
 
 /* The inertial step of element i, first in a frame: X += k V, clamped to the lattice box
