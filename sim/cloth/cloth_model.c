@@ -414,3 +414,37 @@ const uint32_t *sim_cloth_model_triangles(const sim_cloth_model *m, int lod)
 {
     return lod >= 0 && lod < m->nlod ? m->lod[lod].tri : NULL;
 }
+
+const float *sim_cloth_model_inv_mass(const sim_cloth_model *m, int lod)
+{
+    return lod >= 0 && lod < m->nlod ? m->lod[lod].w : NULL;
+}
+
+int sim_cloth_model_map_world(const sim_cloth_model *m, int from, int to, const float *x,
+                              const float *v, float max_dist_m, float *x_out, float *v_out,
+                              unsigned char *valid)
+{
+    if (from < 0 || from >= m->nlod || to < 0 || to >= m->nlod || from == to)
+        return -1;
+    const cloth_lod *ls = &m->lod[from];
+    const cloth_map *mp = &m->map[from][to];
+    int nvalid = 0;
+    for (int j = 0; j < mp->n; j++) {
+        const uint32_t *tr = &ls->tri[mp->tri[j] * 3];
+        const float *bc = &mp->bary[j * 3];
+        float nw[3];
+        cloth_triangle_normal(ls->tri, mp->tri[j], x, nw);
+        for (int q = 0; q < 3; q++) {
+            x_out[j * 3 + q] = bc[0] * x[tr[0] * 3 + q] + bc[1] * x[tr[1] * 3 + q] +
+                               bc[2] * x[tr[2] * 3 + q] + mp->offset[j] * nw[q];
+            if (v && v_out)
+                v_out[j * 3 + q] =
+                    bc[0] * v[tr[0] * 3 + q] + bc[1] * v[tr[1] * 3 + q] + bc[2] * v[tr[2] * 3 + q];
+        }
+        int ok = mp->dist[j] <= max_dist_m;
+        nvalid += ok;
+        if (valid)
+            valid[j] = (unsigned char)ok;
+    }
+    return nvalid;
+}

@@ -28,6 +28,7 @@ int bench_bullet_hanging(int cols, int rows, int substeps, int iterations, int f
 
 typedef struct cloth_opts {
     int lod_scenarios, parity, cols, rows, substeps, iterations, threads, frames, characters;
+    int window;
     sim_backend_kind backend;
     const char *peer;
 } cloth_opts;
@@ -53,6 +54,8 @@ static int positive(const char *k, const char *v, int hi)
     return (int)n;
 }
 
+/* Every scenario both ways, every strategy with the blend off and on, judged against the
+ * same run without the switch (cs_run_truth) over o->window frames. */
 static int lod_scenarios(const cloth_opts *o, sim_backend *b)
 {
     char err[256];
@@ -61,27 +64,39 @@ static int lod_scenarios(const cloth_opts *o, sim_backend *b)
         fprintf(stderr, "softcast-bench: %s\n", err);
         return 1;
     }
-    (void)o;
+    static const sim_switch_strategy k_st[] = {SIM_SWITCH_HANDOFF, SIM_SWITCH_NAIVE_COPY,
+                                               SIM_SWITCH_NAIVE_ZERO_VELOCITY,
+                                               SIM_SWITCH_RESET_TO_ANIMATION};
+    cs_variant v[8];
+    for (int i = 0; i < 8; i++)
+        v[i].strategy = k_st[i / 2], v[i].blend = i % 2;
     int failed = 0;
     int dirs[2][2] = {{0, 2}, {2, 0}};
     for (int sc = 0; sc < CS_NSCENARIO; sc++)
-        for (int d = 0; d < 2; d++)
-            for (int st = 0; st < 3; st++) {
-                sim_cloth_switch r;
-                if (cs_run_switch(m, b, (cs_scenario)sc, (sim_switch_strategy)st, dirs[d][0],
-                                  dirs[d][1], 90, &r, err, sizeof err) != SIM_OK) {
-                    fprintf(stderr, "softcast-bench: %s\n", err);
-                    failed = 1;
-                    continue;
-                }
-                printf("{\"scenario\":\"%s\",\"strategy\":\"%s\",\"from\":%d,\"to\":%d,"
-                       "\"e_pos_max\":%.5f,\"e_vel_max\":%.5f,\"e_pos_next_frame\":%.5f,"
-                       "\"e_vel_next_frame\":%.5f,\"settle_frames\":%d,"
-                       "\"penetration\":%.5f,\"invalid_mappings\":%d}\n",
-                       cs_scenario_name(sc), sim_switch_strategy_name(st), r.from, r.to,
-                       (double)r.e_pos, (double)r.e_vel, (double)r.e_pos_next, (double)r.e_vel_next,
-                       r.settle_frames, (double)r.max_penetration, r.invalid_mappings);
+        for (int d = 0; d < 2; d++) {
+            cs_truth t[8];
+            if (cs_run_truth(m, b, (cs_scenario)sc, dirs[d][0], dirs[d][1], o->window, v, 8, t, err,
+                             sizeof err) != SIM_OK) {
+                fprintf(stderr, "softcast-bench: %s\n", err);
+                failed = 1;
+                continue;
             }
+            for (int i = 0; i < 8; i++) {
+                const sim_cloth_switch *r = &t[i].sw;
+                printf("{\"scenario\":\"%s\",\"strategy\":\"%s\",\"blend\":%d,\"from\":%d,"
+                       "\"to\":%d,\"e_pos_max\":%.5f,\"e_vel_max\":%.5f,\"e_pos_next_frame\":%.5f,"
+                       "\"e_vel_next_frame\":%.5f,\"settle_frames\":%d,\"penetration\":%.5f,"
+                       "\"invalid_mappings\":%d,\"gt_window\":%d,\"gt_pos_mean\":%.5f,"
+                       "\"gt_pos_max\":%.5f,\"gt_vel_mean\":%.5f,\"gt_vel_max\":%.5f,"
+                       "\"gt_pos_early\":%.5f,\"gt_vel_early\":%.5f}\n",
+                       cs_scenario_name(sc), sim_switch_strategy_name(v[i].strategy), v[i].blend,
+                       r->from, r->to, (double)r->e_pos, (double)r->e_vel, (double)r->e_pos_next,
+                       (double)r->e_vel_next, r->settle_frames, (double)r->max_penetration,
+                       r->invalid_mappings, t[i].window, (double)t[i].pos_mean,
+                       (double)t[i].pos_max, (double)t[i].vel_mean, (double)t[i].vel_max,
+                       (double)t[i].pos_early, (double)t[i].vel_early);
+            }
+        }
     sim_cloth_model_destroy(m);
     return failed;
 }
@@ -282,6 +297,7 @@ int bench_cloth_main(int argc, char **argv)
     o.substeps = 15;
     o.iterations = 1;
     o.frames = 300;
+    o.window = 30;
     o.backend = SIM_BACKEND_CPU;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -311,6 +327,8 @@ int bench_cloth_main(int argc, char **argv)
             o.frames = positive(a, v, 1000000);
             if (o.frames < 20)
                 o.frames = 20;
+        } else if (!strcmp(a, "--window")) {
+            o.window = positive(a, v, CS_TRUTH_MAX_WINDOW);
         } else if (!strcmp(a, "--characters")) {
             o.characters = positive(a, v, 10000);
         } else if (!strcmp(a, "--backend")) {
