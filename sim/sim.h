@@ -336,6 +336,11 @@ int sim_cloth_model_lod_size(const sim_cloth_model *m, int lod, int *ntri);
 const uint32_t *sim_cloth_model_triangles(const sim_cloth_model *m, int lod);
 /// Inverse mass of each particle of a LOD (0: pinned to the character); NULL if no such LOD.
 const float *sim_cloth_model_inv_mass(const sim_cloth_model *m, int lod);
+/// Constraints of a LOD: stretch (one per edge) and bending (one per interior edge);
+/// returns their sum (0 if no such LOD).
+int sim_cloth_model_constraints(const sim_cloth_model *m, int lod, int *nstretch, int *nbend);
+/// Compliance scale of a LOD (its mean edge length over LOD 0's; 1 for LOD 0).
+float sim_cloth_model_compliance_scale(const sim_cloth_model *m, int lod);
 /// Carry a garment's state at LOD `from` (x, v: world m and m/s, from's size x 3) to the
 /// vertices of LOD `to` through the model's table, in world space: each target vertex at
 /// the weighted source triangle point plus its offset along that triangle's current

@@ -420,6 +420,23 @@ const float *sim_cloth_model_inv_mass(const sim_cloth_model *m, int lod)
     return lod >= 0 && lod < m->nlod ? m->lod[lod].w : NULL;
 }
 
+int sim_cloth_model_constraints(const sim_cloth_model *m, int lod, int *nstretch, int *nbend)
+{
+    int ns = 0, nb = 0;
+    for (int k = 0; lod >= 0 && lod < m->nlod && k < m->lod[lod].ncons; k++)
+        m->lod[lod].ckind[k] == CLOTH_STRETCH ? ns++ : nb++;
+    if (nstretch)
+        *nstretch = ns;
+    if (nbend)
+        *nbend = nb;
+    return ns + nb;
+}
+
+float sim_cloth_model_compliance_scale(const sim_cloth_model *m, int lod)
+{
+    return lod >= 0 && lod < m->nlod ? m->lod[lod].compliance_scale : 0.0f;
+}
+
 int sim_cloth_model_map_world(const sim_cloth_model *m, int from, int to, const float *x,
                               const float *v, float max_dist_m, float *x_out, float *v_out,
                               unsigned char *valid)
