@@ -101,14 +101,20 @@ static int colour_constraints(cloth_lod *l, int32_t *ca, int32_t *cb, float *cre
         int at = 0;
         for (int k = 0; k < ncol; k++) {
             l->colour_start[k] = at;
-            for (int c = 0; c < l->ncons; c++)
-                if (col[c] == k) {
-                    l->ca[at] = ca[c];
-                    l->cb[at] = cb[c];
-                    l->crest[at] = crest[c];
-                    l->ckind[at] = ckind[c];
-                    at++;
-                }
+            /* Within a colour (no shared particle: any order gives the same result) stretch
+             * first, then bending: the solver runs each part with its constants. */
+            for (int kind = CLOTH_STRETCH; kind <= CLOTH_BEND; kind++) {
+                if (kind == CLOTH_BEND)
+                    l->bend_start[k] = at;
+                for (int c = 0; c < l->ncons; c++)
+                    if (col[c] == k && ckind[c] == kind) {
+                        l->ca[at] = ca[c];
+                        l->cb[at] = cb[c];
+                        l->crest[at] = crest[c];
+                        l->ckind[at] = ckind[c];
+                        at++;
+                    }
+            }
         }
         l->colour_start[ncol] = at;
     }

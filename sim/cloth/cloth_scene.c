@@ -15,6 +15,9 @@
  * what the handoff adds to copying x and v through the table. */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cloth_internal.h"
 
@@ -107,6 +110,12 @@ static int params_check(const sim_cloth_params *p, char *err, size_t err_sz)
     return SIM_OK;
 }
 
+/* Scratch for a switch or a blend: sized for the largest LOD. */
+typedef struct map_scratch {
+    float *xm, *vm, *xr, *vr;
+    uint8_t *valid;
+} map_scratch;
+
 struct sim_cloth_scene {
     const sim_cloth_model *m;
     sim_backend *be;
@@ -117,7 +126,8 @@ struct sim_cloth_scene {
     uint64_t frame;
     sim_cloth_event queue[CLOTH_QUEUE_CAP];
     int qcount;
-    int threads; /* 1 to be->threads */
+    int threads;          /* 1 to be->threads */
+    map_scratch *scratch; /* (be->threads): one per thread of a step, made with the scene */
 };
 
 /* ------------------------------------------------------------------ the body */
@@ -308,12 +318,6 @@ static void map_state(const sim_cloth_model *m, const cloth_garment *src, int to
         valid[j] = mp->dist[j] <= max_dist;
     }
 }
-
-/* Scratch for a switch or a blend: sized for the largest LOD. */
-typedef struct map_scratch {
-    float *xm, *vm, *xr, *vr;
-    uint8_t *valid;
-} map_scratch;
 
 static int scratch_alloc(const sim_cloth_model *m, map_scratch *s)
 {
@@ -559,6 +563,12 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
     s->threads = b->threads;
     s->nchar = ncharacters;
     s->ch = sc_calloc((size_t)ncharacters, sizeof *s->ch);
+    s->scratch = sc_calloc((size_t)b->threads, sizeof *s->scratch);
+    for (int t = 0; s->scratch && t < b->threads; t++)
+        if (scratch_alloc(m, &s->scratch[t]) != 0) {
+            sim_cloth_scene_destroy(s);
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
+        }
     s->camera[0] = 4.0f, s->camera[1] = 0.0f, s->camera[2] = 1.5f;
     int side = (int)ceil(sqrt((double)ncharacters));
     for (int i = 0; s->ch && i < ncharacters; i++) {
@@ -576,7 +586,7 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
         if (!c->v_last)
             break;
     }
-    if (!s->ch || !s->ch[ncharacters - 1].v_last) {
+    if (!s->ch || !s->scratch || !s->ch[ncharacters - 1].v_last) {
         sim_cloth_scene_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
     }
@@ -594,6 +604,9 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
         free(s->ch[i].v_last);
     }
     free(s->ch);
+    for (int t = 0; s->scratch && t < s->be->threads; t++)
+        scratch_free(&s->scratch[t]);
+    free(s->scratch);
     free(s);
 }
 
@@ -872,19 +885,21 @@ sim_status sim_cloth_step(sim_cloth_scene *s, sim_cloth_metrics *mt, char *err, 
     (void)nt;
 #pragma omp parallel num_threads(nt) if (s->nchar > 1) reduction(+ : switches, nonfinite, particles, failed) reduction(max : depth)
     {
-        map_scratch ms;
-        int ok = scratch_alloc(s->m, &ms) == 0;
+#ifdef _OPENMP
+        map_scratch *ms = &s->scratch[omp_get_thread_num()];
+#else
+        map_scratch *ms = &s->scratch[0];
+#endif
 #pragma omp for schedule(dynamic, 4)
         for (int i = 0; i < s->nchar; i++) {
             float d = 0.0f;
-            int r = ok ? character_frame(s, &s->ch[i], &ms, inner, &d, &nonfinite, &particles) : -1;
+            int r = character_frame(s, &s->ch[i], ms, inner, &d, &nonfinite, &particles);
             if (r < 0)
                 failed++;
             else
                 switches += r;
             depth = d > depth ? d : depth;
         }
-        scratch_free(&ms);
     }
     s->frame++;
     if (mt) {

@@ -21,7 +21,7 @@ typedef struct bench_bullet_sheet {
     int stretch_links, bend_links;
     double ms_per_step;     /* mean over the frames after the first 10, wall clock */
     double cpu_ms_per_step; /* the same, this thread's CPU time */
-    double lowest_z;    /* m, after the last frame */
+    double lowest_z;        /* m, after the last frame */
 } bench_bullet_sheet;
 
 /* Returns 0. */

@@ -185,48 +185,53 @@ TEST(cloth_handoff_against_ground_truth_in_six_scenarios_both_ways)
 /* Carrying multipliers over a switch would be inert: the solver resets them at every
  * substep (small steps), and constraint ids of different LODs never match. So nothing is
  * carried, and this shows the reset: a frame solved from garbage multipliers is bitwise
- * the frame solved from zeros. (White box: the garment and the CPU solver directly.) */
+ * the frame solved from zeros, with one iteration a substep (where the CPU solver keeps
+ * each multiplier in a register) and with two (where it resets the array). (White box:
+ * the garment and the CPU solver directly.) */
 TEST(cloth_multipliers_from_before_a_frame_change_nothing)
 {
     sim_cloth_model *m = default_model();
     REQUIRE(m);
     const cloth_lod *l = &m->lod[0];
-    sim_cloth_params prm = sim_cloth_default_params();
-    cloth_pose p0, p1;
-    memset(&p0, 0, sizeof p0);
-    p1 = p0;
-    p1.pos[0] = 0.02f; /* the body moves: the constraints work */
-    p1.vel[0] = 1.2f;
-    float *x[2], *v[2];
-    for (int k = 0; k < 2; k++) {
-        cloth_garment g;
-        memset(&g, 0, sizeof g);
-        g.lod = 0;
-        g.n = l->n;
-        g.x = malloc((size_t)l->n * 3 * sizeof(float));
-        g.v = calloc((size_t)l->n * 3, sizeof(float));
-        g.xp = malloc((size_t)l->n * 3 * sizeof(float));
-        g.w = malloc((size_t)l->n * sizeof(float));
-        g.lambda = malloc((size_t)l->ncons * sizeof(float));
-        REQUIRE(g.x && g.v && g.xp && g.w && g.lambda);
-        memcpy(g.x, l->rest, (size_t)l->n * 3 * sizeof(float));
-        memcpy(g.w, l->w, (size_t)l->n * sizeof(float));
-        for (int c = 0; c < l->ncons; c++)
-            g.lambda[c] = k ? 1000.0f * (float)((c % 7) - 3) : 0.0f;
-        for (int f = 0; f < 3; f++)
-            cloth_cpu_backend.solve(m, &g, &p0, &p1, &prm, 1);
-        x[k] = g.x;
-        v[k] = g.v;
-        free(g.xp), free(g.w), free(g.lambda);
+    for (int iters = 1; iters <= 2; iters++) {
+        sim_cloth_params prm = sim_cloth_default_params();
+        prm.iterations = iters;
+        cloth_pose p0, p1;
+        memset(&p0, 0, sizeof p0);
+        p1 = p0;
+        p1.pos[0] = 0.02f; /* the body moves: the constraints work */
+        p1.vel[0] = 1.2f;
+        float *x[2], *v[2];
+        for (int k = 0; k < 2; k++) {
+            cloth_garment g;
+            memset(&g, 0, sizeof g);
+            g.lod = 0;
+            g.n = l->n;
+            g.x = malloc((size_t)l->n * 3 * sizeof(float));
+            g.v = calloc((size_t)l->n * 3, sizeof(float));
+            g.xp = malloc((size_t)l->n * 3 * sizeof(float));
+            g.w = malloc((size_t)l->n * sizeof(float));
+            g.lambda = malloc((size_t)l->ncons * sizeof(float));
+            REQUIRE(g.x && g.v && g.xp && g.w && g.lambda);
+            memcpy(g.x, l->rest, (size_t)l->n * 3 * sizeof(float));
+            memcpy(g.w, l->w, (size_t)l->n * sizeof(float));
+            for (int c = 0; c < l->ncons; c++)
+                g.lambda[c] = k ? 1000.0f * (float)((c % 7) - 3) : 0.0f;
+            for (int f = 0; f < 3; f++)
+                cloth_cpu_backend.solve(m, &g, &p0, &p1, &prm, 1);
+            x[k] = g.x;
+            v[k] = g.v;
+            free(g.xp), free(g.w), free(g.lambda);
+        }
+        CHECK(memcmp(x[0], x[1], (size_t)l->n * 3 * sizeof(float)) == 0);
+        CHECK(memcmp(v[0], v[1], (size_t)l->n * 3 * sizeof(float)) == 0);
+        float moved = 0.0f;
+        for (int i = 0; i < l->n * 3; i++)
+            moved = fabsf(x[0][i] - l->rest[i]) > moved ? fabsf(x[0][i] - l->rest[i]) : moved;
+        CHECK(moved > 1e-3f); /* it did solve something */
+        for (int k = 0; k < 2; k++)
+            free(x[k]), free(v[k]);
     }
-    CHECK(memcmp(x[0], x[1], (size_t)l->n * 3 * sizeof(float)) == 0);
-    CHECK(memcmp(v[0], v[1], (size_t)l->n * 3 * sizeof(float)) == 0);
-    float moved = 0.0f;
-    for (int i = 0; i < l->n * 3; i++)
-        moved = fabsf(x[0][i] - l->rest[i]) > moved ? fabsf(x[0][i] - l->rest[i]) : moved;
-    CHECK(moved > 1e-3f); /* it did solve something */
-    for (int k = 0; k < 2; k++)
-        free(x[k]), free(v[k]);
     sim_cloth_model_destroy(m);
 }
 
