@@ -161,11 +161,11 @@ static void print_peer(const cloth_opts *o, const sim_cloth_params *p, double ms
 
 /* The sheet beside Bullet, like for like (sim/README.md, "Beside Bullet"):
  * - damping 1/s in both: at ours (0.4/s) Bullet's sheet never comes to rest (its lowest
- *   point still wanders between 3 and 16 cm after 20 s), so a sag read at one frame would
- *   be luck; at 1/s both are still within 1 mm from 5 s on;
+ *   point still moves by centimetres between samples after 20 s), so a sag read at one
+ *   frame would be luck; at 1/s both rest within 2 mm of each other from 5 s on;
  * - Bullet's links also push when compressed, ours only pull (cloth buckles): at the
- *   stiffness equivalent to our compliance (0.71) its sheet hangs 2-3 cm higher and, two
- *   ways stiff at 0.55 or more, does not settle; 0.5 hangs as ours does (50x50). */
+ *   stiffness equivalent to our compliance (0.71) its sheet does not come to rest at 1/s
+ *   (at 4/s it rests 3 cm above ours); 0.5 rests where ours does (50x50). */
 #define SHEET_DAMPING       1.0
 #define BULLET_STRETCH_KLST 0.5
 
