@@ -310,6 +310,8 @@ typedef enum sim_switch_strategy {
     SIM_SWITCH_HANDOFF = 0,         ///< map position and velocity in the root frame
     SIM_SWITCH_NAIVE_ZERO_VELOCITY, ///< map positions, velocity zero
     SIM_SWITCH_RESET_TO_ANIMATION,  ///< the rest pose carried by the character
+    SIM_SWITCH_NAIVE_COPY,          ///< copy position and velocity through the table in world
+                                    ///< space, nothing more (the usual game-engine switch)
 } sim_switch_strategy;
 const char *sim_switch_strategy_name(int s);
 
@@ -336,6 +338,22 @@ int sim_cloth_model_nlod(const sim_cloth_model *m);
 /// character) of one LOD.
 int sim_cloth_model_lod_size(const sim_cloth_model *m, int lod, int *ntri);
 const uint32_t *sim_cloth_model_triangles(const sim_cloth_model *m, int lod);
+/// Inverse mass of each particle of a LOD (0: pinned to the character); NULL if no such LOD.
+const float *sim_cloth_model_inv_mass(const sim_cloth_model *m, int lod);
+/// Constraints of a LOD: stretch (one per edge) and bending (one per interior edge);
+/// returns their sum (0 if no such LOD).
+int sim_cloth_model_constraints(const sim_cloth_model *m, int lod, int *nstretch, int *nbend);
+/// Compliance scale of a LOD (its mean edge length over LOD 0's; 1 for LOD 0).
+float sim_cloth_model_compliance_scale(const sim_cloth_model *m, int lod);
+/// Carry a garment's state at LOD `from` (x, v: world m and m/s, from's size x 3) to the
+/// vertices of LOD `to` through the model's table, in world space: each target vertex at
+/// the weighted source triangle point plus its offset along that triangle's current
+/// normal, with the weighted velocity (v and v_out may be NULL). valid (to's size, may be
+/// NULL): 1 where the table's distance is within max_dist_m. Returns the number of
+/// valid vertices, or -1 when from or to is not a LOD of the model or they are equal.
+int sim_cloth_model_map_world(const sim_cloth_model *m, int from, int to, const float *x,
+                              const float *v, float max_dist_m, float *x_out, float *v_out,
+                              unsigned char *valid);
 
 typedef struct sim_cloth_params {
     int substeps;                        ///< per frame, 1 to 64
@@ -353,8 +371,9 @@ typedef struct sim_cloth_params {
     int lod_hold_frames;  ///< at least this many frames between switches of a character
     int lod_switch_every; ///< automatic switches only on frames that are multiples of this
                           ///< (1: any frame; more: a crowd's switches share keyframes)
-    int blend_pos_frames; ///< position blend after a switch, 1 to 8 frames
-    int blend_vel_frames; ///< velocity blend (>= the position blend)
+    int blend_pos_frames; ///< position blend after a switch, 0 to 8 frames (0: none)
+    int blend_vel_frames; ///< velocity blend, >= the position blend; 0: no blend at all
+                          ///< (the source LOD stops at the switch)
     float v_abnormal; ///< a mapped velocity faster than this relative to the body is clamped, m/s
     float map_max_distance; ///< a mapping farther than this is invalid, m
     sim_switch_strategy strategy;
@@ -384,7 +403,9 @@ typedef struct sim_cloth_event {
 /// velocity over the garment at the switch, each target vertex against the source
 /// surface point it maps to (interpolated in world space, independently of the root-frame
 /// path the handoff takes); m and m/s. The _next pair: the same one frame later, the
-/// shown garment against the source, which keeps running beside it while they blend.
+/// shown garment against the source, which keeps running beside it while they blend
+/// (-1 with the blend off: no source runs). These are not judged against ground truth;
+/// tests/scenes/cloth_scenes.h does that (a second run without the switch).
 typedef struct sim_cloth_switch {
     uint64_t frame;
     int character, from, to;

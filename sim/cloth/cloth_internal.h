@@ -34,6 +34,7 @@ typedef struct cloth_lod {
     uint8_t *ckind;
     int ncolours;
     int colour_start[CLOTH_MAX_COLOURS + 1];
+    int bend_start[CLOTH_MAX_COLOURS]; /* in colour c: stretch before it, bending from it */
     /* Vertex adjacency (CSR), for vertices whose mapping is invalid. */
     int32_t *adj_start, *adj;
 } cloth_lod;

@@ -101,14 +101,20 @@ static int colour_constraints(cloth_lod *l, int32_t *ca, int32_t *cb, float *cre
         int at = 0;
         for (int k = 0; k < ncol; k++) {
             l->colour_start[k] = at;
-            for (int c = 0; c < l->ncons; c++)
-                if (col[c] == k) {
-                    l->ca[at] = ca[c];
-                    l->cb[at] = cb[c];
-                    l->crest[at] = crest[c];
-                    l->ckind[at] = ckind[c];
-                    at++;
-                }
+            /* Within a colour (no shared particle: any order gives the same result) stretch
+             * first, then bending: the solver runs each part with its constants. */
+            for (int kind = CLOTH_STRETCH; kind <= CLOTH_BEND; kind++) {
+                if (kind == CLOTH_BEND)
+                    l->bend_start[k] = at;
+                for (int c = 0; c < l->ncons; c++)
+                    if (col[c] == k && ckind[c] == kind) {
+                        l->ca[at] = ca[c];
+                        l->cb[at] = cb[c];
+                        l->crest[at] = crest[c];
+                        l->ckind[at] = ckind[c];
+                        at++;
+                    }
+            }
         }
         l->colour_start[ncol] = at;
     }
@@ -413,4 +419,55 @@ int sim_cloth_model_lod_size(const sim_cloth_model *m, int lod, int *ntri)
 const uint32_t *sim_cloth_model_triangles(const sim_cloth_model *m, int lod)
 {
     return lod >= 0 && lod < m->nlod ? m->lod[lod].tri : NULL;
+}
+
+const float *sim_cloth_model_inv_mass(const sim_cloth_model *m, int lod)
+{
+    return lod >= 0 && lod < m->nlod ? m->lod[lod].w : NULL;
+}
+
+int sim_cloth_model_constraints(const sim_cloth_model *m, int lod, int *nstretch, int *nbend)
+{
+    int ns = 0, nb = 0;
+    for (int k = 0; lod >= 0 && lod < m->nlod && k < m->lod[lod].ncons; k++)
+        m->lod[lod].ckind[k] == CLOTH_STRETCH ? ns++ : nb++;
+    if (nstretch)
+        *nstretch = ns;
+    if (nbend)
+        *nbend = nb;
+    return ns + nb;
+}
+
+float sim_cloth_model_compliance_scale(const sim_cloth_model *m, int lod)
+{
+    return lod >= 0 && lod < m->nlod ? m->lod[lod].compliance_scale : 0.0f;
+}
+
+int sim_cloth_model_map_world(const sim_cloth_model *m, int from, int to, const float *x,
+                              const float *v, float max_dist_m, float *x_out, float *v_out,
+                              unsigned char *valid)
+{
+    if (from < 0 || from >= m->nlod || to < 0 || to >= m->nlod || from == to)
+        return -1;
+    const cloth_lod *ls = &m->lod[from];
+    const cloth_map *mp = &m->map[from][to];
+    int nvalid = 0;
+    for (int j = 0; j < mp->n; j++) {
+        const uint32_t *tr = &ls->tri[mp->tri[j] * 3];
+        const float *bc = &mp->bary[j * 3];
+        float nw[3];
+        cloth_triangle_normal(ls->tri, mp->tri[j], x, nw);
+        for (int q = 0; q < 3; q++) {
+            x_out[j * 3 + q] = bc[0] * x[tr[0] * 3 + q] + bc[1] * x[tr[1] * 3 + q] +
+                               bc[2] * x[tr[2] * 3 + q] + mp->offset[j] * nw[q];
+            if (v && v_out)
+                v_out[j * 3 + q] =
+                    bc[0] * v[tr[0] * 3 + q] + bc[1] * v[tr[1] * 3 + q] + bc[2] * v[tr[2] * 3 + q];
+        }
+        int ok = mp->dist[j] <= max_dist_m;
+        nvalid += ok;
+        if (valid)
+            valid[j] = (unsigned char)ok;
+    }
+    return nvalid;
 }

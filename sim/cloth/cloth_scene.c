@@ -8,11 +8,16 @@
  * carried to the target's vertices through the precomputed barycentric tables plus the
  * normal offset, and taken back to the world; a vertex whose mapping is invalid takes the
  * animated rest position and the mean velocity of its valid neighbours. Abnormal
- * velocities are clamped; the target's stretch constraints are projected once (positions
- * only, see reproject); then for blend_vel_frames the source keeps running and the
- * target is blended toward it with smoothstep, positions over blend_pos_frames. */
+ * velocities are clamped; the target's stretch is settled to its own (positions only, see
+ * settle); then, with the blend on, for blend_vel_frames the source keeps running and the
+ * target is blended toward it with smoothstep, positions over blend_pos_frames. Judged
+ * against the same run without the switch (tests/scenes/cloth_scenes.c): the settle is
+ * what the handoff adds to copying x and v through the table. */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cloth_internal.h"
 
@@ -32,8 +37,9 @@ int sim_motion_parse(const char *s)
 }
 const char *sim_switch_strategy_name(int s)
 {
-    static const char *const k[] = {"handoff", "naive_zero_velocity", "reset_to_animation"};
-    return s >= 0 && s < 3 ? k[s] : "?";
+    static const char *const k[] = {"handoff", "naive_zero_velocity", "reset_to_animation",
+                                    "naive_copy"};
+    return s >= 0 && s < 4 ? k[s] : "?";
 }
 
 sim_cloth_params sim_cloth_default_params(void)
@@ -86,14 +92,14 @@ static int params_check(const sim_cloth_params *p, char *err, size_t err_sz)
         bad = "lod_hold_frames: 0 to 100000";
     else if (p->lod_switch_every < 1 || p->lod_switch_every > 600)
         bad = "lod_switch_every: 1 to 600";
-    else if (p->blend_pos_frames < 1 || p->blend_pos_frames > 8 ||
-             p->blend_vel_frames < p->blend_pos_frames || p->blend_vel_frames > 8)
-        bad = "blend frames: 1 <= position <= velocity <= 8";
+    else if (p->blend_pos_frames < 0 || p->blend_vel_frames < p->blend_pos_frames ||
+             p->blend_vel_frames > 8)
+        bad = "blend frames: 0 <= position <= velocity <= 8 (velocity 0: no blend)";
     else if (!(p->v_abnormal > 0 && p->v_abnormal <= 1000))
         bad = "v_abnormal: 0 to 1000 m/s";
     else if (!(p->map_max_distance >= -1 && p->map_max_distance <= 10))
         bad = "map_max_distance: -1 to 10 m";
-    else if ((unsigned)p->strategy > SIM_SWITCH_RESET_TO_ANIMATION)
+    else if ((unsigned)p->strategy > SIM_SWITCH_NAIVE_COPY)
         bad = "strategy unknown";
     for (int k = 0; !bad && k < SIM_CLOTH_NLOD - 1; k++)
         if (!(p->lod_exit[k] > 0 && p->lod_exit[k] <= p->lod_enter[k] && p->lod_enter[k] < 1e6f) ||
@@ -103,6 +109,12 @@ static int params_check(const sim_cloth_params *p, char *err, size_t err_sz)
         return sc_fail(err, err_sz, SIM_ERR_ARG, "cloth params: %s", bad);
     return SIM_OK;
 }
+
+/* Scratch for a switch or a blend: sized for the largest LOD. */
+typedef struct map_scratch {
+    float *xm, *vm, *xr, *vr;
+    uint8_t *valid;
+} map_scratch;
 
 struct sim_cloth_scene {
     const sim_cloth_model *m;
@@ -114,7 +126,8 @@ struct sim_cloth_scene {
     uint64_t frame;
     sim_cloth_event queue[CLOTH_QUEUE_CAP];
     int qcount;
-    int threads; /* 1 to be->threads */
+    int threads;          /* 1 to be->threads */
+    map_scratch *scratch; /* (be->threads): one per thread of a step, made with the scene */
 };
 
 /* ------------------------------------------------------------------ the body */
@@ -306,12 +319,6 @@ static void map_state(const sim_cloth_model *m, const cloth_garment *src, int to
     }
 }
 
-/* Scratch for a switch or a blend: sized for the largest LOD. */
-typedef struct map_scratch {
-    float *xm, *vm, *xr, *vr;
-    uint8_t *valid;
-} map_scratch;
-
 static int scratch_alloc(const sim_cloth_model *m, map_scratch *s)
 {
     int n = 0;
@@ -330,32 +337,48 @@ static void scratch_free(map_scratch *s)
     free(s->xm), free(s->vm), free(s->xr), free(s->vr), free(s->valid);
 }
 
-/* One Gauss-Seidel pass of the stretch constraints at zero compliance (colour order) and
- * the colliders: the strain the mapping introduced (a few millimetres) is removed from
- * the positions. Stretch only: cloth resists stretching, not compression, and an edge of
- * a coarse LOD mapped from a fine one is shorter than its rest length wherever the fine
- * cloth folds between its ends (a fold, not a strain to undo).
- * The velocity stays the mapped one, and the previous position is recomputed from the
- * projection (xp = x - v h): PBD's usual v = (x - xp) / h applied to the projection's
- * displacement would turn 5 mm into 3 m/s in one substep, the very pop this hides. */
-static void reproject(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p,
-                      const sim_cloth_params *prm)
+/* Settle the target's strain. A garment in motion or hanging carries its load in the
+ * stretch of its links, and how much stretch that takes differs between LODs (fewer,
+ * longer links; one solver iteration per substep). Mapped from the source, the target's
+ * links hold the source's stretch, not their own: a coarse target snapped up by
+ * centimetres within a frame and bounced (0.7 m/s off the source in its first frame, at
+ * rest). So before it runs, the target is relaxed quasi-statically: SETTLE_PASSES passes
+ * of its own stretch constraints (its compliance, tension only) under gravity and wind,
+ * from rest each time (no velocity is integrated, so the garment as a whole barely
+ * moves: 0.03 mm of fall a pass at 10 substeps), with the colliders every
+ * SETTLE_COLLIDE_EVERY passes (they are most of a pass's cost and, moving millimetres a
+ * pass, change nothing measurable in between). Each link ends near the stretch that
+ * carries its load; most of the garment moves by millimetres, the hem, where a chain's
+ * stretch adds up, by up to 4.3 cm. The mapped velocity is kept as it is (PBD's
+ * v = (x - xp) / h applied to the settling would turn that into metres a second).
+ * Measured against the run that did not switch: sim/README.md. */
+#define SETTLE_PASSES        100
+#define SETTLE_COLLIDE_EVERY 10
+static void settle(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p,
+                   const sim_cloth_params *prm)
 {
     const cloth_lod *l = &m->lod[g->lod];
-    float lambda = 0.0f;
-    for (int k = 0; k < l->ncons; k++)
-        if (l->ckind[k] == CLOTH_STRETCH) {
-            lambda = 0.0f;
-            xp_distance(l->ca[k], l->cb[k], l->crest[k], 0.0f, 1, g->x, g->w, &lambda);
-        }
+    float h = prm->dt / (float)prm->substeps, inv_h = 1.0f / h;
+    float fall[3] = {prm->wind[0] * h * h, prm->wind[1] * h * h,
+                     (prm->wind[2] - prm->gravity) * h * h};
+    float a_stretch = prm->stretch_compliance * l->compliance_scale * inv_h * inv_h;
     cloth_body b;
     cloth_body_at(m, p, p, 0.0f, &b);
-    memcpy(g->xp, g->x, (size_t)g->n * 3 * sizeof(float));
-    for (int i = 0; i < g->n; i++)
-        xp_collide(i, g->x, g->xp, g->w, b.caps, b.ncaps, prm->thickness, 0.0f);
-    float h = prm->dt / (float)prm->substeps;
-    for (int i = 0; i < g->n * 3; i++)
-        g->xp[i] = g->x[i] - g->v[i] * h;
+    for (int it = 0; it < SETTLE_PASSES; it++) {
+        memcpy(g->xp, g->x, (size_t)g->n * 3 * sizeof(float));
+        for (int i = 0; i < g->n; i++)
+            if (g->w[i] > 0.0f)
+                for (int q = 0; q < 3; q++)
+                    g->x[i * 3 + q] += fall[q];
+        for (int k = 0; k < l->ncons; k++)
+            if (l->ckind[k] == CLOTH_STRETCH) {
+                float lambda = 0.0f;
+                xp_distance(l->ca[k], l->cb[k], l->crest[k], a_stretch, 1, g->x, g->w, &lambda);
+            }
+        if (it % SETTLE_COLLIDE_EVERY == SETTLE_COLLIDE_EVERY - 1)
+            for (int i = 0; i < g->n; i++)
+                xp_collide(i, g->x, g->xp, g->w, b.caps, b.ncaps, prm->thickness, prm->friction);
+    }
 }
 
 static float smoothstep01(float t)
@@ -449,14 +472,23 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
                 for (int q = 0; q < 3; q++)
                     dst.v[j * 3 + q] = rv[q] + d[q] * prm->v_abnormal / len;
         }
-        reproject(m, &dst, p, prm);
+        settle(m, &dst, p, prm);
         break;
-    case SIM_SWITCH_NAIVE_ZERO_VELOCITY:
-        reproject(m, &dst, p, prm);
+    case SIM_SWITCH_NAIVE_ZERO_VELOCITY: /* the handoff's positions, without its velocities */
+        settle(m, &dst, p, prm);
         memset(dst.v, 0, (size_t)dst.n * 3 * sizeof(float));
         break;
     case SIM_SWITCH_RESET_TO_ANIMATION:
         garment_to_animation(m, &dst, p);
+        break;
+    case SIM_SWITCH_NAIVE_COPY: /* world space, as is: no clamp, no projection */
+        sim_cloth_model_map_world(m, c->g.lod, to, c->g.x, c->g.v, prm->map_max_distance, ms->xr,
+                                  ms->vr, ms->valid);
+        for (int j = 0; j < dst.n; j++)
+            if (ms->valid[j]) {
+                memcpy(&dst.x[j * 3], &ms->xr[j * 3], 3 * sizeof(float));
+                memcpy(&dst.v[j * 3], &ms->vr[j * 3], 3 * sizeof(float));
+            }
         break;
     }
     /* Multipliers: constraint ids of different LODs never match (their topologies
@@ -473,21 +505,15 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
     r->to = to;
     r->strategy = prm->strategy;
     r->invalid_mappings = invalid;
-    const cloth_map *mp = &m->map[c->g.lod][to];
-    const cloth_lod *ls = &m->lod[c->g.lod];
+    sim_cloth_model_map_world(m, c->g.lod, to, c->g.x, c->g.v, prm->map_max_distance, ms->xr,
+                              ms->vr, ms->valid);
     for (int j = 0; j < dst.n; j++) {
         if (!ms->valid[j])
             continue;
-        const uint32_t *tr = &ls->tri[mp->tri[j] * 3];
-        const float *bc = &mp->bary[j * 3];
-        float nw[3], dp = 0.0f, dv = 0.0f;
-        cloth_triangle_normal(ls->tri, mp->tri[j], c->g.x, nw);
+        float dp = 0.0f, dv = 0.0f;
         for (int q = 0; q < 3; q++) {
-            float xref = bc[0] * c->g.x[tr[0] * 3 + q] + bc[1] * c->g.x[tr[1] * 3 + q] +
-                         bc[2] * c->g.x[tr[2] * 3 + q] + mp->offset[j] * nw[q];
-            float vref = bc[0] * c->g.v[tr[0] * 3 + q] + bc[1] * c->g.v[tr[1] * 3 + q] +
-                         bc[2] * c->g.v[tr[2] * 3 + q];
-            float a = dst.x[j * 3 + q] - xref, v = dst.v[j * 3 + q] - vref;
+            float a = dst.x[j * 3 + q] - ms->xr[j * 3 + q],
+                  v = dst.v[j * 3 + q] - ms->vr[j * 3 + q];
             dp += a * a;
             dv += v * v;
         }
@@ -504,10 +530,15 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
     memcpy(vlast, dst.v, (size_t)dst.n * 3 * sizeof(float));
     free(c->v_last);
     c->v_last = vlast;
-    /* The source keeps running for blend_vel_frames: the handoff blends the target toward
-     * it; for every strategy it is what E_pos and E_vel compare against. */
-    c->src = c->g;
-    c->blend = 1;
+    /* With the blend on, the source keeps running for blend_vel_frames and the target is
+     * blended toward it (E_pos_next and E_vel_next compare against it); off, it stops. */
+    if (prm->blend_vel_frames > 0) {
+        c->src = c->g;
+        c->blend = 1;
+    } else {
+        garment_free(&c->g);
+        r->e_pos_next = r->e_vel_next = -1.0f;
+    }
     c->g = dst;
     c->hold = 0;
     /* The hand lets go: a vertex index means another point at another LOD. */
@@ -536,6 +567,12 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
     s->threads = b->threads;
     s->nchar = ncharacters;
     s->ch = sc_calloc((size_t)ncharacters, sizeof *s->ch);
+    s->scratch = sc_calloc((size_t)b->threads, sizeof *s->scratch);
+    for (int t = 0; s->scratch && t < b->threads; t++)
+        if (scratch_alloc(m, &s->scratch[t]) != 0) {
+            sim_cloth_scene_destroy(s);
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
+        }
     s->camera[0] = 4.0f, s->camera[1] = 0.0f, s->camera[2] = 1.5f;
     int side = (int)ceil(sqrt((double)ncharacters));
     for (int i = 0; s->ch && i < ncharacters; i++) {
@@ -553,7 +590,7 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
         if (!c->v_last)
             break;
     }
-    if (!s->ch || !s->ch[ncharacters - 1].v_last) {
+    if (!s->ch || !s->scratch || !s->ch[ncharacters - 1].v_last) {
         sim_cloth_scene_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
     }
@@ -571,6 +608,9 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
         free(s->ch[i].v_last);
     }
     free(s->ch);
+    for (int t = 0; s->scratch && t < s->be->threads; t++)
+        scratch_free(&s->scratch[t]);
+    free(s->scratch);
     free(s);
 }
 
@@ -708,6 +748,53 @@ static int garment_finite(const cloth_garment *g)
     return 1;
 }
 
+/* One frame of the blend after a switch: the source runs beside the shown garment, which
+ * is pulled toward it with smoothstep weights (positions over blend_pos_frames,
+ * velocities over blend_vel_frames). gv: the held vertex (kept at the hand), or -1. */
+static void blend_step(const sim_cloth_scene *s, cloth_character *c, map_scratch *ms,
+                       const cloth_pose *p1, int gv, int threads)
+{
+    const sim_cloth_model *m = s->m;
+    const sim_cloth_params *prm = &s->prm;
+    s->be->cloth->solve(m, &c->src, &c->pose, p1, prm, threads);
+    map_state(m, &c->src, c->g.lod, p1, prm->map_max_distance, ms->xm, ms->vm, ms->valid, ms->xr,
+              ms->vr);
+    const cloth_lod *l = &m->lod[c->g.lod];
+    float sp = prm->blend_pos_frames > 0
+                   ? smoothstep01((float)c->blend / (float)prm->blend_pos_frames)
+                   : 1.0f;
+    float sv = prm->blend_vel_frames > 0
+                   ? smoothstep01((float)c->blend / (float)prm->blend_vel_frames)
+                   : 1.0f;
+    for (int j = 0; j < c->g.n; j++)
+        if (l->w[j] > 0.0f && ms->valid[j] && j != gv)
+            for (int q = 0; q < 3; q++) {
+                float *x = &c->g.x[j * 3 + q], *v = &c->g.v[j * 3 + q];
+                *x = ms->xm[j * 3 + q] + sp * (*x - ms->xm[j * 3 + q]);
+                *v = ms->vm[j * 3 + q] + sv * (*v - ms->vm[j * 3 + q]);
+            }
+    /* E_pos_next, E_vel_next: the shown garment against where the source is, one frame
+     * after the switch. Not ground truth: tests/scenes/cloth_scenes.c measures that. */
+    sim_cloth_switch *r = &c->last;
+    for (int j = 0; c->blend == 1 && j < c->g.n; j++) {
+        if (!ms->valid[j] || j == gv)
+            continue;
+        float dp = 0.0f, dv = 0.0f;
+        for (int q = 0; q < 3; q++) {
+            float a = c->g.x[j * 3 + q] - ms->xm[j * 3 + q];
+            float b = c->g.v[j * 3 + q] - ms->vm[j * 3 + q];
+            dp += a * a;
+            dv += b * b;
+        }
+        r->e_pos_next = sqrtf(dp) > r->e_pos_next ? sqrtf(dp) : r->e_pos_next;
+        r->e_vel_next = sqrtf(dv) > r->e_vel_next ? sqrtf(dv) : r->e_vel_next;
+    }
+    if (c->blend++ >= prm->blend_vel_frames) {
+        garment_free(&c->src);
+        c->blend = 0;
+    }
+}
+
 /* One character's frame. Returns 1 when it switched LOD, -1 on allocation failure. */
 static int character_frame(sim_cloth_scene *s, cloth_character *c, map_scratch *ms, int threads,
                            float *depth_out, int *nonfinite, int *particles)
@@ -757,42 +844,7 @@ static int character_frame(sim_cloth_scene *s, cloth_character *c, map_scratch *
     *particles += c->g.n;
     if (c->blend) {
         *particles += c->src.n;
-        s->be->cloth->solve(m, &c->src, &c->pose, &p1, prm, threads);
-        map_state(m, &c->src, c->g.lod, &p1, prm->map_max_distance, ms->xm, ms->vm, ms->valid,
-                  ms->xr, ms->vr);
-        const cloth_lod *l = &m->lod[c->g.lod];
-        if (c->last.strategy == SIM_SWITCH_HANDOFF) {
-            float sp = smoothstep01((float)c->blend / (float)prm->blend_pos_frames);
-            float sv = smoothstep01((float)c->blend / (float)prm->blend_vel_frames);
-            for (int j = 0; j < c->g.n; j++)
-                if (l->w[j] > 0.0f && ms->valid[j] && j != gv)
-                    for (int q = 0; q < 3; q++) {
-                        float *x = &c->g.x[j * 3 + q], *v = &c->g.v[j * 3 + q];
-                        *x = ms->xm[j * 3 + q] + sp * (*x - ms->xm[j * 3 + q]);
-                        *v = ms->vm[j * 3 + q] + sv * (*v - ms->vm[j * 3 + q]);
-                    }
-        }
-        /* E_pos, E_vel: the shown garment against where the source would have been, one
-         * frame after the switch (later frames measure how the two LODs' own dynamics
-         * part, which is what the blend is for, not the handoff). */
-        sim_cloth_switch *r = &c->last;
-        for (int j = 0; c->blend == 1 && j < c->g.n; j++) {
-            if (!ms->valid[j] || j == gv)
-                continue;
-            float dp = 0.0f, dv = 0.0f;
-            for (int q = 0; q < 3; q++) {
-                float a = c->g.x[j * 3 + q] - ms->xm[j * 3 + q];
-                float b = c->g.v[j * 3 + q] - ms->vm[j * 3 + q];
-                dp += a * a;
-                dv += b * b;
-            }
-            r->e_pos_next = sqrtf(dp) > r->e_pos_next ? sqrtf(dp) : r->e_pos_next;
-            r->e_vel_next = sqrtf(dv) > r->e_vel_next ? sqrtf(dv) : r->e_vel_next;
-        }
-        if (c->blend++ >= prm->blend_vel_frames) {
-            garment_free(&c->src);
-            c->blend = 0;
-        }
+        blend_step(s, c, ms, &p1, gv, threads);
     }
     if (!garment_finite(&c->g)) { /* blew up: back to the animation, counted */
         (*nonfinite)++;
@@ -837,19 +889,21 @@ sim_status sim_cloth_step(sim_cloth_scene *s, sim_cloth_metrics *mt, char *err, 
     (void)nt;
 #pragma omp parallel num_threads(nt) if (s->nchar > 1) reduction(+ : switches, nonfinite, particles, failed) reduction(max : depth)
     {
-        map_scratch ms;
-        int ok = scratch_alloc(s->m, &ms) == 0;
+#ifdef _OPENMP
+        map_scratch *ms = &s->scratch[omp_get_thread_num()];
+#else
+        map_scratch *ms = &s->scratch[0];
+#endif
 #pragma omp for schedule(dynamic, 4)
         for (int i = 0; i < s->nchar; i++) {
             float d = 0.0f;
-            int r = ok ? character_frame(s, &s->ch[i], &ms, inner, &d, &nonfinite, &particles) : -1;
+            int r = character_frame(s, &s->ch[i], ms, inner, &d, &nonfinite, &particles);
             if (r < 0)
                 failed++;
             else
                 switches += r;
             depth = d > depth ? d : depth;
         }
-        scratch_free(&ms);
     }
     s->frame++;
     if (mt) {

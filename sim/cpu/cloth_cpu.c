@@ -8,6 +8,39 @@
 
 #define PAR_MIN 2048
 
+/* The constraints of colour c (no shared particle: in parallel). With a single iteration
+ * each multiplier starts and ends the substep at 0 + its one change, which nothing reads:
+ * it is kept in a register instead of the garment's array. */
+static void solve_colour(const cloth_lod *l, int c, float a_stretch, float a_bend, cloth_garment *g,
+                         int nt, int one_pass)
+{
+    int c0 = l->colour_start[c], cb = l->bend_start[c], c1 = l->colour_start[c + 1];
+    (void)nt;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        if (one_pass) {
+#pragma omp for schedule(static) nowait
+            for (int k = c0; k < cb; k++) {
+                float lambda = 0.0f;
+                xp_distance(l->ca[k], l->cb[k], l->crest[k], a_stretch, 1, g->x, g->w, &lambda);
+            }
+#pragma omp for schedule(static)
+            for (int k = cb; k < c1; k++) {
+                float lambda = 0.0f;
+                xp_distance(l->ca[k], l->cb[k], l->crest[k], a_bend, 0, g->x, g->w, &lambda);
+            }
+        } else {
+#pragma omp for schedule(static) nowait
+            for (int k = c0; k < cb; k++)
+                xp_distance(l->ca[k], l->cb[k], l->crest[k], a_stretch, 1, g->x, g->w,
+                            &g->lambda[k]);
+#pragma omp for schedule(static)
+            for (int k = cb; k < c1; k++)
+                xp_distance(l->ca[k], l->cb[k], l->crest[k], a_bend, 0, g->x, g->w, &g->lambda[k]);
+        }
+    }
+}
+
 static float cpu_solve(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p0,
                        const cloth_pose *p1, const sim_cloth_params *prm, int threads)
 {
@@ -24,28 +57,23 @@ static float cpu_solve(const sim_cloth_model *m, cloth_garment *g, const cloth_p
     for (int s = 0; s < prm->substeps; s++) {
         cloth_body body;
         cloth_body_at(m, p0, p1, (float)(s + 1) / (float)prm->substeps, &body);
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
         for (int i = 0; i < n; i++)
             xp_predict(i, g->x, g->v, g->xp, g->w, accel, damp, h);
         cloth_place_pinned(m, g, &body);
-        memset(g->lambda, 0, (size_t)l->ncons * sizeof(float)); /* small steps: reset */
+        if (prm->iterations > 1) /* small steps: reset */
+            memset(g->lambda, 0, (size_t)l->ncons * sizeof(float));
         for (int it = 0; it < prm->iterations; it++)
-            for (int c = 0; c < l->ncolours; c++) {
-                int c0 = l->colour_start[c], c1 = l->colour_start[c + 1];
-#pragma omp parallel for num_threads(nt) schedule(static)
-                for (int k = c0; k < c1; k++)
-                    xp_distance(l->ca[k], l->cb[k], l->crest[k],
-                                l->ckind[k] == CLOTH_BEND ? a_bend : a_stretch,
-                                l->ckind[k] == CLOTH_STRETCH, g->x, g->w, &g->lambda[k]);
-            }
-#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int c = 0; c < l->ncolours; c++)
+                solve_colour(l, c, a_stretch, a_bend, g, nt, prm->iterations == 1);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
         for (int i = 0; i < n; i++) {
             xp_collide(i, g->x, g->xp, g->w, body.caps, body.ncaps, prm->thickness, prm->friction);
             xp_velocity(i, g->x, g->xp, g->v, g->w, inv_h);
         }
         if (s == prm->substeps - 1) { /* what the frame leaves inside the body */
             float d = 0.0f;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(max : d)
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static) reduction(max : d)
             for (int i = 0; i < n; i++)
                 if (g->w[i] > 0.0f) {
                     float di = xp_penetration(i, g->x, body.caps, body.ncaps);

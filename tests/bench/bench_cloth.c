@@ -1,9 +1,13 @@
 /* bench_cloth.c: the cloth benches.
- *   softcast-bench cloth --lod-scenarios [--threads N]
- *       one JSON line per scenario, direction and strategy: e_pos_max, e_vel_max,
- *       settle_frames, penetration
+ *   softcast-bench cloth --lod-scenarios [--threads N] [--window N]
+ *       one JSON line per scenario, direction, strategy and blend (off, on): the switch's
+ *       own record (e_pos_max, e_vel_max, settle_frames, penetration) and the switch
+ *       against ground truth, the same run without the switch, over N frames (gt_*)
  *   softcast-bench cloth --dims WxH [--substeps N] [--iterations N] [--threads N] [--frames N]
- *       one sheet hanging from its two top corners: ms_per_step ("engine":"softcast")
+ *                        [--damping PER_S] [--peer bullet [--bullet-stretch-klst K]]
+ *       one sheet hanging from its two top corners: ms_per_step, cpu_ms_per_step,
+ *       lowest_z, the constraints, stiffness and damping ("engine":"softcast"); with the
+ *       peer, the same for Bullet and a line comparing the two
  *   softcast-bench cloth --characters N [--frames N] [--threads N]
  *       a walking crowd seen from a camera in front of it, LOD by distance: frames/s
  *   softcast-bench cloth --parity [--frames N]
@@ -20,23 +24,23 @@
 #include "tests/bench/bench_cloth.h"
 #include "tests/scenes/cloth_scenes.h"
 
-#if SOFTCAST_HAVE_BULLET
-/* bench_bullet.cpp */
-int bench_bullet_hanging(int cols, int rows, int substeps, int iterations, int frames,
-                         double *ms_per_step, double *lowest_z);
-#endif
+#include "tests/bench/bench_bullet.h"
 
 typedef struct cloth_opts {
     int lod_scenarios, parity, cols, rows, substeps, iterations, threads, frames, characters;
+    int window;
+    double damping;     /* the sheet's, per second, both engines */
+    double bullet_klst; /* Bullet's stretch stiffness (0: the XPBD equivalent) */
     sim_backend_kind backend;
     const char *peer;
 } cloth_opts;
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: softcast-bench cloth --lod-scenarios [--threads N]\n"
+    fprintf(stderr, "usage: softcast-bench cloth --lod-scenarios [--threads N] [--window N]\n"
                     "       softcast-bench cloth --dims WxH [--substeps N] [--iterations N] "
-                    "[--threads N] [--frames N]\n"
+                    "[--threads N] [--frames N] [--damping PER_S] [--peer bullet "
+                    "[--bullet-stretch-klst K]]\n"
                     "       softcast-bench cloth --characters N [--frames N] [--threads N]\n"
                     "       (any of them: [--backend cpu|cuda])\n");
     exit(2);
@@ -53,6 +57,8 @@ static int positive(const char *k, const char *v, int hi)
     return (int)n;
 }
 
+/* Every scenario both ways, every strategy with the blend off and on, judged against the
+ * same run without the switch (cs_run_truth) over o->window frames. */
 static int lod_scenarios(const cloth_opts *o, sim_backend *b)
 {
     char err[256];
@@ -61,30 +67,107 @@ static int lod_scenarios(const cloth_opts *o, sim_backend *b)
         fprintf(stderr, "softcast-bench: %s\n", err);
         return 1;
     }
-    (void)o;
+    static const sim_switch_strategy k_st[] = {SIM_SWITCH_HANDOFF, SIM_SWITCH_NAIVE_COPY,
+                                               SIM_SWITCH_NAIVE_ZERO_VELOCITY,
+                                               SIM_SWITCH_RESET_TO_ANIMATION};
+    cs_variant v[8];
+    for (int i = 0; i < 8; i++)
+        v[i].strategy = k_st[i / 2], v[i].blend = i % 2;
     int failed = 0;
     int dirs[2][2] = {{0, 2}, {2, 0}};
     for (int sc = 0; sc < CS_NSCENARIO; sc++)
-        for (int d = 0; d < 2; d++)
-            for (int st = 0; st < 3; st++) {
-                sim_cloth_switch r;
-                if (cs_run_switch(m, b, (cs_scenario)sc, (sim_switch_strategy)st, dirs[d][0],
-                                  dirs[d][1], 90, &r, err, sizeof err) != SIM_OK) {
-                    fprintf(stderr, "softcast-bench: %s\n", err);
-                    failed = 1;
-                    continue;
-                }
-                printf("{\"scenario\":\"%s\",\"strategy\":\"%s\",\"from\":%d,\"to\":%d,"
-                       "\"e_pos_max\":%.5f,\"e_vel_max\":%.5f,\"e_pos_next_frame\":%.5f,"
-                       "\"e_vel_next_frame\":%.5f,\"settle_frames\":%d,"
-                       "\"penetration\":%.5f,\"invalid_mappings\":%d}\n",
-                       cs_scenario_name(sc), sim_switch_strategy_name(st), r.from, r.to,
-                       (double)r.e_pos, (double)r.e_vel, (double)r.e_pos_next, (double)r.e_vel_next,
-                       r.settle_frames, (double)r.max_penetration, r.invalid_mappings);
+        for (int d = 0; d < 2; d++) {
+            cs_truth t[8];
+            if (cs_run_truth(m, b, (cs_scenario)sc, dirs[d][0], dirs[d][1], o->window, v, 8, t, err,
+                             sizeof err) != SIM_OK) {
+                fprintf(stderr, "softcast-bench: %s\n", err);
+                failed = 1;
+                continue;
             }
+            for (int i = 0; i < 8; i++) {
+                const sim_cloth_switch *r = &t[i].sw;
+                printf("{\"scenario\":\"%s\",\"strategy\":\"%s\",\"blend\":%d,\"from\":%d,"
+                       "\"to\":%d,\"e_pos_max\":%.5f,\"e_vel_max\":%.5f,\"e_pos_next_frame\":%.5f,"
+                       "\"e_vel_next_frame\":%.5f,\"settle_frames\":%d,\"penetration\":%.5f,"
+                       "\"invalid_mappings\":%d,\"gt_window\":%d,\"gt_pos_mean\":%.5f,"
+                       "\"gt_pos_max\":%.5f,\"gt_vel_mean\":%.5f,\"gt_vel_max\":%.5f,"
+                       "\"gt_pos_early\":%.5f,\"gt_vel_early\":%.5f}\n",
+                       cs_scenario_name(sc), sim_switch_strategy_name(v[i].strategy), v[i].blend,
+                       r->from, r->to, (double)r->e_pos, (double)r->e_vel, (double)r->e_pos_next,
+                       (double)r->e_vel_next, r->settle_frames, (double)r->max_penetration,
+                       r->invalid_mappings, t[i].window, (double)t[i].pos_mean,
+                       (double)t[i].pos_max, (double)t[i].vel_mean, (double)t[i].vel_max,
+                       (double)t[i].pos_early, (double)t[i].vel_early);
+            }
+        }
     sim_cloth_model_destroy(m);
     return failed;
 }
+
+/* One XPBD iteration from zero multipliers moves a constraint's ends by w / (w + alpha / h^2)
+ * of its error (w: the two inverse masses, 2 here): the stiffness a position-based peer
+ * needs for the same step. */
+static double pbd_stiffness(double compliance, double h)
+{
+    return 2.0 / (2.0 + compliance / (h * h));
+}
+
+/* Velocity kept per substep -> decay rate per second. */
+static double per_second(double kept, double h)
+{
+    return -log(kept) / h;
+}
+
+static double thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static void print_peer(const cloth_opts *o, const sim_cloth_params *p, double ms, double cpu_ms,
+                       double low)
+{
+#if SOFTCAST_HAVE_BULLET
+    if (!o->peer)
+        return;
+    double h = (double)p->dt / p->substeps;
+    bench_bullet_sheet bs;
+    memset(&bs, 0, sizeof bs);
+    bs.cols = o->cols, bs.rows = o->rows, bs.substeps = p->substeps, bs.iterations = p->iterations;
+    bs.frames = o->frames;
+    bs.stretch_klst =
+        o->bullet_klst > 0.0 ? o->bullet_klst : pbd_stiffness((double)p->stretch_compliance, h);
+    bs.bend_klst = pbd_stiffness((double)p->bend_compliance, h);
+    bs.damping_kdp = (double)p->damping * h; /* ours: v *= 1 - damping h each substep */
+    bench_bullet_hanging(&bs);
+    printf("{\"engine\":\"bullet\",\"version\":\"3.24\",\"dims\":\"%dx%d\",\"particles\":%d,"
+           "\"substeps\":%d,\"iterations\":%d,\"threads\":1,\"frames\":%d,"
+           "\"ms_per_step\":%.4f,\"cpu_ms_per_step\":%.4f,\"lowest_z\":%.4f,\"stretch_links\":%d,"
+           "\"bend_links\":%d,\"stretch_compresses\":true,"
+           "\"stretch_klst\":%.5f,\"bend_klst\":%.6f,\"damping_kdp\":%.6g,"
+           "\"damping_per_s\":%.4f}\n",
+           o->cols, o->rows, o->cols * o->rows, bs.substeps, bs.iterations, o->frames,
+           bs.ms_per_step, bs.cpu_ms_per_step, bs.lowest_z, bs.stretch_links, bs.bend_links,
+           bs.stretch_klst, bs.bend_klst, bs.damping_kdp, per_second(1.0 - bs.damping_kdp, h));
+    printf("{\"peer\":\"bullet\",\"lowest_z_difference_m\":%.4f,\"same_sag_within_1cm\":%s,"
+           "\"bullet_ms_over_softcast_ms\":%.2f,\"bullet_cpu_ms_over_softcast_cpu_ms\":%.2f}\n",
+           fabs(bs.lowest_z - low), fabs(bs.lowest_z - low) <= 0.01 ? "true" : "false",
+           bs.ms_per_step / ms, bs.cpu_ms_per_step / cpu_ms);
+#else
+    (void)o, (void)p, (void)ms, (void)cpu_ms, (void)low;
+#endif
+}
+
+/* The sheet beside Bullet, like for like (sim/README.md, "Beside Bullet"):
+ * - damping 1/s in both: at ours (0.4/s) Bullet's sheet never comes to rest (its lowest
+ *   point still moves by centimetres between samples after 20 s), so a sag read at one
+ *   frame would be luck; at 1/s both rest within 2 mm of each other from 5 s on;
+ * - Bullet's links also push when compressed, ours only pull (cloth buckles): at the
+ *   stiffness equivalent to our compliance (0.71) its sheet does not come to rest at 1/s
+ *   (at 4/s it rests 3 cm above ours); 0.5 rests where ours does (50x50). */
+#define SHEET_DAMPING       1.0
+#define BULLET_STRETCH_KLST 0.5
 
 static int hanging(const cloth_opts *o, sim_backend *b)
 {
@@ -108,40 +191,48 @@ static int hanging(const cloth_opts *o, sim_backend *b)
     ev.params = sim_cloth_get_params(s);
     ev.params.substeps = o->substeps;
     ev.params.iterations = o->iterations;
+    ev.params.damping = (float)o->damping;
     if (sim_cloth_push_event(s, &ev, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-bench: %s\n", err);
         return 1;
     }
-    double total = 0;
+    const sim_cloth_params p = ev.params;
+    double total = 0, cpu = 0;
     int ok = 1;
     for (int f = 0; ok && f < o->frames; f++) {
         sim_cloth_metrics mt;
+        double c0 = thread_cpu_ms();
         ok = sim_cloth_step(s, &mt, err, sizeof err) == SIM_OK;
-        if (f >= 10) /* the first frames page memory in */
+        if (f >= 10) { /* the first frames page memory in */
             total += mt.step_ms;
+            cpu += thread_cpu_ms() - c0;
+        }
     }
-    int n;
+    int n, ns, nb;
     const float *x = sim_cloth_positions(s, 0, &n);
     float low = x[2];
     for (int i = 0; i < n; i++)
         low = x[i * 3 + 2] < low ? x[i * 3 + 2] : low;
+    sim_cloth_model_constraints(m, 0, &ns, &nb);
+    double h = (double)p.dt / p.substeps, scale = (double)sim_cloth_model_compliance_scale(m, 0);
+    double ms = total / (o->frames - 10), cpu_ms = cpu / (o->frames - 10);
     printf("{\"engine\":\"softcast\",\"backend\":\"%s\",\"dims\":\"%dx%d\",\"particles\":%d,"
            "\"substeps\":%d,\"iterations\":%d,\"threads\":%d,\"frames\":%d,"
-           "\"ms_per_step\":%.4f,\"lowest_z\":%.4f}\n",
+           "\"ms_per_step\":%.4f,\"cpu_ms_per_step\":%.4f,\"lowest_z\":%.4f,"
+           "\"stretch_constraints\":%d,"
+           "\"bend_constraints\":%d,\"stretch_compliance\":%g,\"bend_compliance\":%g,"
+           "\"stretch_per_iteration\":%.5f,\"bend_per_iteration\":%.6f,"
+           "\"stretch_tension_only\":true,\"damping_per_s\":%.4f}\n",
            sim_backend_name(b), o->cols, o->rows, n, o->substeps, o->iterations,
-           sim_backend_threads(b), o->frames, total / (o->frames - 10), (double)low);
+           sim_backend_threads(b), o->frames, ms, cpu_ms, (double)low, ns, nb,
+           (double)p.stretch_compliance * scale, (double)p.bend_compliance * scale,
+           pbd_stiffness((double)p.stretch_compliance * scale, h),
+           pbd_stiffness((double)p.bend_compliance * scale, h),
+           per_second(1.0 - (double)p.damping * h, h));
     sim_cloth_scene_destroy(s);
     sim_cloth_model_destroy(m);
-#if SOFTCAST_HAVE_BULLET
-    if (ok && o->peer) {
-        double ms, lz;
-        bench_bullet_hanging(o->cols, o->rows, o->substeps, o->iterations, o->frames, &ms, &lz);
-        printf("{\"engine\":\"bullet\",\"version\":\"3.24\",\"dims\":\"%dx%d\",\"particles\":%d,"
-               "\"substeps\":%d,\"iterations\":%d,\"threads\":1,\"frames\":%d,"
-               "\"ms_per_step\":%.4f,\"lowest_z\":%.4f}\n",
-               o->cols, o->rows, o->cols * o->rows, o->substeps, o->iterations, o->frames, ms, lz);
-    }
-#endif
+    if (ok)
+        print_peer(o, &p, ms, cpu_ms, (double)low);
     return ok ? 0 : 1;
 }
 
@@ -282,6 +373,9 @@ int bench_cloth_main(int argc, char **argv)
     o.substeps = 15;
     o.iterations = 1;
     o.frames = 300;
+    o.window = 30;
+    o.damping = SHEET_DAMPING;
+    o.bullet_klst = BULLET_STRETCH_KLST;
     o.backend = SIM_BACKEND_CPU;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -311,6 +405,16 @@ int bench_cloth_main(int argc, char **argv)
             o.frames = positive(a, v, 1000000);
             if (o.frames < 20)
                 o.frames = 20;
+        } else if (!strcmp(a, "--damping")) {
+            o.damping = atof(v);
+            if (!(o.damping >= 0.0 && o.damping <= 10.0))
+                usage();
+        } else if (!strcmp(a, "--bullet-stretch-klst")) {
+            o.bullet_klst = atof(v);
+            if (!(o.bullet_klst >= 0.0 && o.bullet_klst <= 1.0))
+                usage();
+        } else if (!strcmp(a, "--window")) {
+            o.window = positive(a, v, CS_TRUTH_MAX_WINDOW);
         } else if (!strcmp(a, "--characters")) {
             o.characters = positive(a, v, 10000);
         } else if (!strcmp(a, "--backend")) {

@@ -1,6 +1,6 @@
-/* test_cloth.c: the cloth scene. LOD handoff against the naive switch in six scenarios
- * both ways, hysteresis, a long random run, thread-count independence, the invalid
- * mapping path, and bad input. */
+/* test_cloth.c: the cloth scene. LOD handoff against ground truth (the run that did not
+ * switch) and both naive switches, in six scenarios both ways; hysteresis, a long random run,
+ * thread-count independence, the invalid mapping path, and bad input. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +10,13 @@
 #include "tests/harness.h"
 #include "tests/scenes/cloth_scenes.h"
 
-/* Stated bounds (README): at the switch the handoff moves no material point more than
- * 2 cm (the projection of the strain the mapping introduces); one frame later the shown
- * garment is within 3 cm of where the source would have been. */
-#define E_POS_SWITCH    0.02f
-#define E_POS_NEXT      0.03f
+/* Guards on the switch itself: no material point moved further than this at the switch
+ * (the settle moves the hem up to 4.3 cm, wind_impulse 0->2; a wrong table moves
+ * decimetres), and no deeper penetration while settling. */
+#define E_POS_SWITCH    0.05f
 #define MAX_PENETRATION 0.01f
+/* Frames compared with the run that did not switch (cs_run_truth). */
+#define GT_WINDOW 30
 
 static sim_cloth_model *default_model(void)
 {
@@ -89,36 +90,93 @@ TEST(cloth_model_lods_differ_and_tables_cover_every_pair)
     sim_cloth_model_destroy(m);
 }
 
-TEST(cloth_handoff_beats_naive_switch_in_six_scenarios_both_ways)
+/* The switch judged against ground truth: the same scenario run on without the switch
+ * (cs_run_truth), GT_WINDOW frames, every free vertex against the reference's surface
+ * point it maps to. Six scenarios, both ways, each of handoff / naive copy (x and v through
+ * the table in world space) / naive zero velocity, with the blend off and on. Measured
+ * figures and the margins below: sim/README.md, "The LOD switch against ground truth".
+ * What is claimed, and where it is not:
+ *  - the velocity transfer: with the blend off the handoff beats zero velocity, over the
+ *    window, in position and velocity, everywhere (measured 1.33x at the least);
+ *  - the settle (all that the handoff adds to the copy): with the blend off, in the
+ *    velocity error of the first CS_TRUTH_EARLY frames (where a pop shows), 1.3x better
+ *    to the coarse LOD (measured 1.44x at the least) and 1.05x to the fine one (1.12x);
+ *    not at a jump's landing to the coarse LOD (0.99x: the coarse cape's own landing
+ *    dominates), where it is only no worse; and over the window never worse than 3%;
+ *  - the blend earns its place: on, the first frames' velocity error is lower than off
+ *    (1.17x at the least), and it beats zero velocity with the blend on too (1.19x), but
+ *    for the same jump landing (1.02x);
+ *  - with the blend on, the handoff is not better than the copy (0.94x to 1.23x): no
+ *    claim, only that it is within 10%. */
+typedef struct gt_claim {
+    const char *what;
+    float ratio, need; /* baseline error / handoff error, and the least it must be */
+} gt_claim;
+
+static void gt_check(const char *sc, int from, int to, const gt_claim *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        CHECKF(c[i].ratio >= c[i].need, "%s %d->%d: %s: %.3fx, claimed >= %.2fx", sc, from, to,
+               c[i].what, (double)c[i].ratio, (double)c[i].need);
+}
+
+TEST(cloth_handoff_against_ground_truth_in_six_scenarios_both_ways)
 {
     sim_cloth_model *m = default_model();
     sim_backend *b = cpu(1);
     REQUIRE(m && b);
+    enum { H0, C0, Z0, H1, C1, Z1, NV };
+    const cs_variant v[NV] = {
+        {SIM_SWITCH_HANDOFF, 0}, {SIM_SWITCH_NAIVE_COPY, 0}, {SIM_SWITCH_NAIVE_ZERO_VELOCITY, 0},
+        {SIM_SWITCH_HANDOFF, 1}, {SIM_SWITCH_NAIVE_COPY, 1}, {SIM_SWITCH_NAIVE_ZERO_VELOCITY, 1}};
     int dirs[2][2] = {{0, 2}, {2, 0}};
     for (int sc = 0; sc < CS_NSCENARIO; sc++)
         for (int d = 0; d < 2; d++) {
-            sim_cloth_switch h, nv;
+            int from = dirs[d][0], to = dirs[d][1];
+            const char *name = cs_scenario_name(sc);
+            cs_truth t[NV];
             char err[256];
-            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_HANDOFF, dirs[d][0], dirs[d][1],
-                                  20, &h, err, sizeof err) == SIM_OK);
-            REQUIRE(cs_run_switch(m, b, (cs_scenario)sc, SIM_SWITCH_NAIVE_ZERO_VELOCITY, dirs[d][0],
-                                  dirs[d][1], 20, &nv, err, sizeof err) == SIM_OK);
-            CHECK(h.from == dirs[d][0] && h.to == dirs[d][1]);
-            CHECKF(h.e_vel * 10.0f <= nv.e_vel, "%s %d->%d: E_vel handoff %.4f naive %.4f",
-                   cs_scenario_name(sc), h.from, h.to, (double)h.e_vel, (double)nv.e_vel);
-            CHECKF(nv.e_vel > 0.5f, "%s: the garment was not moving (naive E_vel %.3f)",
-                   cs_scenario_name(sc), (double)nv.e_vel);
-            CHECKF(h.e_pos <= E_POS_SWITCH, "%s %d->%d: E_pos %.4f", cs_scenario_name(sc), h.from,
-                   h.to, (double)h.e_pos);
-            /* One frame later, against the source still running: still well apart. */
-            CHECKF(h.e_vel_next * 5.0f <= nv.e_vel_next,
-                   "%s %d->%d: next frame E_vel handoff %.4f naive %.4f", cs_scenario_name(sc),
-                   h.from, h.to, (double)h.e_vel_next, (double)nv.e_vel_next);
-            CHECKF(h.e_pos_next <= E_POS_NEXT, "%s %d->%d: next frame E_pos %.4f",
-                   cs_scenario_name(sc), h.from, h.to, (double)h.e_pos_next);
-            CHECKF(h.max_penetration <= MAX_PENETRATION, "%s: penetration %.4f",
-                   cs_scenario_name(sc), (double)h.max_penetration);
-            CHECK(h.invalid_mappings == 0);
+            REQUIRE(cs_run_truth(m, b, (cs_scenario)sc, from, to, GT_WINDOW, v, NV, t, err,
+                                 sizeof err) == SIM_OK);
+            th_note("%s %d->%d, cm and m/s over %d frames (first %d): handoff %.2f %.3f (%.2f "
+                    "%.3f), copy %.2f %.3f (%.2f %.3f), zero %.2f %.3f; blend on: handoff %.2f "
+                    "%.3f (%.2f %.3f), copy %.2f %.3f, zero %.2f %.3f",
+                    name, from, to, GT_WINDOW, CS_TRUTH_EARLY, 100.0 * (double)t[H0].pos_mean,
+                    (double)t[H0].vel_mean, 100.0 * (double)t[H0].pos_early,
+                    (double)t[H0].vel_early, 100.0 * (double)t[C0].pos_mean, (double)t[C0].vel_mean,
+                    100.0 * (double)t[C0].pos_early, (double)t[C0].vel_early,
+                    100.0 * (double)t[Z0].pos_mean, (double)t[Z0].vel_mean,
+                    100.0 * (double)t[H1].pos_mean, (double)t[H1].vel_mean,
+                    100.0 * (double)t[H1].pos_early, (double)t[H1].vel_early,
+                    100.0 * (double)t[C1].pos_mean, (double)t[C1].vel_mean,
+                    100.0 * (double)t[Z1].pos_mean, (double)t[Z1].vel_mean);
+            int landing_to_coarse = sc == CS_JUMP && to == 2;
+            gt_claim c[] = {
+                {"velocity transfer, position (blend off)", t[Z0].pos_mean / t[H0].pos_mean, 1.25f},
+                {"velocity transfer, velocity (blend off)", t[Z0].vel_mean / t[H0].vel_mean, 1.25f},
+                {"settle, first frames' velocity (blend off)", t[C0].vel_early / t[H0].vel_early,
+                 landing_to_coarse ? 0.97f
+                 : to == 2         ? 1.3f
+                                   : 1.05f},
+                {"settle, window position (blend off)", t[C0].pos_mean / t[H0].pos_mean, 0.97f},
+                {"settle, window velocity (blend off)", t[C0].vel_mean / t[H0].vel_mean, 0.97f},
+                {"blend, first frames' velocity", t[H0].vel_early / t[H1].vel_early, 1.1f},
+                {"blend on, against zero velocity", t[Z1].vel_early / t[H1].vel_early,
+                 landing_to_coarse ? 0.97f : 1.1f},
+                {"blend on, against the copy, first frames", t[C1].vel_early / t[H1].vel_early,
+                 0.9f},
+                {"blend on, against the copy, window", t[C1].pos_mean / t[H1].pos_mean, 0.9f},
+            };
+            gt_check(name, from, to, c, (int)(sizeof c / sizeof c[0]));
+            const sim_cloth_switch *h = &t[H1].sw;
+            CHECK(h->from == from && h->to == to && h->strategy == SIM_SWITCH_HANDOFF);
+            CHECKF(t[Z1].sw.e_vel > 0.5f, "%s: the garment was not moving (zero E_vel %.3f)", name,
+                   (double)t[Z1].sw.e_vel);
+            CHECKF(h->e_pos <= E_POS_SWITCH, "%s %d->%d: E_pos %.4f", name, from, to,
+                   (double)h->e_pos);
+            CHECKF(h->max_penetration <= MAX_PENETRATION, "%s: penetration %.4f", name,
+                   (double)h->max_penetration);
+            CHECK(h->invalid_mappings == 0);
         }
     sim_backend_destroy(b);
     sim_cloth_model_destroy(m);
@@ -127,48 +185,53 @@ TEST(cloth_handoff_beats_naive_switch_in_six_scenarios_both_ways)
 /* Carrying multipliers over a switch would be inert: the solver resets them at every
  * substep (small steps), and constraint ids of different LODs never match. So nothing is
  * carried, and this shows the reset: a frame solved from garbage multipliers is bitwise
- * the frame solved from zeros. (White box: the garment and the CPU solver directly.) */
+ * the frame solved from zeros, with one iteration a substep (where the CPU solver keeps
+ * each multiplier in a register) and with two (where it resets the array). (White box:
+ * the garment and the CPU solver directly.) */
 TEST(cloth_multipliers_from_before_a_frame_change_nothing)
 {
     sim_cloth_model *m = default_model();
     REQUIRE(m);
     const cloth_lod *l = &m->lod[0];
-    sim_cloth_params prm = sim_cloth_default_params();
-    cloth_pose p0, p1;
-    memset(&p0, 0, sizeof p0);
-    p1 = p0;
-    p1.pos[0] = 0.02f; /* the body moves: the constraints work */
-    p1.vel[0] = 1.2f;
-    float *x[2], *v[2];
-    for (int k = 0; k < 2; k++) {
-        cloth_garment g;
-        memset(&g, 0, sizeof g);
-        g.lod = 0;
-        g.n = l->n;
-        g.x = malloc((size_t)l->n * 3 * sizeof(float));
-        g.v = calloc((size_t)l->n * 3, sizeof(float));
-        g.xp = malloc((size_t)l->n * 3 * sizeof(float));
-        g.w = malloc((size_t)l->n * sizeof(float));
-        g.lambda = malloc((size_t)l->ncons * sizeof(float));
-        REQUIRE(g.x && g.v && g.xp && g.w && g.lambda);
-        memcpy(g.x, l->rest, (size_t)l->n * 3 * sizeof(float));
-        memcpy(g.w, l->w, (size_t)l->n * sizeof(float));
-        for (int c = 0; c < l->ncons; c++)
-            g.lambda[c] = k ? 1000.0f * (float)((c % 7) - 3) : 0.0f;
-        for (int f = 0; f < 3; f++)
-            cloth_cpu_backend.solve(m, &g, &p0, &p1, &prm, 1);
-        x[k] = g.x;
-        v[k] = g.v;
-        free(g.xp), free(g.w), free(g.lambda);
+    for (int iters = 1; iters <= 2; iters++) {
+        sim_cloth_params prm = sim_cloth_default_params();
+        prm.iterations = iters;
+        cloth_pose p0, p1;
+        memset(&p0, 0, sizeof p0);
+        p1 = p0;
+        p1.pos[0] = 0.02f; /* the body moves: the constraints work */
+        p1.vel[0] = 1.2f;
+        float *x[2], *v[2];
+        for (int k = 0; k < 2; k++) {
+            cloth_garment g;
+            memset(&g, 0, sizeof g);
+            g.lod = 0;
+            g.n = l->n;
+            g.x = malloc((size_t)l->n * 3 * sizeof(float));
+            g.v = calloc((size_t)l->n * 3, sizeof(float));
+            g.xp = malloc((size_t)l->n * 3 * sizeof(float));
+            g.w = malloc((size_t)l->n * sizeof(float));
+            g.lambda = malloc((size_t)l->ncons * sizeof(float));
+            REQUIRE(g.x && g.v && g.xp && g.w && g.lambda);
+            memcpy(g.x, l->rest, (size_t)l->n * 3 * sizeof(float));
+            memcpy(g.w, l->w, (size_t)l->n * sizeof(float));
+            for (int c = 0; c < l->ncons; c++)
+                g.lambda[c] = k ? 1000.0f * (float)((c % 7) - 3) : 0.0f;
+            for (int f = 0; f < 3; f++)
+                cloth_cpu_backend.solve(m, &g, &p0, &p1, &prm, 1);
+            x[k] = g.x;
+            v[k] = g.v;
+            free(g.xp), free(g.w), free(g.lambda);
+        }
+        CHECK(memcmp(x[0], x[1], (size_t)l->n * 3 * sizeof(float)) == 0);
+        CHECK(memcmp(v[0], v[1], (size_t)l->n * 3 * sizeof(float)) == 0);
+        float moved = 0.0f;
+        for (int i = 0; i < l->n * 3; i++)
+            moved = fabsf(x[0][i] - l->rest[i]) > moved ? fabsf(x[0][i] - l->rest[i]) : moved;
+        CHECK(moved > 1e-3f); /* it did solve something */
+        for (int k = 0; k < 2; k++)
+            free(x[k]), free(v[k]);
     }
-    CHECK(memcmp(x[0], x[1], (size_t)l->n * 3 * sizeof(float)) == 0);
-    CHECK(memcmp(v[0], v[1], (size_t)l->n * 3 * sizeof(float)) == 0);
-    float moved = 0.0f;
-    for (int i = 0; i < l->n * 3; i++)
-        moved = fabsf(x[0][i] - l->rest[i]) > moved ? fabsf(x[0][i] - l->rest[i]) : moved;
-    CHECK(moved > 1e-3f); /* it did solve something */
-    for (int k = 0; k < 2; k++)
-        free(x[k]), free(v[k]);
     sim_cloth_model_destroy(m);
 }
 

@@ -17,7 +17,7 @@ const CLOTH = [
   ['lod_enter.0', 'LOD 1 beyond (m)'],
   ['lod_exit.0', 'LOD 0 again under (m)'],
   ['lod_hold_frames', 'hold between switches (frames)'],
-  ['strategy', 'switch: 0 handoff, 1 naive, 2 reset'],
+  ['strategy', 'switch: 0 handoff, 1 zero v, 2 reset, 3 copy'],
 ];
 const THRESHOLDS = [
   ['hu_threshold.0', 'air | skin, HU'],
