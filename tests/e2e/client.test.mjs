@@ -194,7 +194,7 @@ test('a dropped connection comes back; a bad token or a deleted session says so'
   await until(page, () => window.softcast?.st.frames.length > 0, null, 'first frame');
   // Drop: the page reconnects by itself and gets a keyframe again.
   const decoded = await page.evaluate(() => window.softcast.st.frames.length);
-  await page.evaluate(() => window.softcast.conn.ws.close());
+  await page.evaluate(() => window.softcast.conn.drop());
   await until(page, () => window.softcast.conn.state === 'reconnecting', null, 'reconnecting');
   await until(page, (n) => window.softcast.conn.state === 'connected' && window.softcast.st.frames.length > n,
     decoded, 'reconnected with a new keyframe');

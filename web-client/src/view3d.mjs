@@ -45,11 +45,15 @@ export class View3D {
     this.controls = new OrbitControls(this.camera, canvas);
     this.controls.enableDamping = false;
     this.meshes = [];
+    this.materials = new Map();
     this.box = null;
     this.driver = false;
     this.hand = { onGrab, onMove, onRelease };
     this.grabbing = false;
     this.dirty = true;
+    this.raf = 0;          // the animation frame requested, if any
+    this.inFrame = false;
+    this.onFrame = null;   // (now) => ...: the page's work for an animation frame; default: render
     this.framesDrawn = 0;
     this.firstFrameAt = null;
     this.raycaster = new THREE.Raycaster();
@@ -59,7 +63,7 @@ export class View3D {
     canvas.addEventListener('pointerup', (e) => this.up(e));
     canvas.addEventListener('pointercancel', (e) => this.up(e));
     this.controls.addEventListener('change', () => {
-      this.dirty = true;
+      this.requestDraw();
       onCamera?.(this.camera.position.toArray());
     });
     this.ground = null;
@@ -78,43 +82,68 @@ export class View3D {
     this.renderer.setSize(w, h, false);
     this.camera.aspect = w / h;
     this.camera.updateProjectionMatrix();
-    this.dirty = true;
+    this.requestDraw();
   }
 
-  /** A decoded mesh frame: surfaces' quantised positions (and topology on keyframes). */
-  update(frame, qs, dequantise) {
-    if (frame.header.kind === 1) {
-      this.box = { bmin: frame.bmin, bmax: frame.bmax };
-      for (const m of this.meshes) { this.scene.remove(m); m.geometry.dispose(); m.material.dispose(); }
-      this.meshes = frame.surfaces.map((s) => {
-        const st = SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0];
-        const g = new THREE.BufferGeometry();
-        g.setIndex(new THREE.BufferAttribute(s.tri, 1));
-        g.setAttribute('position', new THREE.BufferAttribute(new Float32Array(s.nvert * 3), 3));
-        // Lambert, not PBR: tissue is matte, and a software rasteriser has a third of the cost.
-        const mat = new THREE.MeshLambertMaterial({
-          color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
-          transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
-        });
-        const m = new THREE.Mesh(g, mat);
-        m.renderOrder = st.renderOrder;
-        m.userData.id = s.id;
-        this.scene.add(m);
-        return m;
-      });
-      if (!this.framed) this.frameCamera(frame);
+  /** A decoded mesh frame from wire.mjs: per surface, positions, normals and bounding
+   *  sphere in world units, and the triangles when the topology changed. The arrays are
+   *  the worker's, transferred: they become the attributes' arrays without a copy. */
+  update(frame) {
+    this.box = { bmin: frame.bmin, bmax: frame.bmax };
+    const n = frame.surfaces.length;
+    while (this.meshes.length > n) {
+      const m = this.meshes.pop();
+      this.scene.remove(m);
+      m.geometry.dispose();
     }
-    if (!this.box) return;
-    qs.forEach((q, k) => {
-      const g = this.meshes[k]?.geometry;
-      if (!g) return;
-      const pos = g.attributes.position;
-      pos.array.set(dequantise(q, this.box.bmin, this.box.bmax));
-      pos.needsUpdate = true;
-      g.computeVertexNormals();
-      g.computeBoundingSphere(); /* picking culls by it, and crowds walk */
+    frame.surfaces.forEach((s, k) => {
+      let m = this.meshes[k];
+      if (s.tri || !m) {
+        // A new topology: a new geometry, but the surface's material (and so its compiled
+        // shader program) stays. Compiling a program costs a software renderer hundreds
+        // of milliseconds, and a walking crowd sends a keyframe every frame.
+        const g = new THREE.BufferGeometry();
+        g.setIndex(new THREE.BufferAttribute(s.tri ?? new Uint32Array(0), 1));
+        g.setAttribute('position', new THREE.BufferAttribute(s.pos, 3));
+        g.setAttribute('normal', new THREE.BufferAttribute(s.nrm, 3));
+        if (!m) {
+          m = new THREE.Mesh(g, this.material(s.id));
+          this.scene.add(m);
+          this.meshes[k] = m;
+        } else {
+          m.geometry.dispose();
+          m.geometry = g;
+          m.material = this.material(s.id);
+        }
+        m.renderOrder = (SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0]).renderOrder;
+        m.userData.id = s.id;
+      } else {
+        const g = m.geometry;
+        g.attributes.position.array = s.pos;
+        g.attributes.position.needsUpdate = true;
+        g.attributes.normal.array = s.nrm;
+        g.attributes.normal.needsUpdate = true;
+      }
+      // Picking culls by the sphere, and crowds walk: the worker computed it.
+      const [x, y, z, r] = s.sphere;
+      m.geometry.boundingSphere = new THREE.Sphere(new THREE.Vector3(x, y, z), r);
     });
-    this.dirty = true;
+    if (!this.framed && n) this.frameCamera(frame);
+    this.requestDraw();
+  }
+
+  /** One material per surface style, made once. */
+  material(id) {
+    const key = SURFACE_STYLE[id] ? id : 0;
+    if (!this.materials.has(key)) {
+      const st = SURFACE_STYLE[key];
+      // Lambert, not PBR: tissue is matte, and a software rasteriser has a third of the cost.
+      this.materials.set(key, new THREE.MeshLambertMaterial({
+        color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
+        transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
+      }));
+    }
+    return this.materials.get(key);
   }
 
   frameCamera(frame) {
@@ -136,10 +165,9 @@ export class View3D {
   /** Cloth: the box is the whole walking area; look at the crowd (its bodies) from behind
    *  and to one side, where the capes are, over a ground grid. */
   frameCrowd(bodies) {
-    const { bmin, bmax } = this.box;
     const lo = [Infinity, Infinity, Infinity], hi = [-Infinity, -Infinity, -Infinity];
-    for (let i = 0; i < bodies.q.length; i++) {
-      const b = i % 3, v = bmin[b] + (bmax[b] - bmin[b]) * (bodies.q[i] / 65535);
+    for (let i = 0; i < bodies.pos.length; i++) {
+      const b = i % 3, v = bodies.pos[i];
       lo[b] = Math.min(lo[b], v);
       hi[b] = Math.max(hi[b], v);
     }
@@ -159,7 +187,24 @@ export class View3D {
       this.scene.add(this.ground);
     }
     this.framed = true;
+    this.requestDraw();
+  }
+
+  /** Something changed: draw on the next animation frame, once for any number of changes
+   *  (a change made during that frame's callback is drawn in it). Nothing changes, nothing
+   *  is drawn: a still scene leaves the main thread and the rasteriser idle. */
+  requestDraw() {
     this.dirty = true;
+    if (this.raf || this.inFrame) return;
+    this.raf = requestAnimationFrame((now) => {
+      this.raf = 0;
+      this.inFrame = true;
+      try {
+        if (this.onFrame) this.onFrame(now); else this.render();
+      } finally {
+        this.inFrame = false;
+      }
+    });
   }
 
   /** Draw if something changed; returns 1 when a frame was drawn. */
@@ -227,7 +272,7 @@ export class View3D {
     const a = (az * Math.PI) / 180, e = (el * Math.PI) / 180;
     this.camera.position.set(t.x + d * Math.cos(e) * Math.sin(a), t.y + d * Math.cos(e) * Math.cos(a), t.z + d * Math.sin(e));
     this.controls.update();
-    this.dirty = true;
+    this.requestDraw();
   }
 
   /** Canvas pixel coordinates (CSS px) of a world point in mm. */
