@@ -54,6 +54,15 @@ export class Connection {
     this.worker?.postMessage({ op: 'close' });
   }
 
+  /** The worker's last 64 decodes, [frame, decodedAt] (ms since the epoch): when and what
+   *  it decoded, for people debugging and the e2e tests. */
+  decodeLog() {
+    return new Promise((resolve) => {
+      this.logWaiters = [...(this.logWaiters ?? []), resolve];
+      this.worker.postMessage({ op: 'log' });
+    });
+  }
+
   /** The page has taken the last mesh frame: the worker may post the next. */
   ack() {
     this.worker.postMessage({ op: 'ack' });
@@ -97,6 +106,8 @@ export class Connection {
       this.h.onSlice?.(m);
     } else if (m.ev === 'mesh') {
       this.mesh(m);
+    } else if (m.ev === 'log') {
+      this.logWaiters?.shift()?.(m.decodes);
     } else if (m.ev === 'error') {
       console.warn(`softcast: ${m.message}`);
     }

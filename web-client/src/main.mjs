@@ -97,7 +97,9 @@ async function session(id, token) {
   const wsPort = new URL(info.ws_url).port;
   const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hostname}:${wsPort}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
 
-  const st = { state: null, role: null, frame: -1, frames: [], texts: [] };
+  // frames: numbers of the mesh frames shown; shown: [frame, decodedAt, shownAt] (ms since
+  // the epoch) of the same.
+  const st = { state: null, role: null, frame: -1, frames: [], shown: [], texts: [] };
   // Moves go out at most one per 16 ms (the server steps at 60 Hz and rate-limits),
   // the newest pointer position winning; timers, not animation frames, so a hidden tab
   // still lets go of what it holds.
@@ -153,6 +155,8 @@ async function session(id, token) {
     st.frame = m.frame;
     st.frames.push(m.frame);
     if (st.frames.length > 600) st.frames.splice(0, 300);
+    st.shown.push([m.frame, m.decodedAt, performance.timeOrigin + performance.now()]);
+    if (st.shown.length > 600) st.shown.splice(0, 300);
     conn.ack();
     slice.meshFrame(m.frame);
   };

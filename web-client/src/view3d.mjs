@@ -17,7 +17,13 @@ const SURFACE_STYLE = [
 ];
 const GRABBABLE = new Set([0, 2]); // skin (volume), capes (cloth)
 
-// A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling.
+// A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling, and
+// it shares the CPU with the page, the decoder and whatever else runs: it draws at most
+// SOFT_FPS frames a second, into a drawing buffer of at most SOFT_PIXELS pixels (the cost
+// of a frame's fill follows its pixels; a 100-character crowd at 600 x 720 pixels took
+// 21-26 ms a frame on SwiftShader, 11-15 ms at a quarter of the pixels).
+const SOFT_FPS = 30;
+const SOFT_PIXELS = 640 * 360;
 function softwareRenderer() {
   const gl = document.createElement('canvas').getContext('webgl2');
   const info = gl?.getExtension('WEBGL_debug_renderer_info');
@@ -32,7 +38,6 @@ export class View3D {
     this.canvas = canvas;
     this.gpu = softwareRenderer();
     this.renderer = new THREE.WebGLRenderer({ canvas, antialias: !this.gpu.software });
-    this.renderer.setPixelRatio(this.gpu.software ? 1 : Math.min(window.devicePixelRatio, 2));
     this.renderer.setClearColor(0x0b0d10);
     this.scene = new THREE.Scene();
     this.camera = new THREE.PerspectiveCamera(35, 1, 1, 5000);
@@ -53,6 +58,7 @@ export class View3D {
     this.dirty = true;
     this.raf = 0;          // the animation frame requested, if any
     this.inFrame = false;
+    this.drawnAt = -Infinity; // performance.now() of the last frame drawn
     this.onFrame = null;   // (now) => ...: the page's work for an animation frame; default: render
     this.framesDrawn = 0;
     this.firstFrameAt = null;
@@ -79,6 +85,8 @@ export class View3D {
   resize() {
     const w = this.canvas.clientWidth, h = this.canvas.clientHeight;
     if (!w || !h) return;
+    this.renderer.setPixelRatio(this.gpu.software ? Math.min(1, Math.sqrt(SOFT_PIXELS / (w * h)))
+      : Math.min(window.devicePixelRatio, 2));
     this.renderer.setSize(w, h, false);
     this.camera.aspect = w / h;
     this.camera.updateProjectionMatrix();
@@ -198,6 +206,10 @@ export class View3D {
     if (this.raf || this.inFrame) return;
     this.raf = requestAnimationFrame((now) => {
       this.raf = 0;
+      if (this.gpu.software && now - this.drawnAt < 1000 / SOFT_FPS - 2) {
+        this.requestDraw(); // too soon after the last: the next animation frame
+        return;
+      }
       this.inFrame = true;
       try {
         if (this.onFrame) this.onFrame(now); else this.render();
@@ -211,6 +223,7 @@ export class View3D {
   render() {
     if (!this.dirty) return 0;
     this.dirty = false;
+    this.drawnAt = performance.now();
     this.renderer.render(this.scene, this.camera);
     if (this.meshes.length) {
       this.framesDrawn++;

@@ -3,29 +3,38 @@
 // positions in world units, vertex normals and bounding spheres. wire.worker.mjs runs it in
 // a Web Worker, so none of it lands on the page's main thread.
 //
-// Latest wins, as on the server: at most one decoded mesh frame is with the page at a time.
-// Frames that arrive before the page takes it (ack) wait here undecoded; the next one posted
-// is the newest, decoded with the keyframe it needs, and those between are skipped unread.
+// Latest wins, as on the server, and the page never waits for a decode: frames are decoded
+// as they arrive (of those that arrived together, only the newest, with the keyframe it
+// needs), and the newest decoded frame waits in a one-frame outbox while the page holds
+// the last one posted; the page takes a frame (ack) and gets the newest at once. A page
+// that was busy for a second gets the present, not a backlog, and the decoding went on
+// meanwhile on another core.
 //
-// Commands (page -> wire): {op: 'open', url}, {op: 'send', text}, {op: 'close'}, {op: 'ack'}.
+// Commands (page -> wire): {op: 'open', url}, {op: 'send', text}, {op: 'close'}, {op: 'ack'},
+// {op: 'log'} (answered by {ev: 'log', decodes: [[frame, decodedAt], ...]}, the last 64).
 // Events (wire -> page): {ev: 'open'}, {ev: 'close', code}, {ev: 'text', data},
-// {ev: 'mesh', ...} (see postMesh), {ev: 'slice', ...}, {ev: 'error', message}.
-// Every event carries the counters {bytes, received, skipped, decodeMs}.
+// {ev: 'mesh', ...} (see post), {ev: 'slice', ...}, {ev: 'error', message}. Every event
+// carries the counters {bytes, received, skipped, decodeMs}. Times (decodedAt) are
+// performance.timeOrigin + performance.now(), comparable across the page and the worker.
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
 import { createDecoder, readHeader, KIND } from '../../protocol/js/softcast-proto.mjs';
 
 const decoderReady = MeshoptDecoder.ready.then(() => createDecoder({ decompress, MeshoptDecoder }));
+const now = () => performance.timeOrigin + performance.now();
 
 /** post(message, transferList): how events leave (the worker's postMessage). */
 export function createWire(post) {
   let dec = null;
   let ws = null;
-  let queue = [];          // {h, bytes}: mesh frames and LOD tables not yet decoded
+  let queue = [];          // {h, bytes}: mesh frames and LOD tables that arrived, not yet decoded
+  let scheduled = false;   // a decode is due once the messages already here are read
   let key = null;          // the keyframe deltas apply to: decoded, with its LOD table
+  let outbox = [];         // decoded, not yet posted: the newest frame only
   let withPage = false;    // a mesh frame posted and not yet taken
   let postedTri = [];      // per surface slot: the topology the page holds
   let postedKey = null;    // the keyframe the page's last frame was built on
+  let decodes = [];        // [frame, decodedAt] of the last 64 frames decoded
   const count = { bytes: 0, received: 0, skipped: 0, decodeMs: 0 };
 
   const emit = (m, transfer = []) => post({ ...m, ...count }, transfer);
@@ -35,6 +44,7 @@ export function createWire(post) {
     if (ws) { ws.onclose = ws.onmessage = null; ws.close(); }
     queue = [];
     key = null;
+    outbox = [];
     withPage = false;
     postedTri = [];
     postedKey = null;
@@ -58,85 +68,89 @@ export function createWire(post) {
       return;
     }
     if (h.kind === KIND.SLICE) { postSlice(bytes); return; }
-    if (h.kind !== KIND.LOD_TABLE) {
-      count.received++;
-      // Deltas are against the newest keyframe: a keyframe makes all before it (but its
-      // own table) useless, a delta the deltas before it. The queue stays a few frames long.
-      const obsolete = (x) => x.h.kind === KIND.MESH_DELTA ||
-        (h.kind === KIND.MESH_KEY && !(x.h.kind === KIND.LOD_TABLE && x.h.frame === h.frame));
-      const gone = queue.filter(obsolete);
-      count.skipped += gone.filter((x) => x.h.kind !== KIND.LOD_TABLE).length;
-      queue = queue.filter((x) => !obsolete(x));
-    }
+    if (h.kind !== KIND.LOD_TABLE) count.received++;
     queue.push({ h, bytes });
-    pump();
+    // Decode after the messages already waiting have been read, so a burst costs one decode.
+    if (!scheduled) {
+      scheduled = true;
+      setTimeout(decodeNewest, 0);
+    }
   }
 
-  /** Decode and post the newest mesh frame in the queue, if the page is free for it. */
-  function pump() {
-    if (withPage) return;
+  /** Decode the newest mesh frame that arrived (and the keyframe it needs), skip the rest. */
+  function decodeNewest() {
+    scheduled = false;
     let i = queue.length - 1;
     while (i >= 0 && queue[i].h.kind === KIND.LOD_TABLE) i--;
     if (i < 0) return;
     const t0 = performance.now();
+    const waiting = queue;
+    queue = waiting.slice(i + 1); // LOD tables of keyframes still to come
     try {
-      const newest = dec.decodeMesh(queue[i].bytes);
+      const f = dec.decodeMesh(waiting[i].bytes);
       let base = key;
-      if (newest.header.kind === KIND.MESH_KEY) {
-        base = keyframe(newest, i);
-      } else if (!key || key.header.frame !== newest.keyFrame) {
-        // Its keyframe is waiting in the queue, or gone (the server sends a new one).
-        const k = findLast(i, (x) => x.h.kind === KIND.MESH_KEY && x.h.frame === newest.keyFrame);
-        base = k >= 0 ? keyframe(dec.decodeMesh(queue[k].bytes), k) : null;
-        if (!base) count.skipped++;
+      if (f.header.kind === KIND.MESH_KEY) {
+        base = keyframe(f, waiting, i);
+      } else if (!key || key.header.frame !== f.keyFrame) {
+        // Its keyframe came with it, or is gone (the server sends a new one).
+        const k = findLast(waiting, i, (x) => x.h.kind === KIND.MESH_KEY && x.h.frame === f.keyFrame);
+        base = k >= 0 ? keyframe(dec.decodeMesh(waiting[k].bytes), waiting, k) : null;
       }
-      queue = queue.slice(i + 1);
+      count.skipped += waiting.slice(0, i).filter((x) => x.h.kind !== KIND.LOD_TABLE).length + (base ? 0 : 1);
       if (!base) return;
-      const qs = newest === base ? base.surfaces.map((s) => s.q)
-        : newest.surfaces.map((_, s) => dec.applyDelta(base, newest, s));
-      postMesh(newest, base, qs, t0);
+      const surfaces = base.surfaces.map((s, n) => {
+        const q = f === base ? s.q : dec.applyDelta(base, f, n);
+        const pos = dequantise(q, base.bmin, base.bmax);
+        return { id: s.id, nvert: s.nvert, pos, nrm: normals(pos, s.tri), sphere: sphere(pos) };
+      });
+      count.decodeMs = performance.now() - t0;
+      decodes.push([f.header.frame, now()]);
+      if (decodes.length > 64) decodes.shift();
+      count.skipped += outbox.length; // decoded, never shown: the page was busy
+      outbox = [{ f, base, surfaces }];
+      postNext();
     } catch (e) {
-      queue = queue.slice(i + 1);
       emit({ ev: 'error', message: `frame dropped: ${e.message}` });
     }
   }
 
-  function findLast(before, pred) {
-    for (let k = before - 1; k >= 0; k--) if (pred(queue[k])) return k;
+  function findLast(list, before, pred) {
+    for (let k = before - 1; k >= 0; k--) if (pred(list[k])) return k;
     return -1;
   }
 
   /** A decoded keyframe becomes the base for deltas, with the LOD table of its frame. */
-  function keyframe(k, at) {
-    const t = findLast(at, (x) => x.h.kind === KIND.LOD_TABLE && x.h.frame === k.header.frame);
-    k.table = t >= 0 ? dec.decodeLodTable(queue[t].bytes) : null;
+  function keyframe(k, list, at) {
+    const t = findLast(list, at, (x) => x.h.kind === KIND.LOD_TABLE && x.h.frame === k.header.frame);
+    k.table = t >= 0 ? dec.decodeLodTable(list[t].bytes) : null;
     key = k;
     return k;
   }
 
-  function postMesh(f, base, qs, t0) {
+  /** Post the oldest frame in the outbox (there is one at most), once the page is free. */
+  function postNext() {
+    if (withPage || !outbox.length) return;
+    const { f, base, surfaces } = outbox.shift();
     const transfer = [];
-    const surfaces = base.surfaces.map((s, n) => {
-      const pos = dequantise(qs[n], base.bmin, base.bmax);
-      const out = { id: s.id, nvert: s.nvert, pos, nrm: normals(pos, s.tri), sphere: sphere(pos), tri: null };
+    for (let n = 0; n < surfaces.length; n++) {
+      const s = surfaces[n], tri = base.surfaces[n].tri;
+      s.tri = null;
       // Topology goes to the page only when it changed: a walking crowd is all keyframes,
       // and an unchanged index buffer need not be copied, uploaded or rebuilt.
-      if (!sameArray(postedTri[n], s.tri)) {
-        postedTri[n] = s.tri;
-        out.tri = s.tri.slice();
-        transfer.push(out.tri.buffer);
+      if (!sameArray(postedTri[n], tri)) {
+        postedTri[n] = tri;
+        s.tri = tri.slice();
+        transfer.push(s.tri.buffer);
       }
-      transfer.push(pos.buffer, out.nrm.buffer);
-      return out;
-    });
+      transfer.push(s.pos.buffer, s.nrm.buffer);
+    }
     postedTri.length = surfaces.length;
     const table = base !== postedKey && base.table ? { frame: base.header.frame, lods: base.table.lods } : null;
     postedKey = base;
     withPage = true;
-    count.decodeMs = performance.now() - t0;
     emit({
       ev: 'mesh', frame: f.header.frame, lastSeq: f.header.lastSeq, key: f === base, keyFrame: base.header.frame,
-      bmin: base.bmin, bmax: base.bmax, table, surfaces,
+      bmin: base.bmin, bmax: base.bmax, table, surfaces, decodedAt: decodes[decodes.length - 1][1],
     }, transfer);
   }
 
@@ -162,8 +176,9 @@ export function createWire(post) {
     command(m) {
       if (m.op === 'open') open(m.url);
       else if (m.op === 'send') { if (ws?.readyState === WebSocket.OPEN) ws.send(m.text); }
-      else if (m.op === 'close') { if (ws) { ws.close(); } }
-      else if (m.op === 'ack') { withPage = false; pump(); }
+      else if (m.op === 'close') { if (ws) ws.close(); }
+      else if (m.op === 'ack') { withPage = false; postNext(); }
+      else if (m.op === 'log') emit({ ev: 'log', decodes: decodes.slice() });
     },
   };
 }
