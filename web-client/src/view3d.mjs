@@ -107,30 +107,34 @@ export class View3D {
     frame.surfaces.forEach((s, k) => {
       let m = this.meshes[k];
       if (s.tri || !m) {
-        // A new topology: a new geometry, but the surface's material (and so its compiled
-        // shader program) stays. Compiling a program costs a software renderer hundreds
-        // of milliseconds, and a walking crowd sends a keyframe every frame.
+        // A new topology: a new geometry (the page is sent triangles only when they change).
         const g = new THREE.BufferGeometry();
         g.setIndex(new THREE.BufferAttribute(s.tri ?? new Uint32Array(0), 1));
         g.setAttribute('position', new THREE.BufferAttribute(s.pos, 3));
         g.setAttribute('normal', new THREE.BufferAttribute(s.nrm, 3));
         if (!m) {
-          m = new THREE.Mesh(g, this.material(s.id));
+          m = new THREE.Mesh(g);
           this.scene.add(m);
           this.meshes[k] = m;
         } else {
           m.geometry.dispose();
           m.geometry = g;
-          m.material = this.material(s.id);
         }
-        m.renderOrder = (SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0]).renderOrder;
-        m.userData.id = s.id;
       } else {
         const g = m.geometry;
         g.attributes.position.array = s.pos;
         g.attributes.position.needsUpdate = true;
         g.attributes.normal.array = s.nrm;
         g.attributes.normal.needsUpdate = true;
+      }
+      if (frame.key || m.userData.id !== s.id) {
+        // A keyframe says what each surface is: its style by id. The material is the
+        // style's one for the page's life, and so its compiled shader program: compiling
+        // one costs a software renderer hundreds of milliseconds, and a walking crowd
+        // sends a keyframe every frame.
+        m.material = this.material(s.id);
+        m.renderOrder = (SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0]).renderOrder;
+        m.userData.id = s.id;
       }
       // Picking culls by the sphere, and crowds walk: the worker computed it.
       const [x, y, z, r] = s.sphere;
