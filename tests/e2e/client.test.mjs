@@ -51,8 +51,8 @@ const untilInner = (page, fn, arg, what, ms) =>
   page.waitForFunction(fn, arg, { timeout: ms, polling: 50 }).catch(async (e) => {
     const seen = await page.evaluate(() => {
       const s = window.softcast;
-      return s && { conn: s.conn.state, role: s.st.role, frame: s.st.frame, decoded: s.st.frames.length,
-        drawn: s.view.framesDrawn, texts: s.st.texts.slice(-5) };
+      return s && { conn: s.conn.state, role: s.st.role, frame: s.st.frame, shown: s.st.frames.length,
+        received: s.conn.received, skipped: s.conn.skipped, drawn: s.view.framesDrawn, texts: s.st.texts.slice(-5) };
     }).catch(() => null);
     throw new Error(`timeout waiting for ${what}: ${e.message.split('\n')[0]}; page: ${JSON.stringify(seen)}`);
   });
