@@ -74,17 +74,19 @@ test('lobby creates a session; the canvas renders the surfaces', { timeout: 6000
   const ctx = await newContext({ width: 1280, height: 760 });
   const page = await ctx.newPage();
   driverPage = page;
-  const bytes = { n: 0 };
-  page.on('response', async (r) => { try { bytes.n += (await r.body()).length; } catch { /* ws */ } });
+  // Bytes of the responses so far (decoded): every body is awaited before it is counted.
+  const bodies = [];
+  page.on('response', (r) => bodies.push(r.body().then((b) => b.length, () => 0 /* ws */)));
+  const bytes = async () => (await Promise.all(bodies.splice(0))).reduce((a, b) => a + b, 0);
   await page.goto(`${srv.base}/`);
   await page.locator('#lobby').waitFor({ state: 'visible', timeout: 10000 });
-  figures.lobby_bytes = bytes.n;
+  figures.lobby_bytes = await bytes();
   await page.selectOption('select[name=dims]', '64x64x40');
   await page.click('#create button[type=submit]');
   await page.waitForURL(/session=.*token=/, { timeout: 10000 });
   const t0 = Date.now();
   await until(page, () => window.softcast?.view.framesDrawn > 0, null, 'first rendered frame');
-  figures.session_page_bytes = bytes.n - figures.lobby_bytes;
+  figures.session_page_bytes = await bytes();
   figures.first_frame_ms_after_navigation = Math.round(await page.evaluate(() => window.softcast.firstFrameAt()));
   figures.first_frame_wall_ms = Date.now() - t0;
   const px = await page.evaluate(() => window.softcast.pixels3d());
