@@ -86,15 +86,16 @@ TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.c
 all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
 
 # The browser client: npm packages from the committed lock file, bundled by esbuild into
-# web-client/dist/ (one script, plus a gzip copy the server sends to browsers that take it).
+# web-client/dist/: app.js (the page) and wire.js (its Web Worker: the socket and the frame
+# decoding), each with a gzip copy the server sends to browsers that take it.
 WEB_SRC := $(wildcard web-client/src/*.mjs) protocol/js/softcast-proto.mjs
 web: web-client/dist/app.js
 web-client/node_modules/.package-lock.json: web-client/package-lock.json
 	cd web-client && npm ci --no-audit --no-fund --loglevel=error
 web-client/dist/app.js: $(WEB_SRC) web-client/node_modules/.package-lock.json
-	web-client/node_modules/.bin/esbuild web-client/src/main.mjs --bundle --minify --format=esm \
-	    --target=es2020 --log-level=warning --outfile=$@
-	gzip -9 -k -f $@
+	web-client/node_modules/.bin/esbuild app=web-client/src/main.mjs wire=web-client/src/wire.worker.mjs \
+	    --bundle --minify --format=esm --target=es2020 --log-level=warning --outdir=web-client/dist
+	gzip -9 -k -f web-client/dist/app.js web-client/dist/wire.js
 
 deps:
 	@deploy/install-deps.sh

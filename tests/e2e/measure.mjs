@@ -3,13 +3,20 @@
 // Chromium on this machine (SwiftShader: no GPU). One JSON line per lattice size:
 // bytes on the wire for the first load (gzip) and decoded, time from navigation to the
 // first rendered frame, frames drawn and decoded per second while dragging, input-to-
-// frame latency. Usage: node tests/e2e/measure.mjs [WxHxD ...]   (make bench-client)
+// frame latency. With --crowd N (repeatable): a cloth crowd of N characters walking, the
+// page's main thread (its longest task and the share of time in long tasks), frames drawn
+// and shown per second, the worker's decode time, and what one frame costs the renderer.
+// Usage: node tests/e2e/measure.mjs [WxHxD ...] [--crowd N ...]   (make bench-client)
 const ROOT = new URL('../../', import.meta.url).pathname;
 process.env.SOFTCAST_SERVER ??= `${ROOT}build/softcast-server`;
 const { startServer } = await import('../server/harness.mjs');
 const { launch } = await import('./browser.mjs');
 
-const sizes = process.argv.slice(2).length ? process.argv.slice(2) : ['128x128x75', '64x64x40'];
+const args = process.argv.slice(2);
+const crowds = args.flatMap((a, i) => (args[i - 1] === '--crowd' ? [Number(a)] : []));
+const given = args.filter((a, i) => a !== '--crowd' && args[i - 1] !== '--crowd');
+const sizes = args.length ? given : ['128x128x75', '64x64x40'];
+if (!args.length) crowds.push(100);
 const srv = await startServer(['--data-dir', `${ROOT}web-client`, '--threads', '0']);
 const browser = await launch();
 try {
@@ -60,7 +67,65 @@ try {
     }));
     await ctx.close();
   }
+  for (const n of crowds) await crowd(n);
 } finally {
   await browser.close();
   await srv.stop();
+}
+
+async function crowd(n) {
+  const body = { scene: 'cloth', characters: n };
+  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify(body) })).json();
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+  const page = await ctx.newPage();
+  await page.addInitScript(() => {
+    window.longTasks = [];
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) window.longTasks.push([e.startTime, e.duration]); })
+      .observe({ type: 'longtask', buffered: true });
+  });
+  await page.goto(`${srv.base}/${new URL(s.control_url).search}`);
+  await page.waitForFunction(() => window.softcast?.view.framesDrawn > 0 && window.softcast.st.role === 'driver', null, { timeout: 60000 });
+  const first = await page.evaluate(() => window.softcast.firstFrameAt());
+  const c0 = Date.now();
+  await page.click('#motions button[data-motion=walk]', { timeout: 60000 });
+  const click = Date.now() - c0;
+  await page.waitForTimeout(1000);
+  const a = await page.evaluate(() => ({ t: performance.now(), drawn: window.softcast.view.framesDrawn,
+    shown: window.softcast.st.frames.length, frame: window.softcast.st.frame, decode: [] }));
+  // The worker's decode time of each frame shown, for 8 s.
+  await page.evaluate(() => {
+    const v = window.softcast.view, update = v.update.bind(v);
+    window.decodeMs = [];
+    v.update = (f) => { window.decodeMs.push(window.softcast.conn.decodeMs); return update(f); };
+  });
+  await page.waitForTimeout(8000);
+  const b = await page.evaluate((t0) => {
+    const lt = window.longTasks.filter(([t]) => t >= t0).map(([, d]) => d);
+    const v = window.softcast.view;
+    return { t: performance.now(), drawn: v.framesDrawn, shown: window.softcast.st.frames.length, frame: window.softcast.st.frame,
+      longest: Math.max(0, ...lt), busy: lt.reduce((x, y) => x + y, 0), decode: window.decodeMs.sort((x, y) => x - y),
+      vertices: v.meshes.reduce((x, m) => x + m.geometry.attributes.position.count, 0),
+      buffer: [v.renderer.getContext().drawingBufferWidth, v.renderer.getContext().drawingBufferHeight] };
+  }, a.t);
+  // One frame's cost to the renderer: draw, then wait for it by reading a pixel (median of 5).
+  const drawMs = await page.evaluate(() => {
+    const v = window.softcast.view, gl = v.renderer.getContext(), px = new Uint8Array(4), t = [];
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      v.renderer.render(v.scene, v.camera);
+      gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, px);
+      t.push(performance.now() - t0);
+    }
+    return t.sort((x, y) => x - y)[2];
+  });
+  const secs = (b.t - a.t) / 1000;
+  console.log(JSON.stringify({
+    crowd: n, vertices: b.vertices, first_frame_ms_after_navigation: Math.round(first), click_walk_ms: click,
+    fps_drawn: Number(((b.drawn - a.drawn) / secs).toFixed(1)), fps_shown: Number(((b.shown - a.shown) / secs).toFixed(1)),
+    server_fps: Number(((b.frame - a.frame) / secs).toFixed(1)),
+    decode_ms_p50: Number((b.decode[b.decode.length >> 1] ?? 0).toFixed(1)), decode_ms_max: Number((b.decode.at(-1) ?? 0).toFixed(1)),
+    longest_task_ms: Math.round(b.longest), long_task_share: Number((b.busy / (secs * 1000)).toFixed(3)),
+    draw_ms: Number(drawMs.toFixed(1)), drawing_buffer: b.buffer,
+  }));
+  await ctx.close();
 }

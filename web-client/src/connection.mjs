@@ -1,57 +1,71 @@
-// connection.mjs: one WebSocket to a session, with event sequence numbers, latency from
-// the seq echoed in frames, and reconnection with back-off. Refusals (unknown session,
-// wrong token) are final: they are reported, never retried.
-import { decompress } from 'fzstd';
-import { MeshoptDecoder } from 'meshoptimizer';
-import { createDecoder, KIND } from '../../protocol/js/softcast-proto.mjs';
-
-export const decoderReady = MeshoptDecoder.ready.then(() => createDecoder({ decompress, MeshoptDecoder }));
+// connection.mjs: one session's connection, seen from the page: events with sequence
+// numbers, latency from the seq echoed in frames, reconnection with back-off. Refusals
+// (unknown session, wrong token) are final: they are reported, never retried.
+// The socket itself and the frame decoding live in a Web Worker (wire.mjs, bundled as
+// dist/wire.js): frames reach the page decoded, one at a time, the newest first; the page
+// calls ack() once it has taken a frame, and the worker then posts the newest one since.
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
 const UNTIMED = new Set(['slice', 'ping', 'request_control', 'handover', 'camera']);
 
 export class Connection {
-  /** url: ws://host:port/?session=ID&token=T; handlers: onMesh, onSlice, onTable (cloth LODs),
-   *  onText, onStatus. */
+  /** url: ws://host:port/?session=ID&token=T; handlers: onMesh (a decoded mesh frame, see
+   *  wire.mjs; call ack() when taken), onSlice, onText, onStatus. */
   constructor(url, handlers) {
     this.url = url;
     this.h = handlers;
     this.seq = 0;
     this.sent = new Map();        // seq -> performance.now() at send, for latency
     this.latencies = [];          // recent input-to-frame latencies, ms
-    this.bytes = 0;
+    this.bytes = 0;               // bytes received (frames), from the worker's counters
+    this.received = 0;            // mesh frames received by the worker
+    this.skipped = 0;             // of which skipped unread (latest wins)
+    this.decodeMs = 0;            // the worker's time for the last frame posted
     this.attempt = 0;
     this.final = null;            // a refusal: no more retries
     this.state = 'connecting';
-    this.key = null;              // the keyframe the deltas apply to
+    this.connected = false;
+    this.table = null;            // cloth: the LOD table of the keyframe shown (main.mjs)
   }
 
-  async start() {
-    this.dec = await decoderReady;
+  start() {
+    this.worker = new Worker(new URL('./wire.js', import.meta.url), { type: 'module' });
+    this.worker.onmessage = (e) => this.event(e.data);
+    this.worker.onerror = (e) => {
+      this.final = `The frame decoder did not start (${e.message || 'dist/wire.js'}).`;
+      this.status('refused', this.final);
+    };
     this.open();
   }
 
   open() {
     this.status('connecting');
-    const ws = new WebSocket(this.url);
-    ws.binaryType = 'arraybuffer';
-    this.ws = ws;
-    ws.onopen = () => { this.attempt = 0; this.status('connected'); };
-    ws.onmessage = (m) => this.message(m.data);
-    ws.onclose = (e) => {
-      if (this.ws !== ws) return;
-      this.key = null;
-      if (this.final) { this.status('refused', this.final); return; }
-      const wait = BACKOFF_MS[Math.min(this.attempt++, BACKOFF_MS.length - 1)];
-      this.status('reconnecting', `connection lost (${e.code || 'no code'}); retrying in ${(wait / 1000).toFixed(1)} s`);
-      this.timer = setTimeout(() => this.open(), wait);
-    };
+    this.worker.postMessage({ op: 'open', url: this.url });
+  }
+
+  /** The socket closes as if the network dropped it: the page reconnects (tests use it). */
+  drop() {
+    this.worker.postMessage({ op: 'close' });
   }
 
   close() {
     clearTimeout(this.timer);
     this.final = this.final ?? 'closed';
-    this.ws?.close();
+    this.worker?.postMessage({ op: 'close' });
+  }
+
+  /** The worker's last 64 decodes, [frame, decodedAt] (ms since the epoch): when and what
+   *  it decoded, for people debugging and the e2e tests. */
+  decodeLog() {
+    return new Promise((resolve) => {
+      this.logWaiters = [...(this.logWaiters ?? []), resolve];
+      this.worker.postMessage({ op: 'log' });
+    });
+  }
+
+  /** The page has taken the last mesh frame: the worker may post the next. */
+  ack() {
+    this.worker.postMessage({ op: 'ack' });
   }
 
   status(state, detail = '') {
@@ -63,48 +77,60 @@ export class Connection {
    *  frame echoes them; slices, pings and control requests are not (frames echo only the
    *  driver's scene events). */
   send(type, fields = {}) {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return 0;
+    if (!this.connected) return 0;
     const seq = ++this.seq;
     if (!UNTIMED.has(type)) this.sent.set(seq, performance.now());
     if (this.sent.size > 512) this.sent.delete(this.sent.keys().next().value);
-    this.ws.send(JSON.stringify({ type, seq, ...fields }));
+    this.worker.postMessage({ op: 'send', text: JSON.stringify({ type, seq, ...fields }) });
     return seq;
   }
 
-  message(data) {
-    if (typeof data === 'string') {
-      const t = JSON.parse(data);
-      if (t.type === 'error' && t.error === 'refused') {
-        // "unknown session" or "wrong or missing token": retrying cannot help.
-        this.final = t.detail === 'unknown session'
-          ? 'This session does not exist (any more). Ask for a new link, or start one from the lobby.'
-          : `The server refused this link: ${t.detail}.`;
-      }
-      this.h.onText?.(t);
-      return;
+  event(m) {
+    this.bytes = m.bytes;
+    this.received = m.received;
+    this.skipped = m.skipped;
+    this.decodeMs = m.decodeMs;
+    if (m.ev === 'open') {
+      this.attempt = 0;
+      this.connected = true;
+      this.status('connected');
+    } else if (m.ev === 'close') {
+      this.connected = false;
+      if (this.final) { this.status('refused', this.final); return; }
+      const wait = BACKOFF_MS[Math.min(this.attempt++, BACKOFF_MS.length - 1)];
+      this.status('reconnecting', `connection lost (${m.code || 'no code'}); retrying in ${(wait / 1000).toFixed(1)} s`);
+      this.timer = setTimeout(() => this.open(), wait);
+    } else if (m.ev === 'text') {
+      this.text(JSON.parse(m.data));
+    } else if (m.ev === 'slice') {
+      this.h.onSlice?.(m);
+    } else if (m.ev === 'mesh') {
+      this.mesh(m);
+    } else if (m.ev === 'log') {
+      this.logWaiters?.shift()?.(m.decodes);
+    } else if (m.ev === 'error') {
+      console.warn(`softcast: ${m.message}`);
     }
-    const bytes = new Uint8Array(data);
-    this.bytes += bytes.length;
-    const f = this.dec.decode(bytes);
+  }
+
+  text(t) {
+    if (t.type === 'error' && t.error === 'refused') {
+      // "unknown session" or "wrong or missing token": retrying cannot help.
+      this.final = t.detail === 'unknown session'
+        ? 'This session does not exist (any more). Ask for a new link, or start one from the lobby.'
+        : `The server refused this link: ${t.detail}.`;
+    }
+    this.h.onText?.(t);
+  }
+
+  mesh(m) {
     const now = performance.now();
-    if (f.header.kind === KIND.SLICE) { this.h.onSlice?.(f); return; }
-    // A LOD table describes the keyframe of the same frame number, which follows it.
-    if (f.header.kind === KIND.LOD_TABLE) { this.pendingTable = f; return; }
     for (const [seq, t0] of this.sent) {
-      if (seq > f.header.lastSeq) break;
+      if (seq > m.lastSeq) break;
       this.latencies.push(now - t0);
       this.sent.delete(seq);
     }
     if (this.latencies.length > 240) this.latencies.splice(0, this.latencies.length - 240);
-    if (f.header.kind === KIND.MESH_KEY) {
-      this.key = f;
-      if (this.pendingTable?.header.frame === f.header.frame) {
-        this.table = this.pendingTable;
-        this.h.onTable?.(this.table);
-      }
-      this.h.onMesh?.(f, f.surfaces.map((s) => s.q));
-    } else if (this.key && f.keyFrame === this.key.header.frame) {
-      this.h.onMesh?.(f, f.surfaces.map((_, s) => this.dec.applyDelta(this.key, f, s)));
-    } // else: a delta for a keyframe we do not hold; the server sends the keyframe next
+    this.h.onMesh?.(m);
   }
 }

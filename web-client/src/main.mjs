@@ -1,7 +1,7 @@
 // main.mjs: the Softcast page. Without ?session= it is the lobby (list, create, join by
 // link); with ?session=ID&token=T it opens that session: 3D view, slice view, controls,
 // stats. window.softcast exposes the page's state to people debugging and to the e2e tests.
-import { Connection, decoderReady } from './connection.mjs';
+import { Connection } from './connection.mjs';
 import { View3D } from './view3d.mjs';
 import { SliceView } from './sliceview.mjs';
 import { Controls } from './controls.mjs';
@@ -97,8 +97,9 @@ async function session(id, token) {
   const wsPort = new URL(info.ws_url).port;
   const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hostname}:${wsPort}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
 
-  const st = { state: null, role: null, frame: -1, frames: [], texts: [] };
-  const dec = await decoderReady;
+  // frames: numbers of the mesh frames shown; shown: [frame, decodedAt, shownAt] (ms since
+  // the epoch) of the same.
+  const st = { state: null, role: null, frame: -1, frames: [], shown: [], texts: [] };
   // Moves go out at most one per 16 ms (the server steps at 60 Hz and rate-limits),
   // the newest pointer position winning; timers, not animation frames, so a hidden tab
   // still lets go of what it holds.
@@ -141,23 +142,41 @@ async function session(id, token) {
   });
   const slice = new SliceView($('#sliceview'), (plane, index, level, width) =>
     conn.send('slice', { plane, index, level, width }));
+  // Latest wins on the page too: the worker hands over one decoded frame at a time; it is
+  // applied on the next animation frame (or at once in a hidden tab, which has none), then
+  // taken (ack), and the worker posts the newest frame since.
+  let pending = null;
+  const applyMesh = () => {
+    const m = pending;
+    if (!m) return;
+    pending = null;
+    if (m.table) showTable(m.table);
+    view.update(m);
+    st.frame = m.frame;
+    st.frames.push(m.frame);
+    if (st.frames.length > 600) st.frames.splice(0, 300);
+    st.shown.push([m.frame, m.decodedAt, performance.timeOrigin + performance.now()]);
+    if (st.shown.length > 600) st.shown.splice(0, 300);
+    conn.ack();
+    slice.meshFrame(m.frame);
+  };
+  const showTable = (t) => {
+    conn.table = t;
+    const n = [0, 0, 0];
+    for (const e of t.lods) n[e.lod] = (n[e.lod] ?? 0) + 1;
+    st.lods = t.lods.map((e) => e.lod);
+    const ep = Math.max(...t.lods.map((e) => e.ePos)), ev = Math.max(...t.lods.map((e) => e.eVel));
+    $('#lod-counts').textContent = `characters at LOD 0 / 1 / 2: ${n.join(' / ')}` +
+      (ev > 0 || ep > 0 ? ` · worst last switch: E_pos ${(ep * 100).toFixed(1)} cm, E_vel ${ev.toFixed(2)} m/s` : '');
+  };
+  document.addEventListener('visibilitychange', () => { if (document.hidden) applyMesh(); });
   const conn = new Connection(wsUrl, {
-    onMesh: (f, qs) => {
-      view.update(f, qs, dec.dequantise);
-      st.frame = f.header.frame;
-      st.frames.push(f.header.frame);
-      if (st.frames.length > 600) st.frames.splice(0, 300);
-      slice.meshFrame(f.header.frame);
+    onMesh: (m) => {
+      pending = m;
+      if (document.hidden) applyMesh();
+      else view.requestDraw();
     },
     onSlice: (s) => slice.show(s),
-    onTable: (t) => {
-      const n = [0, 0, 0];
-      for (const e of t.lods) n[e.lod] = (n[e.lod] ?? 0) + 1;
-      st.lods = t.lods.map((e) => e.lod);
-      const ep = Math.max(...t.lods.map((e) => e.ePos)), ev = Math.max(...t.lods.map((e) => e.eVel));
-      $('#lod-counts').textContent = `characters at LOD 0 / 1 / 2: ${n.join(' / ')}` +
-        (ev > 0 || ep > 0 ? ` · worst last switch: E_pos ${(ep * 100).toFixed(1)} cm, E_vel ${ev.toFixed(2)} m/s` : '');
-    },
     onText: (t) => {
       st.texts.push(t);
       if (st.texts.length > 200) st.texts.splice(0, 100);
@@ -212,12 +231,16 @@ async function session(id, token) {
   $('#gust').addEventListener('click', () => conn.send('wind', { impulse: [-3, 1.5, 1.5] }));
   $('#force-lod').addEventListener('change', (e) => conn.send('force_lod', { character: -1, lod: Number(e.target.value) }));
 
-  // Stats over the last second.
+  // Drawing: one animation frame per change (a new mesh frame, the camera, a resize); the
+  // newest decoded frame is applied first. Stats over the last second, four times a second.
   const fpsWindow = [];
-  let lastBytes = 0, lastT = performance.now(), kbps = 0;
-  const tick = () => {
-    const now = performance.now();
+  view.onFrame = (now) => {
+    applyMesh();
     if (view.render()) fpsWindow.push(now);
+  };
+  let lastBytes = 0, lastT = performance.now(), kbps = 0;
+  setInterval(() => {
+    const now = performance.now();
     while (fpsWindow.length && fpsWindow[0] < now - 1000) fpsWindow.shift();
     if (now - lastT >= 1000) {
       kbps = (conn.bytes - lastBytes) / 1024 / ((now - lastT) / 1000);
@@ -227,9 +250,7 @@ async function session(id, token) {
     const lat = conn.latencies.slice(-30).sort((a, b) => a - b);
     const med = lat.length ? lat[lat.length >> 1].toFixed(0) : '-';
     $('#stats').textContent = `${fpsWindow.length} fps   latency ${med} ms\n${kbps.toFixed(1)} kB/s   frame ${st.frame}\n${conn.state}`;
-    requestAnimationFrame(tick);
-  };
-  requestAnimationFrame(tick);
+  }, 250);
 
   window.softcast = {
     st, view, slice, conn,

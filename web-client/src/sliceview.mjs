@@ -80,16 +80,12 @@ export class SliceView {
     }
   }
 
-  /** A decoded slice frame. */
+  /** A decoded slice frame (wire.mjs: grey pixels and their RGBA). */
   show(s) {
     this.inFlight = 0;
     this.received++;
-    this.shownFrame = Math.max(this.shownFrame, this.requestedFor ?? s.header.frame);
-    const img = new ImageData(s.width, s.height);
-    for (let i = 0; i < s.pixels.length; i++) {
-      const v = s.pixels[i];
-      img.data[i * 4] = v; img.data[i * 4 + 1] = v; img.data[i * 4 + 2] = v; img.data[i * 4 + 3] = 255;
-    }
+    this.shownFrame = Math.max(this.shownFrame, this.requestedFor ?? s.frame);
+    const img = new ImageData(s.rgba, s.width, s.height);
     // Physical aspect: axial x by y, coronal x by z, sagittal y by z (spacing in mm).
     const ax = { 0: [0, 1], 1: [0, 2], 2: [1, 2] }[s.plane];
     const wmm = s.width * this.spacing[ax[0]], hmm = s.height * this.spacing[ax[1]];

@@ -17,7 +17,13 @@ const SURFACE_STYLE = [
 ];
 const GRABBABLE = new Set([0, 2]); // skin (volume), capes (cloth)
 
-// A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling.
+// A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling, and
+// it shares the CPU with the page, the decoder and whatever else runs: it draws at most
+// SOFT_FPS frames a second, into a drawing buffer of at most SOFT_PIXELS pixels (the cost
+// of a frame's fill follows its pixels; a 100-character crowd at 600 x 720 pixels took
+// 21-26 ms a frame on SwiftShader, 11-15 ms at a quarter of the pixels).
+const SOFT_FPS = 30;
+const SOFT_PIXELS = 640 * 360;
 function softwareRenderer() {
   const gl = document.createElement('canvas').getContext('webgl2');
   const info = gl?.getExtension('WEBGL_debug_renderer_info');
@@ -32,7 +38,6 @@ export class View3D {
     this.canvas = canvas;
     this.gpu = softwareRenderer();
     this.renderer = new THREE.WebGLRenderer({ canvas, antialias: !this.gpu.software });
-    this.renderer.setPixelRatio(this.gpu.software ? 1 : Math.min(window.devicePixelRatio, 2));
     this.renderer.setClearColor(0x0b0d10);
     this.scene = new THREE.Scene();
     this.camera = new THREE.PerspectiveCamera(35, 1, 1, 5000);
@@ -45,11 +50,16 @@ export class View3D {
     this.controls = new OrbitControls(this.camera, canvas);
     this.controls.enableDamping = false;
     this.meshes = [];
+    this.materials = new Map();
     this.box = null;
     this.driver = false;
     this.hand = { onGrab, onMove, onRelease };
     this.grabbing = false;
     this.dirty = true;
+    this.raf = 0;          // the animation frame requested, if any
+    this.inFrame = false;
+    this.drawnAt = -Infinity; // performance.now() of the last frame drawn
+    this.onFrame = null;   // (now) => ...: the page's work for an animation frame; default: render
     this.framesDrawn = 0;
     this.firstFrameAt = null;
     this.raycaster = new THREE.Raycaster();
@@ -59,7 +69,7 @@ export class View3D {
     canvas.addEventListener('pointerup', (e) => this.up(e));
     canvas.addEventListener('pointercancel', (e) => this.up(e));
     this.controls.addEventListener('change', () => {
-      this.dirty = true;
+      this.requestDraw();
       onCamera?.(this.camera.position.toArray());
     });
     this.ground = null;
@@ -75,46 +85,77 @@ export class View3D {
   resize() {
     const w = this.canvas.clientWidth, h = this.canvas.clientHeight;
     if (!w || !h) return;
+    this.renderer.setPixelRatio(this.gpu.software ? Math.min(1, Math.sqrt(SOFT_PIXELS / (w * h)))
+      : Math.min(window.devicePixelRatio, 2));
     this.renderer.setSize(w, h, false);
     this.camera.aspect = w / h;
     this.camera.updateProjectionMatrix();
-    this.dirty = true;
+    this.requestDraw();
   }
 
-  /** A decoded mesh frame: surfaces' quantised positions (and topology on keyframes). */
-  update(frame, qs, dequantise) {
-    if (frame.header.kind === 1) {
-      this.box = { bmin: frame.bmin, bmax: frame.bmax };
-      for (const m of this.meshes) { this.scene.remove(m); m.geometry.dispose(); m.material.dispose(); }
-      this.meshes = frame.surfaces.map((s) => {
-        const st = SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0];
-        const g = new THREE.BufferGeometry();
-        g.setIndex(new THREE.BufferAttribute(s.tri, 1));
-        g.setAttribute('position', new THREE.BufferAttribute(new Float32Array(s.nvert * 3), 3));
-        // Lambert, not PBR: tissue is matte, and a software rasteriser has a third of the cost.
-        const mat = new THREE.MeshLambertMaterial({
-          color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
-          transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
-        });
-        const m = new THREE.Mesh(g, mat);
-        m.renderOrder = st.renderOrder;
-        m.userData.id = s.id;
-        this.scene.add(m);
-        return m;
-      });
-      if (!this.framed) this.frameCamera(frame);
+  /** A decoded mesh frame from wire.mjs: per surface, positions, normals and bounding
+   *  sphere in world units, and the triangles when the topology changed. The arrays are
+   *  the worker's, transferred: they become the attributes' arrays without a copy. */
+  update(frame) {
+    this.box = { bmin: frame.bmin, bmax: frame.bmax };
+    const n = frame.surfaces.length;
+    while (this.meshes.length > n) {
+      const m = this.meshes.pop();
+      this.scene.remove(m);
+      m.geometry.dispose();
     }
-    if (!this.box) return;
-    qs.forEach((q, k) => {
-      const g = this.meshes[k]?.geometry;
-      if (!g) return;
-      const pos = g.attributes.position;
-      pos.array.set(dequantise(q, this.box.bmin, this.box.bmax));
-      pos.needsUpdate = true;
-      g.computeVertexNormals();
-      g.computeBoundingSphere(); /* picking culls by it, and crowds walk */
+    frame.surfaces.forEach((s, k) => {
+      let m = this.meshes[k];
+      if (s.tri || !m) {
+        // A new topology: a new geometry (the page is sent triangles only when they change).
+        const g = new THREE.BufferGeometry();
+        g.setIndex(new THREE.BufferAttribute(s.tri ?? new Uint32Array(0), 1));
+        g.setAttribute('position', new THREE.BufferAttribute(s.pos, 3));
+        g.setAttribute('normal', new THREE.BufferAttribute(s.nrm, 3));
+        if (!m) {
+          m = new THREE.Mesh(g);
+          this.scene.add(m);
+          this.meshes[k] = m;
+        } else {
+          m.geometry.dispose();
+          m.geometry = g;
+        }
+      } else {
+        const g = m.geometry;
+        g.attributes.position.array = s.pos;
+        g.attributes.position.needsUpdate = true;
+        g.attributes.normal.array = s.nrm;
+        g.attributes.normal.needsUpdate = true;
+      }
+      if (frame.key || m.userData.id !== s.id) {
+        // A keyframe says what each surface is: its style by id. The material is the
+        // style's one for the page's life, and so its compiled shader program: compiling
+        // one costs a software renderer hundreds of milliseconds, and a walking crowd
+        // sends a keyframe every frame.
+        m.material = this.material(s.id);
+        m.renderOrder = (SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0]).renderOrder;
+        m.userData.id = s.id;
+      }
+      // Picking culls by the sphere, and crowds walk: the worker computed it.
+      const [x, y, z, r] = s.sphere;
+      m.geometry.boundingSphere = new THREE.Sphere(new THREE.Vector3(x, y, z), r);
     });
-    this.dirty = true;
+    if (!this.framed && n) this.frameCamera(frame);
+    this.requestDraw();
+  }
+
+  /** One material per surface style, made once. */
+  material(id) {
+    const key = SURFACE_STYLE[id] ? id : 0;
+    if (!this.materials.has(key)) {
+      const st = SURFACE_STYLE[key];
+      // Lambert, not PBR: tissue is matte, and a software rasteriser has a third of the cost.
+      this.materials.set(key, new THREE.MeshLambertMaterial({
+        color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
+        transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
+      }));
+    }
+    return this.materials.get(key);
   }
 
   frameCamera(frame) {
@@ -136,10 +177,9 @@ export class View3D {
   /** Cloth: the box is the whole walking area; look at the crowd (its bodies) from behind
    *  and to one side, where the capes are, over a ground grid. */
   frameCrowd(bodies) {
-    const { bmin, bmax } = this.box;
     const lo = [Infinity, Infinity, Infinity], hi = [-Infinity, -Infinity, -Infinity];
-    for (let i = 0; i < bodies.q.length; i++) {
-      const b = i % 3, v = bmin[b] + (bmax[b] - bmin[b]) * (bodies.q[i] / 65535);
+    for (let i = 0; i < bodies.pos.length; i++) {
+      const b = i % 3, v = bodies.pos[i];
       lo[b] = Math.min(lo[b], v);
       hi[b] = Math.max(hi[b], v);
     }
@@ -159,13 +199,35 @@ export class View3D {
       this.scene.add(this.ground);
     }
     this.framed = true;
+    this.requestDraw();
+  }
+
+  /** Something changed: draw on the next animation frame, once for any number of changes
+   *  (a change made during that frame's callback is drawn in it). Nothing changes, nothing
+   *  is drawn: a still scene leaves the main thread and the rasteriser idle. */
+  requestDraw() {
     this.dirty = true;
+    if (this.raf || this.inFrame) return;
+    this.raf = requestAnimationFrame((now) => {
+      this.raf = 0;
+      if (this.gpu.software && now - this.drawnAt < 1000 / SOFT_FPS - 2) {
+        this.requestDraw(); // too soon after the last: the next animation frame
+        return;
+      }
+      this.inFrame = true;
+      try {
+        if (this.onFrame) this.onFrame(now); else this.render();
+      } finally {
+        this.inFrame = false;
+      }
+    });
   }
 
   /** Draw if something changed; returns 1 when a frame was drawn. */
   render() {
     if (!this.dirty) return 0;
     this.dirty = false;
+    this.drawnAt = performance.now();
     this.renderer.render(this.scene, this.camera);
     if (this.meshes.length) {
       this.framesDrawn++;
@@ -227,7 +289,7 @@ export class View3D {
     const a = (az * Math.PI) / 180, e = (el * Math.PI) / 180;
     this.camera.position.set(t.x + d * Math.cos(e) * Math.sin(a), t.y + d * Math.cos(e) * Math.cos(a), t.z + d * Math.sin(e));
     this.controls.update();
-    this.dirty = true;
+    this.requestDraw();
   }
 
   /** Canvas pixel coordinates (CSS px) of a world point in mm. */
