@@ -53,7 +53,7 @@ endif
 NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-Wextra -Werror all-warnings $(CUDA_ARCH)
 
 SIM_C    := $(wildcard sim/*/*.c)
-SIM_CU   := $(wildcard sim/cuda/*.cu)
+SIM_CU   := $(wildcard sim/*/*.cu)
 PROTO_C  := $(wildcard protocol/*.c)
 SERVER_C := $(wildcard server/*.c)
 TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c)

@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 #include "protocol/proto.h"
-#include "sim/sim.h"
+#include "sim/cloth/cloth.h"
+#include "sim/volume/volume.h"
 
 #define SRV_ID_LEN    32
 #define SRV_TOKEN_LEN 33 /* 32 hex characters + NUL */

@@ -4,7 +4,8 @@
 #define SIM_CLOTH_INTERNAL_H
 
 #include "../core/backend_internal.h"
-#include "../kernels/xpbd.h"
+#include "cloth.h"
+#include "kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +101,7 @@ typedef struct cloth_body {
 /* The cloth scene's backend entry points: advance one garment by a frame. pose0/pose1:
  * the character at the start and end of the frame (attachments and colliders are
  * interpolated per substep). Returns the deepest penetration seen. */
+typedef struct sim_cloth_backend_i sim_cloth_backend_i;
 struct sim_cloth_backend_i {
     const char *name;
     float (*solve)(const sim_cloth_model *m, cloth_garment *g, const cloth_pose *p0,
@@ -110,6 +112,17 @@ extern const sim_cloth_backend_i cloth_cpu_backend;
 #if SIM_HAVE_CUDA
 extern const sim_cloth_backend_i cloth_cuda_backend;
 #endif
+
+/* The solver for a backend's kind. */
+static inline const sim_cloth_backend_i *cloth_backend_for(const sim_backend *b)
+{
+#if SIM_HAVE_CUDA
+    if (b->kind == SIM_BACKEND_CUDA)
+        return &cloth_cuda_backend;
+#endif
+    (void)b;
+    return &cloth_cpu_backend;
+}
 
 /* Shared by the backends (cloth_scene.c). */
 void cloth_body_at(const sim_cloth_model *m, const cloth_pose *p0, const cloth_pose *p1, float s,

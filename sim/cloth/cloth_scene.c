@@ -119,6 +119,7 @@ typedef struct map_scratch {
 struct sim_cloth_scene {
     const sim_cloth_model *m;
     sim_backend *be;
+    const sim_cloth_backend_i *impl; /* this scene's solver on be */
     sim_cloth_params prm;
     int nchar;
     cloth_character *ch;
@@ -563,6 +564,7 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth scene: out of memory");
     s->m = m;
     s->be = b;
+    s->impl = cloth_backend_for(b);
     s->prm = sim_cloth_default_params();
     s->threads = b->threads;
     s->nchar = ncharacters;
@@ -756,7 +758,7 @@ static void blend_step(const sim_cloth_scene *s, cloth_character *c, map_scratch
 {
     const sim_cloth_model *m = s->m;
     const sim_cloth_params *prm = &s->prm;
-    s->be->cloth->solve(m, &c->src, &c->pose, p1, prm, threads);
+    s->impl->solve(m, &c->src, &c->pose, p1, prm, threads);
     map_state(m, &c->src, c->g.lod, p1, prm->map_max_distance, ms->xm, ms->vm, ms->valid, ms->xr,
               ms->vr);
     const cloth_lod *l = &m->lod[c->g.lod];
@@ -822,7 +824,7 @@ static int character_frame(sim_cloth_scene *s, cloth_character *c, map_scratch *
         c->g.w[gv] = 0.0f;
         memcpy(&c->g.x[gv * 3], hand, sizeof hand);
     }
-    float depth = s->be->cloth->solve(m, &c->g, &c->pose, &p1, prm, threads);
+    float depth = s->impl->solve(m, &c->g, &c->pose, &p1, prm, threads);
     if (gv >= 0) {
         c->g.w[gv] = wsave;
         /* Pulled past half again its length next to the hand (the body walked away, or the

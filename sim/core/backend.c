@@ -5,13 +5,13 @@
 #include <omp.h>
 #endif
 
-#include "../cloth/cloth_internal.h"
-#include "../volume/volume_internal.h"
+#include "backend_internal.h"
+#include "sc_base.h"
 
 int sim_cuda_available(void)
 {
 #if SIM_HAVE_CUDA
-    return vol_cuda_device_count() > 0;
+    return sc_cuda_device_count() > 0;
 #else
     return 0;
 #endif
@@ -56,8 +56,6 @@ sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int thre
 #if SIM_HAVE_CUDA
         b->kind = SIM_BACKEND_CUDA;
         b->threads = 1;
-        b->volume = &vol_cuda_backend;
-        b->cloth = &cloth_cuda_backend;
 #endif
     } else {
         b->kind = SIM_BACKEND_CPU;
@@ -66,8 +64,6 @@ sim_status sim_backend_create(sim_backend **out, sim_backend_kind kind, int thre
 #else
         b->threads = 1;
 #endif
-        b->volume = &vol_cpu_backend;
-        b->cloth = &cloth_cpu_backend;
     }
     *out = b;
     return SIM_OK;
@@ -79,7 +75,7 @@ void sim_backend_destroy(sim_backend *b)
 }
 const char *sim_backend_name(const sim_backend *b)
 {
-    return b->volume->name;
+    return b->kind == SIM_BACKEND_CUDA ? "cuda" : "cpu";
 }
 int sim_backend_threads(const sim_backend *b)
 {

@@ -8,16 +8,18 @@
 extern "C" {
 #endif
 
-typedef struct sim_volume_backend_i sim_volume_backend_i; /* volume/volume_internal.h */
-typedef struct sim_cloth_backend_i sim_cloth_backend_i;   /* cloth/cloth_internal.h */
-
+/* A backend is a kind and a thread budget; it knows no scene. Each scene keeps its own
+ * table of entry points per backend kind and picks one for the backend it is given
+ * (vol_backend_for, cloth_backend_for). */
 struct sim_backend {
-    sim_backend_kind kind;
+    sim_backend_kind kind; /* SIM_BACKEND_CPU or SIM_BACKEND_CUDA, never AUTO */
     int threads;
-    const sim_volume_backend_i *volume; /* each scene's entry points on this backend */
-    const sim_cloth_backend_i *cloth;
-    void *ctx; /* backend-wide context (CUDA device) */
 };
+
+#if SIM_HAVE_CUDA
+/* core/cuda_probe.cu: devices that answer (0 without a driver). */
+int sc_cuda_device_count(void);
+#endif
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim.h"
+#include "volume.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../sim.h"
+#include "volume.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,9 +4,9 @@
 #define SIM_VOLUME_INTERNAL_H
 
 #include "../core/backend_internal.h"
-#include "../kernels/chainmail.h"
-#include "../sim.h"
+#include "kernels.h"
 #include "surface.h"
+#include "volume.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +26,8 @@ struct sim_volume_model {
     sim_volume_model_options opt;
 };
 
+typedef struct sim_volume_backend_i sim_volume_backend_i; /* below */
+
 /* Block activity flags (bits of blk_flags). */
 #define BLK_DIRTY   0x001u /* something in the block moved since relaxation last converged */
 #define BLK_TOUCHED 0x002u /* moved this frame: the velocity step must visit it */
@@ -40,7 +42,8 @@ struct sim_volume_model {
 struct sim_volume_state {
     const sim_volume_model *m;
     sim_backend *be;
-    int threads; /* CPU threads for the next step, 1 to be->threads */
+    const sim_volume_backend_i *impl; /* this scene's entry points on be */
+    int threads;                      /* CPU threads for the next step, 1 to be->threads */
     sim_volume_params params;
     cm_kparams kp;
     int64_t nelem;
@@ -142,10 +145,11 @@ struct sim_volume_backend_i {
 };
 
 extern const sim_volume_backend_i vol_cpu_backend;
+/* The entry points for a backend's kind. */
+const sim_volume_backend_i *vol_backend_for(const sim_backend *b);
 #if SIM_HAVE_CUDA
 extern const sim_volume_backend_i vol_cuda_backend;
-/* Implemented in sim/cuda/: device probe and backend context. */
-int vol_cuda_device_count(void);
+
 #endif
 
 /* Flatten params into kernel tables (model dims from m). */

@@ -38,7 +38,7 @@
  * this loader must report those instead. Voxels keep their stored order: no reorientation
  * by qform/sform, so a real scan's anterior side may be at either y end.
  */
-#include "../sim.h"
+#include "volume.h"
 
 #include <errno.h>
 #include <float.h>

@@ -48,6 +48,16 @@ static void classify_all(sim_volume_state *s)
     }
 }
 
+const sim_volume_backend_i *vol_backend_for(const sim_backend *b)
+{
+#if SIM_HAVE_CUDA
+    if (b->kind == SIM_BACKEND_CUDA)
+        return &vol_cuda_backend;
+#endif
+    (void)b;
+    return &vol_cpu_backend;
+}
+
 sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
                                    sim_backend *b, char *err, size_t err_sz)
 {
@@ -59,6 +69,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "state: out of memory");
     s->m = m;
     s->be = b;
+    s->impl = vol_backend_for(b);
     s->threads = b->threads;
     s->params = sim_default_volume_params();
     vol_pack_kparams(&s->kp, &s->params, &m->vol);
@@ -102,9 +113,9 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     }
     classify_all(s);
     set_rest(s);
-    sim_status st = b->volume->init(s, err, err_sz);
+    sim_status st = s->impl->init(s, err, err_sz);
     if (st == SIM_OK)
-        st = b->volume->upload_all(s, err, err_sz);
+        st = s->impl->upload_all(s, err, err_sz);
     if (st != SIM_OK) {
         sim_volume_state_destroy(s);
         return st;
@@ -118,7 +129,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     if (!s)
         return;
     if (s->dev)
-        s->be->volume->fini(s);
+        s->impl->fini(s);
     free(s->pos);
     free(s->pos_prev);
     free(s->vel);
@@ -225,7 +236,7 @@ static void grab_offset_range(sim_volume_state *s);
 static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, uint32_t *old,
                              char *err, size_t err_sz)
 {
-    sim_status st = s->be->volume->download(s, err, err_sz);
+    sim_status st = s->impl->download(s, err, err_sz);
     if (st != SIM_OK)
         return st;
     int nold = release_grab(s, old);
@@ -249,7 +260,7 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
             for (int g = 0; g < n; g++)
                 s->flags[s->grab_idx[g]] &= (uint8_t)~CM_FLAG_GRABBED;
             s->ngrab = 0;
-            s->be->volume->sync_grab(s, old, nold, NULL, 0);
+            s->impl->sync_grab(s, old, nold, NULL, 0);
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
                                        "grab: radius %g selects more than %d elements",
                                        (double)ev->radius, VOL_MAX_GRAB);
@@ -262,7 +273,7 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
     s->ngrab = n;
     memcpy(s->grab_anchor, c, sizeof c);
     grab_offset_range(s);
-    return s->be->volume->sync_grab(s, old, nold, err, err_sz);
+    return s->impl->sync_grab(s, old, nold, err, err_sz);
 }
 
 /* The range of offsets along axis a that keeps grabbed element i (at p) inside the lattice
@@ -330,7 +341,7 @@ static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, ch
         mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
     }
     s->grab_moved = 1;
-    return s->be->volume->sync_grab(s, NULL, 0, err, err_sz);
+    return s->impl->sync_grab(s, NULL, 0, err, err_sz);
 }
 
 static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, char *err,
@@ -341,7 +352,7 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
     int rigid_free = s->kp.rigid_free;
     vol_pack_kparams(&s->kp, &s->params, &s->m->vol);
     s->kp.rigid_free = rigid_free;
-    sim_status st = s->be->volume->download(s, err, err_sz);
+    sim_status st = s->impl->download(s, err, err_sz);
     if (st != SIM_OK)
         return st;
     if (reclass)
@@ -351,7 +362,7 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
      * that became rigid may be away from home. */
     for (int64_t b = 0; b < s->nblocks; b++)
         s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
-    return s->be->volume->upload_all(s, err, err_sz);
+    return s->impl->upload_all(s, err, err_sz);
 }
 
 /* Back to rest: nothing grabbed, velocities zero; parameters kept. */
@@ -360,7 +371,7 @@ static sim_status reset_to_rest(sim_volume_state *s, char *err, size_t err_sz)
     for (int64_t i = 0; i < s->nelem; i++)
         s->flags[i] &= CM_CLASS_MASK;
     set_rest(s);
-    return s->be->volume->upload_all(s, err, err_sz);
+    return s->impl->upload_all(s, err, err_sz);
 }
 
 static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
@@ -376,7 +387,7 @@ static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, c
         break;
     case SIM_EV_RELEASE: {
         int nold = release_grab(s, s->grab_old);
-        st = s->be->volume->sync_grab(s, s->grab_old, nold, err, err_sz);
+        st = s->impl->sync_grab(s, s->grab_old, nold, err, err_sz);
         break;
     }
     case SIM_EV_SET_PARAMS:
@@ -428,7 +439,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
         } else {
             vol_frame_in in;
             in.deform = s->grab_moved;
-            st = s->be->volume->frame(s, &in, &mt, err, err_sz);
+            st = s->impl->frame(s, &in, &mt, err, err_sz);
         }
     }
     if (st == SIM_OK && mt.nonfinite > 0) {
@@ -472,7 +483,7 @@ int sim_volume_grabbed_count(const sim_volume_state *s)
 static void ensure_host(sim_volume_state *s)
 {
     if (!s->host_valid)
-        (void)s->be->volume->download(s, NULL, 0);
+        (void)s->impl->download(s, NULL, 0);
 }
 
 const float *sim_volume_positions(sim_volume_state *s)

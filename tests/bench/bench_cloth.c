@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim/sim.h"
+#include "sim/cloth/cloth.h"
 #include "tests/bench/bench_cloth.h"
 #include "tests/scenes/cloth_scenes.h"
 

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/sim.h"
+#include "sim/cloth/cloth.h"
+#include "sim/volume/volume.h"
 #include "tests/bench/bench_cloth.h"
 #include "tests/scenes/volume_scenes.h"
 

@@ -30,7 +30,7 @@ for f in sim/*/*.c tests/scenes/*.c tests/bench/*.c; do
     cc $CFLAGS -c "$f" -o "$o" &
     objs="$objs $o"
 done
-for f in sim/cuda/*.cu; do
+for f in sim/*/*.cu; do
     o="$B/obj/$(echo "$f" | tr / _).o"
     "$NVCC" -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. $ARCH -c "$f" -o "$o" &
     objs="$objs $o"

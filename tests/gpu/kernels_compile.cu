@@ -1,6 +1,7 @@
 /* kernels_compile.cu: every shared kernel header compiled as CUDA, each function called
  * from device code, so `make cuda-check` catches C-only constructs on a GPU-less machine. */
-#include "sim/kernels/chainmail.h"
+#include "sim/cloth/kernels.h"
+#include "sim/volume/kernels.h"
 
 __global__ void k_all(cm_kparams kp, float *pos, float *prev, float *vel, uint8_t *flags, float *t)
 {

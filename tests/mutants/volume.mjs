@@ -5,28 +5,28 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 export default [
   {
     name: 'relaxation off for condition A (a permanent dent)',
-    file: 'sim/cpu/volume_cpu.c',
+    file: 'sim/volume/cpu.c',
     find: 'int npull = CM_RELAX_PHASES * s->params.relax_iterations;',
     replace: 'int npull = CM_RELAX_PHASES * (s->kp.condition == 0 ? 0 : s->params.relax_iterations);',
     build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
   },
   {
     name: 'elastic memory off (home_weight ignored)',
-    file: 'sim/kernels/chainmail.h',
+    file: 'sim/volume/kernels.h',
     find: 'float wh = kp->home_weight * kp->relax_w[ci];',
     replace: 'float wh = 0.0f * kp->relax_w[ci];',
     build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
   },
   {
     name: 'settles while the elastic pull still moves (no dirty blocks after the repair)',
-    file: 'sim/cpu/volume_cpu.c',
+    file: 'sim/volume/cpu.c',
     find: 'if (h >= npull - CM_RELAX_PHASES)\n                    f |= BLK_DIRTY;',
     replace: '(void)npull;',
     build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
   },
   {
     name: 'relaxation ignores the bands (no clip)',
-    file: 'sim/kernels/chainmail.h',
+    file: 'sim/volume/kernels.h',
     find: 'v = cm_clip_band(v, lo[b], hi[b]);',
     replace: '(void)0;',
     build: tests, test: run('relaxation_keeps'), caught_by: 'relaxation_keeps_the_bands_and_grabs_stay_in_the_box',
@@ -40,7 +40,7 @@ export default [
   },
   {
     name: 'B without memory (alpha dropped)',
-    file: 'sim/kernels/chainmail.h',
+    file: 'sim/volume/kernels.h',
     find: 'v[b] = kp->alpha * V[b] + s * dx[b];',
     replace: 'v[b] = s * dx[b];',
     build: tests, test: run('condition_b_rings'), caught_by: 'condition_b_rings_for_several_frames',
@@ -61,14 +61,14 @@ export default [
   },
   {
     name: 'first-leader-only propagation',
-    file: 'sim/kernels/chainmail.h',
+    file: 'sim/volume/kernels.h',
     find: 'sponsored = 1;\n            t_first = cm_minf(t_first, due);',
     replace: 'sponsored = 1;\n            t_first = cm_minf(t_first, due);\n            break;',
     build: tests, test: run('chainmail_many_sponsors'), caught_by: 'chainmail_many_sponsors_equal_the_least_fixpoint',
   },
   {
     name: 'active blocks forget the neighbours of what moved',
-    file: 'sim/cpu/volume_cpu.c',
+    file: 'sim/volume/cpu.c',
     find: 'dilate(s, BLK_RECENT, BLK_ACTIVE);',
     replace: 'for (int64_t b = 0; b < s->nblocks; b++)\n            bf[b] |= (uint16_t)((bf[b] & BLK_RECENT) ? BLK_ACTIVE : 0);',
     build: tests, test: run('active_blocks_give'), caught_by: 'active_blocks_give_the_same_state_as_full_sweeps',
@@ -82,7 +82,7 @@ export default [
   },
   {
     name: 'bone steps home without carrying the tissue (no wave)',
-    file: 'sim/cpu/volume_cpu.c',
+    file: 'sim/volume/cpu.c',
     find: 'mark_reached(s, i, 0.0f);',
     replace: '(void)0;',
     build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',

@@ -3,7 +3,7 @@
 #ifndef TESTS_SCENES_CLOTH_SCENES_H
 #define TESTS_SCENES_CLOTH_SCENES_H
 
-#include "sim/sim.h"
+#include "sim/cloth/cloth.h"
 
 typedef enum cs_scenario {
     CS_WALK = 0, /* walking with root motion */

@@ -3,7 +3,7 @@
 #ifndef TESTS_SCENES_VOLUME_SCENES_H
 #define TESTS_SCENES_VOLUME_SCENES_H
 
-#include "sim/sim.h"
+#include "sim/volume/volume.h"
 
 /* A volume of one HU value everywhere, spacing 1 mm. */
 sim_status vs_uniform_volume(sim_volume *out, int nx, int ny, int nz, float hu);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/sim.h"
+#include "sim/volume/volume.h"
 #include "sim/volume/volume_internal.h" /* fault injection in one test */
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "sim/cloth/cloth_internal.h"
-#include "sim/sim.h"
+#include "sim/cloth/cloth.h"
 #include "tests/harness.h"
 #include "tests/scenes/cloth_scenes.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/sim.h"
+#include "sim/volume/volume.h"
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"
 

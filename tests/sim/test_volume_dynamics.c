@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/sim.h"
+#include "sim/volume/volume.h"
 #include "sim/volume/volume_internal.h" /* full_sweeps: one white-box check */
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"

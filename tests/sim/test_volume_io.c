@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sim/sim.h"
+#include "sim/volume/volume.h"
 #include "tests/harness.h"
 
 #if SIM_HAVE_NIFTI

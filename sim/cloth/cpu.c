@@ -1,10 +1,10 @@
 /* cloth_cpu.c: one garment advanced by a frame on the CPU: substeps of predict, the
  * constraints colour by colour (a colour in parallel), collisions, velocities. The math
- * is sim/kernels/xpbd.h, shared with the CUDA backend. A garment below PAR_MIN
+ * is sim/cloth/kernels.h, shared with the CUDA backend. A garment below PAR_MIN
  * particles runs on one thread: the scene runs characters in parallel instead. */
 #include <string.h>
 
-#include "../cloth/cloth_internal.h"
+#include "cloth_internal.h"
 
 #define PAR_MIN 2048
 

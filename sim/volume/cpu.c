@@ -1,6 +1,6 @@
 /* volume_cpu.c: the volume scene on the CPU (OpenMP, thread count from the backend).
  *
- * The per-element math is sim/kernels/chainmail.h; this file only decides which
+ * The per-element math is sim/volume/kernels.h; this file only decides which
  * elements to visit, so that cost follows what moves, not the volume size:
  * - propagation visits a frontier list: the neighbours of elements moved in the last
  *   pass plus elements still waiting for a wave to arrive (per-tissue speed). Each pass
@@ -13,7 +13,7 @@
  * visiting everything, which is what the CUDA backend does per active block. */
 #include <string.h>
 
-#include "../volume/volume_internal.h"
+#include "volume_internal.h"
 
 static int64_t blk_id(const sim_volume_state *s, int bx, int by, int bz)
 {

@@ -2,7 +2,7 @@
  *
  * The whole state lives on the device; the host copy is refreshed only when the
  * generic layer asks (grab selection, outputs, hashes). The per-element math is
- * sim/kernels/chainmail.h, shared with the CPU backend; each kernel here is a thin
+ * sim/volume/kernels.h, shared with the CPU backend; each kernel here is a thin
  * wrapper around one of its functions.
  *
  * The CPU backend visits only a frontier list (propagation) and active 8^3 blocks
@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
-#include "../volume/volume_internal.h"
+#include "volume_internal.h"
 
 namespace
 {
@@ -449,16 +449,6 @@ sim_status cuda_download(sim_volume_state *s, char *err, size_t err_sz)
 } // namespace
 
 extern "C" {
-
-int vol_cuda_device_count(void)
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky "no driver" error */
-        return 0;
-    }
-    return n;
-}
 
 const sim_volume_backend_i vol_cuda_backend = {
     "cuda", cuda_init, cuda_fini, cuda_upload_all, cuda_sync_grab, cuda_frame, cuda_download,

@@ -1,5 +1,5 @@
 /* cloth_cuda.cu: one garment advanced by a frame on the GPU, the same substeps and the
- * same colour order as sim/cpu/cloth_cpu.c, with the math of sim/kernels/xpbd.h: one
+ * same colour order as sim/cloth/cpu.c, with the math of sim/cloth/kernels.h: one
  * thread per particle (predict, pin, collide, velocity) or per constraint of a colour.
  *
  * This first version moves the garment's arrays to the device and back every frame and
@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 #include <string.h>
 
-#include "../cloth/cloth_internal.h"
+#include "cloth_internal.h"
 
 namespace
 {

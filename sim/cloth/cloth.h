@@ -1,0 +1,186 @@
+/* cloth.h: the cloth scene's public surface: XPBD capes on a crowd of kinematic
+ * characters, with levels of detail that hand position and velocity over when they
+ * switch (sim/README.md). */
+#ifndef SIM_CLOTH_CLOTH_H
+#define SIM_CLOTH_CLOTH_H
+
+#include "../sim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ================================================================ cloth scene
+ * XPBD cloth on kinematic characters, with levels of detail that hand position and
+ * velocity over when they switch (see sim/README.md). Metres, seconds, z up. One scene
+ * holds a crowd: every character wears the same garment at its own LOD. */
+
+#define SIM_CLOTH_NLOD 3
+
+typedef enum sim_motion {
+    SIM_MOTION_IDLE = 0,
+    SIM_MOTION_WALK, ///< 1.4 m/s forward with root motion
+    SIM_MOTION_RUN,  ///< 3.5 m/s
+    SIM_MOTION_TURN, ///< walking, then a sharp turn (pi/2 in 0.4 s), repeated every 2 s
+    SIM_MOTION_JUMP, ///< jumps in place, 0.45 m high, landing every 1.2 s
+    SIM_NMOTION
+} sim_motion;
+/// "idle", "walk", "run", "turn", "jump"; sim_motion_parse returns -1 for anything else.
+const char *sim_motion_name(int m);
+int sim_motion_parse(const char *s);
+
+/// How a LOD switch starts the target LOD (handoff is the method; the others are the
+/// baselines it is measured against).
+typedef enum sim_switch_strategy {
+    SIM_SWITCH_HANDOFF = 0,         ///< map position and velocity in the root frame
+    SIM_SWITCH_NAIVE_ZERO_VELOCITY, ///< map positions, velocity zero
+    SIM_SWITCH_RESET_TO_ANIMATION,  ///< the rest pose carried by the character
+    SIM_SWITCH_NAIVE_COPY,          ///< copy position and velocity through the table in world
+                                    ///< space, nothing more (the usual game-engine switch)
+} sim_switch_strategy;
+const char *sim_switch_strategy_name(int s);
+
+typedef struct sim_cloth_model_options {
+    int cols[SIM_CLOTH_NLOD], rows[SIM_CLOTH_NLOD]; ///< particles across and down per LOD
+    int nlod;                                       ///< 1 to SIM_CLOTH_NLOD
+    float width, length;                            ///< the garment's rest size, m
+    int body; ///< 1: a cape on a character (pinned at the shoulders, colliders);
+              ///< 0: a sheet hanging from its two top corners, nothing to hit
+} sim_cloth_model_options;
+
+/// The default: a cape 0.6 x 1.05 m, LODs 20x34, 12x18 and 6x9 particles, each
+/// triangulated differently.
+sim_cloth_model_options sim_cloth_default_model_options(void);
+
+typedef struct sim_cloth_model sim_cloth_model;
+/// Build the LOD meshes, their constraints and colouring, and the mapping tables
+/// between every pair of LODs. Immutable; may be shared by scenes.
+sim_status sim_cloth_model_create(sim_cloth_model **out, const sim_cloth_model_options *o,
+                                  char *err, size_t err_sz);
+void sim_cloth_model_destroy(sim_cloth_model *m);
+int sim_cloth_model_nlod(const sim_cloth_model *m);
+/// Particles and triangles (3 indices each, counter-clockwise seen from behind the
+/// character) of one LOD.
+int sim_cloth_model_lod_size(const sim_cloth_model *m, int lod, int *ntri);
+const uint32_t *sim_cloth_model_triangles(const sim_cloth_model *m, int lod);
+/// Inverse mass of each particle of a LOD (0: pinned to the character); NULL if no such LOD.
+const float *sim_cloth_model_inv_mass(const sim_cloth_model *m, int lod);
+/// Constraints of a LOD: stretch (one per edge) and bending (one per interior edge);
+/// returns their sum (0 if no such LOD).
+int sim_cloth_model_constraints(const sim_cloth_model *m, int lod, int *nstretch, int *nbend);
+/// Compliance scale of a LOD (its mean edge length over LOD 0's; 1 for LOD 0).
+float sim_cloth_model_compliance_scale(const sim_cloth_model *m, int lod);
+/// Carry a garment's state at LOD `from` (x, v: world m and m/s, from's size x 3) to the
+/// vertices of LOD `to` through the model's table, in world space: each target vertex at
+/// the weighted source triangle point plus its offset along that triangle's current
+/// normal, with the weighted velocity (v and v_out may be NULL). valid (to's size, may be
+/// NULL): 1 where the table's distance is within max_dist_m. Returns the number of
+/// valid vertices, or -1 when from or to is not a LOD of the model or they are equal.
+int sim_cloth_model_map_world(const sim_cloth_model *m, int from, int to, const float *x,
+                              const float *v, float max_dist_m, float *x_out, float *v_out,
+                              unsigned char *valid);
+
+typedef struct sim_cloth_params {
+    int substeps;                        ///< per frame, 1 to 64
+    int iterations;                      ///< constraint iterations per substep, 1 to 16
+    float dt;                            ///< frame time, s
+    float stretch_compliance;            ///< m/N, >= 0
+    float bend_compliance;               ///< m/N, >= 0
+    float damping;                       ///< velocity lost per second, [0, 10]
+    float gravity;                       ///< m/s^2, along -z
+    float wind[3];                       ///< steady wind acceleration on the cloth, m/s^2
+    float thickness;                     ///< contact offset, m
+    float friction;                      ///< [0, 1]
+    float lod_enter[SIM_CLOTH_NLOD - 1]; ///< camera distance to go coarser than LOD i, m
+    float lod_exit[SIM_CLOTH_NLOD - 1];  ///< ... to come back finer (< enter: hysteresis)
+    int lod_hold_frames;  ///< at least this many frames between switches of a character
+    int lod_switch_every; ///< automatic switches only on frames that are multiples of this
+                          ///< (1: any frame; more: a crowd's switches share keyframes)
+    int blend_pos_frames; ///< position blend after a switch, 0 to 8 frames (0: none)
+    int blend_vel_frames; ///< velocity blend, >= the position blend; 0: no blend at all
+                          ///< (the source LOD stops at the switch)
+    float v_abnormal; ///< a mapped velocity faster than this relative to the body is clamped, m/s
+    float map_max_distance; ///< a mapping farther than this is invalid, m
+    sim_switch_strategy strategy;
+} sim_cloth_params;
+sim_cloth_params sim_cloth_default_params(void);
+
+typedef enum sim_cloth_event_type {
+    SIM_CLOTH_EV_CAMERA = 0, ///< point = camera position
+    SIM_CLOTH_EV_FORCE_LOD,  ///< character (-1: all) to lod (-1: back to automatic)
+    SIM_CLOTH_EV_MOTION,     ///< character (-1: all) plays motion
+    SIM_CLOTH_EV_WIND,       ///< point = velocity impulse on every cloth particle, m/s
+    SIM_CLOTH_EV_GRAB,       ///< character's vertex (of its current LOD) held at point
+    SIM_CLOTH_EV_MOVE,       ///< the held vertex to point
+    SIM_CLOTH_EV_RELEASE,
+    SIM_CLOTH_EV_SET_PARAMS, ///< params
+} sim_cloth_event_type;
+
+typedef struct sim_cloth_event {
+    sim_cloth_event_type type;
+    int character, lod, vertex;
+    sim_motion motion;
+    float point[3];
+    sim_cloth_params params;
+} sim_cloth_event;
+
+/// One LOD switch of one character. E_pos / E_vel: the largest change of position /
+/// velocity over the garment at the switch, each target vertex against the source
+/// surface point it maps to (interpolated in world space, independently of the root-frame
+/// path the handoff takes); m and m/s. The _next pair: the same one frame later, the
+/// shown garment against the source, which keeps running beside it while they blend
+/// (-1 with the blend off: no source runs). These are not judged against ground truth;
+/// tests/scenes/cloth_scenes.h does that (a second run without the switch).
+typedef struct sim_cloth_switch {
+    uint64_t frame;
+    int character, from, to;
+    sim_switch_strategy strategy;
+    float e_pos, e_vel;
+    float e_pos_next, e_vel_next;
+    int settle_frames;     ///< frames until the garment's acceleration is back to its
+                           ///< level before the switch (-1: still settling)
+    float max_penetration; ///< deepest body or ground penetration while settling, m
+    int invalid_mappings;  ///< target vertices that took the animated position
+} sim_cloth_switch;
+
+typedef struct sim_cloth_metrics {
+    double step_ms;
+    int particles;         ///< simulated this frame (all characters, blends included)
+    int switches;          ///< LOD switches this frame
+    float max_penetration; ///< deepest penetration after the frame's solve, m
+    int nonfinite;         ///< particles with a NaN or infinite position (reset)
+    int lod_count[SIM_CLOTH_NLOD];
+} sim_cloth_metrics;
+
+typedef struct sim_cloth_scene sim_cloth_scene;
+/// ncharacters in a grid 2.5 m apart, all idle, camera 4 m in front of the first.
+sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *m, sim_backend *b,
+                                  int ncharacters, char *err, size_t err_sz);
+void sim_cloth_scene_destroy(sim_cloth_scene *s);
+sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s);
+/// CPU threads for the next steps, at most the backend's (0: the backend's). Results do
+/// not depend on it.
+void sim_cloth_set_threads(sim_cloth_scene *s, int threads);
+/// Check an event; queue it for the next frame boundary.
+sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                size_t err_sz);
+sim_status sim_cloth_step(sim_cloth_scene *s, sim_cloth_metrics *mt, char *err, size_t err_sz);
+int sim_cloth_characters(const sim_cloth_scene *s);
+int sim_cloth_lod(const sim_cloth_scene *s, int character);
+/// The character's garment particles (world m, its current LOD) and velocities.
+const float *sim_cloth_positions(const sim_cloth_scene *s, int character, int *n);
+const float *sim_cloth_velocities(const sim_cloth_scene *s, int character, int *n);
+/// Root position (feet, world m) and heading (radians about z).
+void sim_cloth_root(const sim_cloth_scene *s, int character, float pos[3], float *yaw);
+/// The character's body as capsules (a[3], b[3], radius; world m) into caps[max][7];
+/// returns how many (0 for a sheet without a body).
+int sim_cloth_body(const sim_cloth_scene *s, int character, float caps[][7], int max);
+/// The character's latest switch; 0 when it never switched.
+int sim_cloth_last_switch(const sim_cloth_scene *s, int character, sim_cloth_switch *out);
+/// Bitwise hash of every garment's positions and velocities.
+uint64_t sim_cloth_hash(const sim_cloth_scene *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,244 @@
+/* volume.h: the volume scene's public surface: CT volumes deformed by HP-ChainMail with
+ * an independent velocity layer (sim/README.md, ../shared/CHAINMAIL.md).
+ *
+ * Units: positions inside the library are in lattice units (element (x,y,z) rests at
+ * (x,y,z)); world millimetres are lattice * spacing_mm. */
+#ifndef SIM_VOLUME_VOLUME_H
+#define SIM_VOLUME_VOLUME_H
+
+#include "../sim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- volume */
+
+/// A CT volume in Hounsfield units, x fastest: hu[x + nx*(y + ny*z)].
+typedef struct sim_volume {
+    int nx, ny, nz;
+    float spacing_mm[3]; ///< element spacing along x, y, z
+    float *hu;           ///< (nz x ny x nx), owned
+} sim_volume;
+
+typedef struct sim_volume_limits {
+    size_t max_elements; ///< refuse volumes with more elements than this
+    int max_dim;         ///< refuse any axis longer than this
+} sim_volume_limits;
+
+/// Defaults: 128M elements (a 512x512x300 CT is 79M), 4096 per axis.
+sim_volume_limits sim_default_volume_limits(void);
+
+/// The embedded default: a procedural abdominal phantom in HU (air, skin and fat
+/// shell, muscle and organs, spine and ribs) of any size (each axis >= 8).
+sim_status sim_volume_phantom(sim_volume *out, int nx, int ny, int nz, char *err, size_t err_sz);
+/// Load NIfTI-1 (.nii or .nii.gz), applying scl_slope/scl_inter and pixdim.
+sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_volume_limits *lim,
+                                 char *err, size_t err_sz);
+/// Load raw little-endian int16 HU with the given dims and spacing.
+sim_status sim_volume_load_raw_i16(sim_volume *out, const char *path, int nx, int ny, int nz,
+                                   const float spacing_mm[3], const sim_volume_limits *lim,
+                                   char *err, size_t err_sz);
+/// Block-average by an integer factor per axis (trailing partial blocks are averaged
+/// over what they hold); spacing grows by the factor.
+sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, int fy, int fz,
+                                 char *err, size_t err_sz);
+/// Check dims, spacing and values (finite) against limits.
+sim_status sim_volume_validate(const sim_volume *v, const sim_volume_limits *lim, const char *name,
+                               char *err, size_t err_sz);
+void sim_volume_free(sim_volume *v);
+
+/* ---------------------------------------------------------- volume model */
+
+typedef enum sim_tissue {
+    SIM_TISSUE_AIR = 0,
+    SIM_TISSUE_SKIN_FAT,
+    SIM_TISSUE_MUSCLE_ORGAN,
+    SIM_TISSUE_BONE,
+    SIM_NTISSUE
+} sim_tissue;
+
+/// "air", "skin_fat", "muscle_organ", "bone".
+const char *sim_tissue_name(int tissue);
+
+typedef enum sim_condition {
+    SIM_CONDITION_A = 0, ///< ChainMail only: no velocity
+    SIM_CONDITION_B,     ///< linear damping: V = alpha V + s dX
+    SIM_CONDITION_C,     ///< viscoelastic implicit: V = (V + s dX) / (1 + b0 + b1 |X - X0|)
+} sim_condition;
+
+/// Per tissue class. Lengths are in lattice units (rest link length 1).
+typedef struct sim_tissue_params {
+    float min_len;  ///< along-link minimum (compression limit), <= 1
+    float max_len;  ///< along-link maximum (stretch limit), >= 1
+    float shear;    ///< across-link limit, >= 0
+    float speed;    ///< propagation speed, links per wave pass, (0, 1]
+    float inv_mass; ///< normalised inverse mass in [0, 1]; 0 = rigid, never gets a velocity
+    float b1;       ///< condition C: damping growth per lattice unit of displacement, [0, 1]
+} sim_tissue_params;
+
+/// Everything a session can change while it runs.
+typedef struct sim_volume_params {
+    /// Class edges in HU: air < t[0] <= skin_fat < t[1] <= muscle_organ < t[2] <= bone.
+    float hu_threshold[3];
+    sim_tissue_params tissue[SIM_NTISSUE];
+    sim_condition condition;
+    float alpha;           ///< condition B: velocity kept per frame, [0, 1]
+    float b0;              ///< condition C: base damping, [0, 1]
+    float inertia_gain;    ///< k in X += k V, [0, 1]
+    float v_max;           ///< velocity clamp, lattice units per frame
+    float dead_zone;       ///< |dX| and |V| below this count as 0, lattice units
+    float boundary_margin; ///< positions stay within the lattice box grown by this
+    int relax_iterations;  ///< Jacobi relaxation iterations per frame, >= 0
+    float relax_step;      ///< fraction of the way to the relaxation target, (0, 1]
+    float relax_threshold; ///< relaxation ignores this much of a correction (soft threshold)
+    /// Elastic memory: weight of an element's rest position in its relaxation target, in
+    /// neighbours of its own tissue. 0 is pure ChainMail (a released dent stays, plastic).
+    float home_weight;
+    int max_passes; ///< cap on propagation wave passes per frame (the rest is left to relaxation)
+} sim_volume_params;
+
+/// Defaults (documented in sim/volume/README.md). Real CT air (-1000 HU with noise) is air.
+sim_volume_params sim_default_volume_params(void);
+/// Check ranges and finiteness; names the first bad field in err.
+sim_status sim_volume_params_validate(const sim_volume_params *p, char *err, size_t err_sz);
+
+typedef struct sim_volume_model_options {
+    float skin_iso_hu; ///< iso level of the skin surface
+    float bone_iso_hu; ///< iso level of the bone surface
+} sim_volume_model_options;
+
+sim_volume_model_options sim_default_volume_model_options(void);
+
+typedef struct sim_volume_model sim_volume_model;
+
+/// Build the immutable model: copies the volume, extracts the surfaces.
+sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol,
+                                   const sim_volume_model_options *opt, char *err, size_t err_sz);
+void sim_volume_model_destroy(sim_volume_model *m);
+/// The model's volume (read-only, HU at rest).
+const sim_volume *sim_volume_model_volume(const sim_volume_model *m);
+
+typedef enum sim_surface_kind {
+    SIM_SURFACE_SKIN = 0,
+    SIM_SURFACE_BONE,
+    SIM_NSURFACE
+} sim_surface_kind;
+
+/// An iso-surface extracted once from the rest volume. Each vertex is bound to the
+/// lattice cell whose lowest corner is element `vert_cell` with fractional offsets
+/// `vert_frac` in [0,1]^3 (trilinear weights), and moves with that cell.
+typedef struct sim_surface {
+    int nvert, ntri;
+    const uint32_t *tri;       ///< (ntri x 3) vertex indices, counter-clockwise seen from outside
+    const uint32_t *vert_cell; ///< (nvert) element index of the cell's lowest corner
+    const float *vert_frac;    ///< (nvert x 3)
+} sim_surface;
+
+const sim_surface *sim_volume_model_surface(const sim_volume_model *m, sim_surface_kind kind);
+
+/* ---------------------------------------------------------- volume state */
+
+typedef enum sim_space { SIM_SPACE_LATTICE = 0, SIM_SPACE_WORLD } sim_space;
+
+typedef enum sim_event_type {
+    SIM_EV_GRAB = 0,      ///< grab tissue (not air) within radius of point
+    SIM_EV_MOVE,          ///< move the grabbed set so the grab point lands on point
+    SIM_EV_RELEASE,       ///< let go
+    SIM_EV_SET_PARAMS,    ///< replace all parameters with params
+    SIM_EV_SET_CONDITION, ///< change the damping condition only
+    SIM_EV_RESET,         ///< back to rest, velocities zero, nothing grabbed
+} sim_event_type;
+
+typedef struct sim_volume_event {
+    sim_event_type type;
+    uint32_t seq;    ///< caller's sequence number, echoed in metrics
+    sim_space space; ///< for point and radius
+    float point[3];  ///< grab: where; move: the grab point's target
+    float radius;    ///< grab only
+    sim_condition condition;
+    sim_volume_params params;
+} sim_volume_event;
+
+/// Per-frame figures. Times in milliseconds of wall clock.
+typedef struct sim_volume_metrics {
+    uint64_t frame;    ///< frames stepped since create (reset does not restart it)
+    uint32_t last_seq; ///< seq of the last event applied
+    int skipped;       ///< 1 when the volume was settled and the frame cost nothing
+    int grabbed;       ///< elements currently grabbed
+    /// 1 when this frame's move was cut short so that the grabbed tissue, and the tissue
+    /// it pushes ahead of it, stay inside the lattice box grown by boundary_margin
+    int grab_clamped;
+    int propagation_capped; ///< 1 when the wave stopped at max_passes, not at rest
+    int passes;             ///< propagation passes run this frame
+    int64_t moved_elements; ///< distinct elements moved by propagation this frame
+    float max_violation;    ///< largest band violation on the links propagation reached (before
+                            ///< relaxation; sim_volume_max_violation measures the whole state)
+    double kinetic;         ///< sum of |V|^2
+    float max_displacement; ///< largest |X - X0|, lattice units
+    float mean_speed[SIM_NTISSUE]; ///< mean |V| per tissue class
+    int64_t active_blocks;         ///< 8^3 blocks relaxed this frame (summed over iterations)
+    int64_t nonfinite;     ///< elements found NaN or infinite this frame (then the state resets)
+    uint32_t guard_resets; ///< times the state was reset by that guard since create
+    double propagate_ms, relax_ms, velocity_ms, total_ms;
+} sim_volume_metrics;
+
+typedef struct sim_volume_state sim_volume_state;
+
+/// A state at rest with default parameters. The model must outlive the state.
+sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
+                                   sim_backend *b, char *err, size_t err_sz);
+void sim_volume_state_destroy(sim_volume_state *s);
+
+/// Queue an event for the next step. Fails with SIM_ERR_ARG (bad field, named in
+/// err) or SIM_ERR_LIMIT (queue full); the state is unchanged on failure.
+sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                                 size_t err_sz);
+/// Apply queued events, then advance one frame. metrics may be NULL.
+sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
+                           size_t err_sz);
+
+/// CPU threads for this state's next steps, at most the backend's count (0: the backend's
+/// count). Results do not depend on it. A server stepping many states at once gives each
+/// a share of the cores.
+void sim_volume_set_threads(sim_volume_state *s, int threads);
+
+/// Current parameters.
+sim_volume_params sim_volume_get_params(const sim_volume_state *s);
+/// 1 when nothing moves: relaxation converged, all V == 0, no events queued.
+int sim_volume_is_settled(const sim_volume_state *s);
+/// Number of grabbed elements (after the last step applied the events).
+int sim_volume_grabbed_count(const sim_volume_state *s);
+
+/// Element positions, lattice units, (nelem x 3), valid until the next step.
+const float *sim_volume_positions(sim_volume_state *s);
+/// Element velocities, lattice units per frame, (nelem x 3), valid until the next step.
+const float *sim_volume_velocities(sim_volume_state *s);
+/// Tissue class per element (uint8), under the current thresholds.
+const uint8_t *sim_volume_classes(sim_volume_state *s);
+/// 64-bit hash of positions and velocities (bitwise), for determinism checks.
+uint64_t sim_volume_state_hash(sim_volume_state *s);
+/// Largest band violation over every link of the volume (O(elements)); for tests.
+float sim_volume_max_violation(sim_volume_state *s);
+
+/// Surface vertex positions in world mm, (nvert x 3), into out.
+sim_status sim_volume_surface_positions(sim_volume_state *s, sim_surface_kind kind, float *out);
+
+typedef enum sim_plane { SIM_PLANE_AXIAL = 0, SIM_PLANE_CORONAL, SIM_PLANE_SAGITTAL } sim_plane;
+
+/// Size in pixels of a slice image of the plane: axial nx x ny, coronal nx x nz,
+/// sagittal ny x nz.
+void sim_volume_slice_size(const sim_volume_model *m, sim_plane plane, int *w, int *h);
+
+/// A slice of the deformed volume: for each pixel (a rest-lattice point on the plane at
+/// `index`), the HU of the tissue that now occupies it, found by inverting the
+/// deformation locally. hu_out: (w x h) floats; pass NULL to skip.
+/// img_out: (w x h) bytes windowed by level/width; pass NULL to skip.
+sim_status sim_volume_slice(sim_volume_state *s, sim_plane plane, int index, float level_hu,
+                            float width_hu, float *hu_out, uint8_t *img_out, char *err,
+                            size_t err_sz);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
