@@ -43,6 +43,8 @@ struct srv_scene_i {
     void (*view)(srv_session *ss, srv_view *out);
     /* The parameters as one flat JSON object, malloc'd (worker, or before publication). */
     char *(*params_json)(srv_session *ss);
+    /* The scene's declared parameter table (any thread): names, ranges, the schema. */
+    const sim_param_desc *(*params_table)(int *n);
     /* Facts fixed at creation, for REST and state messages (any thread). */
     void (*describe)(srv_session *ss, cJSON *j);
 };
@@ -54,17 +56,17 @@ const srv_scene_i *srv_scene_find(const char *name);
 /// The names, for error messages: "volume, cloth".
 #define SRV_SCENE_NAMES "volume, cloth"
 
-/* A scene's settable parameters: flat names over a struct of floats and ints
- * (protocol/README.md lists them). */
-typedef struct srv_param {
-    const char *name;
-    size_t off;
-    int is_int;
-} srv_param;
-/// Set one by name: 0, or -1 when unknown or not an integer where one is due.
-int srv_param_set(const srv_param *t, size_t n, void *params, const char *name, double v);
-/// Add every one to a JSON object.
-void srv_param_json(cJSON *o, const srv_param *t, size_t n, const void *params);
+/* A scene's parameters come from its declared table (sim_param_desc, the scene's
+ * params.def): the server knows no parameter by name. */
+/// Set one by the name a client used: SIM_OK, or SIM_ERR_ARG with err saying why (unknown,
+/// internal, out of range).
+sim_status srv_params_set(const sim_param_desc *t, int n, void *params, const char *name, double v,
+                          char *err, size_t err_sz);
+/// The values as one flat JSON object (choices by name), malloc'd.
+char *srv_params_json(const sim_param_desc *t, int n, const void *params);
+/// The schema clients render their panel from: [{name, type, min, max, default, unit,
+/// doc, group, choices?}, ...] in the table's order, internal entries left out.
+cJSON *srv_params_schema(const sim_param_desc *t, int n);
 
 /* sched.c: an error reply to one client, from the worker. */
 void srv_reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,

@@ -37,42 +37,13 @@ typedef struct cloth_srv {
     uint32_t topology;
 } cloth_srv;
 
-/* Parameters a client may set: flat names, as set_params flattens them. */
-static const srv_param k_params[] = {
-    {"substeps", offsetof(sim_cloth_params, substeps), 1},
-    {"iterations", offsetof(sim_cloth_params, iterations), 1},
-    {"stretch_compliance", offsetof(sim_cloth_params, stretch_compliance), 0},
-    {"bend_compliance", offsetof(sim_cloth_params, bend_compliance), 0},
-    {"damping", offsetof(sim_cloth_params, damping), 0},
-    {"gravity", offsetof(sim_cloth_params, gravity), 0},
-    {"wind.0", offsetof(sim_cloth_params, wind), 0},
-    {"wind.1", offsetof(sim_cloth_params, wind) + sizeof(float), 0},
-    {"wind.2", offsetof(sim_cloth_params, wind) + 2 * sizeof(float), 0},
-    {"thickness", offsetof(sim_cloth_params, thickness), 0},
-    {"friction", offsetof(sim_cloth_params, friction), 0},
-    {"lod_enter.0", offsetof(sim_cloth_params, lod_enter), 0},
-    {"lod_enter.1", offsetof(sim_cloth_params, lod_enter) + sizeof(float), 0},
-    {"lod_exit.0", offsetof(sim_cloth_params, lod_exit), 0},
-    {"lod_exit.1", offsetof(sim_cloth_params, lod_exit) + sizeof(float), 0},
-    {"lod_hold_frames", offsetof(sim_cloth_params, lod_hold_frames), 1},
-    {"lod_switch_every", offsetof(sim_cloth_params, lod_switch_every), 1},
-    {"blend_pos_frames", offsetof(sim_cloth_params, blend_pos_frames), 1},
-    {"blend_vel_frames", offsetof(sim_cloth_params, blend_vel_frames), 1},
-    {"v_abnormal", offsetof(sim_cloth_params, v_abnormal), 0},
-    {"strategy", offsetof(sim_cloth_params, strategy), 1},
-};
-#define NPARAMS (sizeof k_params / sizeof k_params[0])
-
 static char *cl_params_json(srv_session *ss)
 {
     cloth_srv *c = ss->scene_data;
     sim_cloth_params p = sim_cloth_get_params(c->sim);
-    cJSON *o = cJSON_CreateObject();
-    if (o)
-        srv_param_json(o, k_params, NPARAMS, &p);
-    char *t = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    return t;
+    int n;
+    const sim_param_desc *t = sim_cloth_params_table(&n);
+    return srv_params_json(t, n, &p);
 }
 
 static int cl_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size_t err_sz)
@@ -215,12 +186,15 @@ static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *par
     case PROTO_EV_SET_PARAMS:
         ev.type = SIM_CLOTH_EV_SET_PARAMS;
         ev.params = c->has_pending ? c->pending : sim_cloth_get_params(c->sim);
-        for (int i = 0; i < e->nparams; i++)
-            if (srv_param_set(k_params, NPARAMS, &ev.params, e->param_name[i], e->param_value[i]) !=
-                0) {
-                srv_reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
+        for (int i = 0; i < e->nparams; i++) {
+            int n;
+            const sim_param_desc *t = sim_cloth_params_table(&n);
+            if (srv_params_set(t, n, &ev.params, e->param_name[i], e->param_value[i], err,
+                               sizeof err) != SIM_OK) {
+                srv_reply_error(ss, it->client, e->seq, "bad parameter", err);
                 return;
             }
+        }
         if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) != SIM_OK) {
             srv_reply_error(ss, it->client, e->seq, "event refused", err);
             return;
@@ -387,5 +361,6 @@ static void cl_describe(srv_session *ss, cJSON *j)
     cJSON_AddStringToObject(j, "units", "m");
 }
 
-const srv_scene_i srv_scene_cloth = {"cloth", cl_create, cl_destroy,     cl_apply,
-                                     cl_step, cl_view,   cl_params_json, cl_describe};
+const srv_scene_i srv_scene_cloth = {"cloth",    cl_create, cl_destroy,     cl_apply,
+                                     cl_step,    cl_view,   cl_params_json, sim_cloth_params_table,
+                                     cl_describe};

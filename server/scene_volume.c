@@ -20,79 +20,6 @@ typedef struct vol_scene {
     int clamp_noticed; /* the driver was told that this pull stops at the box */
 } vol_scene;
 
-/* Parameter names a client may set (protocol/README.md): flat names for globals,
- * "tissue.<class>.<field>" and "hu_threshold.<i>". */
-static const srv_param k_globals[] = {
-    {"alpha", offsetof(sim_volume_params, alpha), 0},
-    {"b0", offsetof(sim_volume_params, b0), 0},
-    {"inertia_gain", offsetof(sim_volume_params, inertia_gain), 0},
-    {"v_max", offsetof(sim_volume_params, v_max), 0},
-    {"dead_zone", offsetof(sim_volume_params, dead_zone), 0},
-    {"boundary_margin", offsetof(sim_volume_params, boundary_margin), 0},
-    {"relax_iterations", offsetof(sim_volume_params, relax_iterations), 1},
-    {"relax_step", offsetof(sim_volume_params, relax_step), 0},
-    {"relax_threshold", offsetof(sim_volume_params, relax_threshold), 0},
-    {"home_weight", offsetof(sim_volume_params, home_weight), 0},
-    {"max_passes", offsetof(sim_volume_params, max_passes), 1},
-};
-#define N_GLOBALS (sizeof k_globals / sizeof k_globals[0])
-static const char *const k_tissue_fields[] = {"min_len", "max_len",  "shear",
-                                              "speed",   "inv_mass", "b1"};
-
-static float *tissue_field(sim_volume_params *p, int c, int j)
-{
-    float *f[6] = {&p->tissue[c].min_len, &p->tissue[c].max_len,  &p->tissue[c].shear,
-                   &p->tissue[c].speed,   &p->tissue[c].inv_mass, &p->tissue[c].b1};
-    return f[j];
-}
-
-static int set_param(sim_volume_params *p, const char *name, double v)
-{
-    if (srv_param_set(k_globals, N_GLOBALS, p, name, v) == 0)
-        return 0;
-    unsigned t;
-    if (sscanf(name, "hu_threshold.%u", &t) == 1 && t < 3) {
-        p->hu_threshold[t] = (float)v;
-        return 0;
-    }
-    for (int c = 0; c < SIM_NTISSUE; c++) {
-        char prefix[64];
-        size_t n = (size_t)snprintf(prefix, sizeof prefix, "tissue.%s.", sim_tissue_name(c));
-        if (strncmp(name, prefix, n) != 0)
-            continue;
-        for (int j = 0; j < 6; j++)
-            if (!strcmp(name + n, k_tissue_fields[j])) {
-                *tissue_field(p, c, j) = (float)v;
-                return 0;
-            }
-    }
-    return -1;
-}
-
-static char *params_to_json(const sim_volume_params *params)
-{
-    sim_volume_params p = *params;
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    char cond[2] = {(char)('A' + (int)p.condition), 0};
-    cJSON_AddStringToObject(o, "condition", cond);
-    srv_param_json(o, k_globals, N_GLOBALS, &p);
-    char name[96];
-    for (int t = 0; t < 3; t++) {
-        snprintf(name, sizeof name, "hu_threshold.%d", t);
-        cJSON_AddNumberToObject(o, name, (double)p.hu_threshold[t]);
-    }
-    for (int c = 0; c < SIM_NTISSUE; c++)
-        for (int j = 0; j < 6; j++) {
-            snprintf(name, sizeof name, "tissue.%s.%s", sim_tissue_name(c), k_tissue_fields[j]);
-            cJSON_AddNumberToObject(o, name, (double)*tissue_field(&p, c, j));
-        }
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
-}
-
 static void vol_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed)
 {
     vol_scene *v = ss->scene_data;
@@ -128,11 +55,15 @@ static void vol_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *pa
     case PROTO_EV_SET_PARAMS:
         ev.type = SIM_EV_SET_PARAMS;
         ev.params = v->has_pending ? v->pending : sim_volume_get_params(v->state);
-        for (int i = 0; i < e->nparams; i++)
-            if (set_param(&ev.params, e->param_name[i], e->param_value[i]) != 0) {
-                srv_reply_error(ss, it->client, e->seq, "unknown parameter", e->param_name[i]);
+        for (int i = 0; i < e->nparams; i++) {
+            int n;
+            const sim_param_desc *t = sim_volume_params_table(&n);
+            if (srv_params_set(t, n, &ev.params, e->param_name[i], e->param_value[i], err,
+                               sizeof err) != SIM_OK) {
+                srv_reply_error(ss, it->client, e->seq, "bad parameter", err);
                 return;
             }
+        }
         break;
     case PROTO_EV_SLICE: {
         int w, h;
@@ -325,7 +256,9 @@ static char *vol_params_json(srv_session *ss)
 {
     vol_scene *v = ss->scene_data;
     sim_volume_params p = sim_volume_get_params(v->state);
-    return params_to_json(&p);
+    int n;
+    const sim_param_desc *t = sim_volume_params_table(&n);
+    return srv_params_json(t, n, &p);
 }
 
 static void vol_describe(srv_session *ss, cJSON *j)
@@ -338,5 +271,7 @@ static void vol_describe(srv_session *ss, cJSON *j)
     cJSON_AddItemToObject(j, "spacing", cJSON_CreateDoubleArray(sp, 3));
 }
 
-const srv_scene_i srv_scene_volume = {"volume", vol_create, vol_destroy,     vol_apply,
-                                      vol_step, vol_view,   vol_params_json, vol_describe};
+const srv_scene_i srv_scene_volume = {
+    "volume",    vol_create, vol_destroy,     vol_apply,
+    vol_step,    vol_view,   vol_params_json, sim_volume_params_table,
+    vol_describe};

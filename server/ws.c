@@ -156,6 +156,11 @@ static char *state_text(srv_client *c)
     if (ss->driver == c->id) /* the driver may share the viewer link */
         cJSON_AddStringToObject(j, "view_token", ss->view_token);
     cJSON_AddRawToObject(j, "params", ss->params_json);
+    if (!c->got_state) { /* the schema once per connection: it never changes */
+        int n;
+        const sim_param_desc *t = ss->scene->params_table(&n);
+        cJSON_AddItemToObject(j, "param_schema", srv_params_schema(t, n));
+    }
     c->sent_state = ss->state_version;
     c->got_state = 1;
     pthread_mutex_unlock(&ss->lock);

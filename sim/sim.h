@@ -58,6 +58,56 @@ int sim_cuda_available(void);
 /// Parse "auto" / "cpu" / "cuda"; returns -1 for anything else.
 int sim_backend_kind_parse(const char *s);
 
+/* ------------------------------------------------------------- parameters */
+
+/* Each scene declares its parameters once, in its params.def (MuJoCo's X-macro lists):
+ * the struct fields, the defaults, the range checks, the names clients use and the
+ * schema a server sends all come from that list, through this table of descriptors. */
+typedef enum sim_param_type {
+    SIM_PARAM_FLOAT = 0,
+    SIM_PARAM_INT,
+    SIM_PARAM_CHOICE, ///< an int indexing `choices`
+} sim_param_type;
+
+typedef struct sim_param_desc {
+    const char *name;    ///< as clients name it: "alpha", "wind.0", "tissue.skin_fat.shear"
+    const char *group;   ///< the panel group the scene chose
+    const char *unit;    ///< "" when none
+    const char *doc;     ///< one line
+    const char *choices; ///< SIM_PARAM_CHOICE: names separated by '|', else NULL
+    sim_param_type type;
+    int internal;  ///< 1: checked and defaulted, but not shown to or set by clients
+    size_t offset; ///< of the float or int in the scene's parameter struct
+    double def, min, max;
+} sim_param_desc;
+
+/// The descriptor named `name` (case-sensitive), or NULL.
+const sim_param_desc *sim_param_find(const sim_param_desc *t, int n, const char *name);
+/// A parameter's value as a double.
+double sim_param_get(const sim_param_desc *d, const void *params);
+/// Set one value, checked (finite, in [min, max], whole for INT and CHOICE). SIM_ERR_ARG
+/// names the parameter and the range in err; params is unchanged then.
+sim_status sim_param_set(const sim_param_desc *d, void *params, double v, char *err, size_t err_sz);
+/// The index of a choice by name ("B" of "A|B|C"), or -1.
+int sim_param_choice(const sim_param_desc *d, const char *name);
+/// Choice i's name into out (empty when out of range).
+void sim_param_choice_name(const sim_param_desc *d, int i, char *out, size_t out_sz);
+/// Every value finite and in range; names the first that is not.
+sim_status sim_params_check(const sim_param_desc *t, int n, const void *params, char *err,
+                            size_t err_sz);
+/// Every declared default into params (fields the table does not list are left alone).
+void sim_params_default(const sim_param_desc *t, int n, void *params);
+
+/* Generating a scene's struct from its list (see sim/volume/volume.h). */
+#define SIM_PARAM_CTYPE_FLOAT    float
+#define SIM_PARAM_CTYPE_INT      int
+#define SIM_PARAM_FIELD(type, f) SIM_PARAM_CTYPE_##type f;
+/* An array is declared by its element 0 and sized by its count. */
+#define SIM_PARAM_ARRAY_0(type, f, n) SIM_PARAM_CTYPE_##type f[n];
+#define SIM_PARAM_ARRAY_1(type, f, n)
+#define SIM_PARAM_ARRAY_2(type, f, n)
+#define SIM_PARAM_ARRAY_3(type, f, n)
+
 #ifdef __cplusplus
 }
 #endif

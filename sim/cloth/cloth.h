@@ -80,29 +80,24 @@ int sim_cloth_model_map_world(const sim_cloth_model *m, int from, int to, const 
                               const float *v, float max_dist_m, float *x_out, float *v_out,
                               unsigned char *valid);
 
+/* Declared once, in sim/cloth/params.def; the struct, the defaults, the checks and the
+ * table clients see are generated from it. */
+#define P(type, f, def, lo, hi, unit, group, doc)       SIM_PARAM_FIELD(type, f)
+#define A(type, f, i, n, def, lo, hi, unit, group, doc) SIM_PARAM_ARRAY_##i(type, f, n)
+#define C(f, def, n, choices, group, doc)               int f;
+#define I(type, f, def, lo, hi, unit, doc)              SIM_PARAM_FIELD(type, f)
+/// strategy is a sim_switch_strategy.
 typedef struct sim_cloth_params {
-    int substeps;                        ///< per frame, 1 to 64
-    int iterations;                      ///< constraint iterations per substep, 1 to 16
-    float dt;                            ///< frame time, s
-    float stretch_compliance;            ///< m/N, >= 0
-    float bend_compliance;               ///< m/N, >= 0
-    float damping;                       ///< velocity lost per second, [0, 10]
-    float gravity;                       ///< m/s^2, along -z
-    float wind[3];                       ///< steady wind acceleration on the cloth, m/s^2
-    float thickness;                     ///< contact offset, m
-    float friction;                      ///< [0, 1]
-    float lod_enter[SIM_CLOTH_NLOD - 1]; ///< camera distance to go coarser than LOD i, m
-    float lod_exit[SIM_CLOTH_NLOD - 1];  ///< ... to come back finer (< enter: hysteresis)
-    int lod_hold_frames;  ///< at least this many frames between switches of a character
-    int lod_switch_every; ///< automatic switches only on frames that are multiples of this
-                          ///< (1: any frame; more: a crowd's switches share keyframes)
-    int blend_pos_frames; ///< position blend after a switch, 0 to 8 frames (0: none)
-    int blend_vel_frames; ///< velocity blend, >= the position blend; 0: no blend at all
-                          ///< (the source LOD stops at the switch)
-    float v_abnormal; ///< a mapped velocity faster than this relative to the body is clamped, m/s
-    float map_max_distance; ///< a mapping farther than this is invalid, m
-    sim_switch_strategy strategy;
+#include "params.def"
 } sim_cloth_params;
+#undef P
+#undef A
+#undef C
+#undef I
+/// The declared table (params.def).
+const sim_param_desc *sim_cloth_params_table(int *n);
+/// Check the table's ranges and the relations between them (LOD distances, blends).
+sim_status sim_cloth_params_validate(const sim_cloth_params *p, char *err, size_t err_sz);
 sim_cloth_params sim_cloth_default_params(void);
 
 typedef enum sim_cloth_event_type {

@@ -42,71 +42,59 @@ const char *sim_switch_strategy_name(int s)
     return s >= 0 && s < 4 ? k[s] : "?";
 }
 
+/* The table, generated from params.def. */
+#define P(type, f, def, lo, hi, unit, group, doc) \
+    {#f, group, unit, doc, NULL, SIM_PARAM_##type, 0, offsetof(sim_cloth_params, f), def, lo, hi},
+#define A(type, f, i, n, def, lo, hi, unit, group, doc)                      \
+    {#f "." #i, group,                                                       \
+     unit,      doc,                                                         \
+     NULL,      SIM_PARAM_##type,                                            \
+     0,         offsetof(sim_cloth_params, f) + (size_t)(i) * sizeof(float), \
+     def,       lo,                                                          \
+     hi},
+#define C(f, def, n, choices, group, doc)                                                \
+    {#f,  group, "",   doc, choices, SIM_PARAM_CHOICE, 0, offsetof(sim_cloth_params, f), \
+     def, 0,     (n)-1},
+#define I(type, f, def, lo, hi, unit, doc)                                                 \
+    {#f,  "internal", unit, doc, NULL, SIM_PARAM_##type, 1, offsetof(sim_cloth_params, f), \
+     def, lo,         hi},
+static const sim_param_desc k_params[] = {
+#include "params.def"
+};
+#undef P
+#undef A
+#undef C
+#undef I
+#define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))
+
+const sim_param_desc *sim_cloth_params_table(int *n)
+{
+    *n = N_PARAMS;
+    return k_params;
+}
+
 sim_cloth_params sim_cloth_default_params(void)
 {
     sim_cloth_params p;
     memset(&p, 0, sizeof p);
-    p.substeps = 10;
-    p.iterations = 1;
-    p.dt = 1.0f / 60.0f;
-    p.stretch_compliance = 1e-6f;
-    p.bend_compliance = 1e-3f; /* stiffer bending fights the curved rest shape: jitter */
-    p.damping = 0.4f;
-    p.gravity = 9.81f;
-    p.thickness = 0.012f;
-    p.friction = 0.2f;
-    p.lod_enter[0] = 8.0f, p.lod_exit[0] = 7.0f;
-    p.lod_enter[1] = 18.0f, p.lod_exit[1] = 16.0f;
-    p.lod_hold_frames = 30;
-    p.lod_switch_every = 1;
-    p.blend_pos_frames = 2;
-    p.blend_vel_frames = 4;
-    p.v_abnormal = 25.0f;
-    p.map_max_distance = 0.05f;
-    p.strategy = SIM_SWITCH_HANDOFF;
+    sim_params_default(k_params, N_PARAMS, &p);
     return p;
 }
 
-static int params_check(const sim_cloth_params *p, char *err, size_t err_sz)
+sim_status sim_cloth_params_validate(const sim_cloth_params *p, char *err, size_t err_sz)
 {
+    sim_status st = sim_params_check(k_params, N_PARAMS, p, err, err_sz);
+    if (st != SIM_OK)
+        return st;
     const char *bad = NULL;
-    if (p->substeps < 1 || p->substeps > 64)
-        bad = "substeps: 1 to 64";
-    else if (p->iterations < 1 || p->iterations > 16)
-        bad = "iterations: 1 to 16";
-    else if (!(p->dt > 1e-4f && p->dt <= 0.1f))
-        bad = "dt: 0.0001 to 0.1 s";
-    else if (!(p->stretch_compliance >= 0 && p->stretch_compliance <= 1) ||
-             !(p->bend_compliance >= 0 && p->bend_compliance <= 1))
-        bad = "compliance: 0 to 1 m/N";
-    else if (!(p->damping >= 0 && p->damping <= 10))
-        bad = "damping: 0 to 10 per second";
-    else if (!(fabsf(p->gravity) <= 100) || !(fabsf(p->wind[0]) <= 1000) ||
-             !(fabsf(p->wind[1]) <= 1000) || !(fabsf(p->wind[2]) <= 1000))
-        bad = "gravity within 100 and wind within 1000 m/s^2";
-    else if (!(p->thickness >= 0 && p->thickness <= 0.2f))
-        bad = "thickness: 0 to 0.2 m";
-    else if (!(p->friction >= 0 && p->friction <= 1))
-        bad = "friction: 0 to 1";
-    else if (p->lod_hold_frames < 0 || p->lod_hold_frames > 100000)
-        bad = "lod_hold_frames: 0 to 100000";
-    else if (p->lod_switch_every < 1 || p->lod_switch_every > 600)
-        bad = "lod_switch_every: 1 to 600";
-    else if (p->blend_pos_frames < 0 || p->blend_vel_frames < p->blend_pos_frames ||
-             p->blend_vel_frames > 8)
-        bad = "blend frames: 0 <= position <= velocity <= 8 (velocity 0: no blend)";
-    else if (!(p->v_abnormal > 0 && p->v_abnormal <= 1000))
-        bad = "v_abnormal: 0 to 1000 m/s";
-    else if (!(p->map_max_distance >= -1 && p->map_max_distance <= 10))
-        bad = "map_max_distance: -1 to 10 m";
-    else if ((unsigned)p->strategy > SIM_SWITCH_NAIVE_COPY)
-        bad = "strategy unknown";
+    if (p->blend_vel_frames < p->blend_pos_frames)
+        bad = "blend frames: position <= velocity (velocity 0 with position 0: no blend)";
     for (int k = 0; !bad && k < SIM_CLOTH_NLOD - 1; k++)
-        if (!(p->lod_exit[k] > 0 && p->lod_exit[k] <= p->lod_enter[k] && p->lod_enter[k] < 1e6f) ||
+        if (!(p->lod_exit[k] <= p->lod_enter[k]) ||
             (k > 0 && !(p->lod_exit[k] > p->lod_enter[k - 1])))
             bad = "LOD distances: 0 < exit[i] <= enter[i] < exit[i+1]";
     if (bad)
-        return sc_fail(err, err_sz, SIM_ERR_ARG, "cloth params: %s", bad);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "cloth params: %s", bad);
     return SIM_OK;
 }
 
@@ -658,7 +646,7 @@ sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, c
                                        ev->vertex);
         break;
     case SIM_CLOTH_EV_SET_PARAMS:
-        if (params_check(&ev->params, err, err_sz) != SIM_OK)
+        if (sim_cloth_params_validate(&ev->params, err, err_sz) != SIM_OK)
             return SIM_ERR_ARG;
         break;
     case SIM_CLOTH_EV_CAMERA:

@@ -67,40 +67,43 @@ typedef enum sim_condition {
     SIM_CONDITION_C,     ///< viscoelastic implicit: V = (V + s dX) / (1 + b0 + b1 |X - X0|)
 } sim_condition;
 
+/* The parameters are declared once, in sim/volume/params.def; the structs below, the
+ * defaults, the checks and the table clients see are generated from it. */
+#define P(type, f, def, lo, hi, unit, group, doc)
+#define A(type, f, i, n, def, lo, hi, unit, group, doc)
+#define C(f, def, n, choices, group, doc)
+
 /// Per tissue class. Lengths are in lattice units (rest link length 1).
 typedef struct sim_tissue_params {
-    float min_len;  ///< along-link minimum (compression limit), <= 1
-    float max_len;  ///< along-link maximum (stretch limit), >= 1
-    float shear;    ///< across-link limit, >= 0
-    float speed;    ///< propagation speed, links per wave pass, (0, 1]
-    float inv_mass; ///< normalised inverse mass in [0, 1]; 0 = rigid, never gets a velocity
-    float b1;       ///< condition C: damping growth per lattice unit of displacement, [0, 1]
+#define T(type, f, d0, d1, d2, d3, lo, hi, unit, doc) SIM_PARAM_FIELD(type, f)
+#include "params.def"
+#undef T
 } sim_tissue_params;
 
-/// Everything a session can change while it runs.
-typedef struct sim_volume_params {
-    /// Class edges in HU: air < t[0] <= skin_fat < t[1] <= muscle_organ < t[2] <= bone.
-    float hu_threshold[3];
-    sim_tissue_params tissue[SIM_NTISSUE];
-    sim_condition condition;
-    float alpha;           ///< condition B: velocity kept per frame, [0, 1]
-    float b0;              ///< condition C: base damping, [0, 1]
-    float inertia_gain;    ///< k in X += k V, [0, 1]
-    float v_max;           ///< velocity clamp, lattice units per frame
-    float dead_zone;       ///< |dX| and |V| below this count as 0, lattice units
-    float boundary_margin; ///< positions stay within the lattice box grown by this
-    int relax_iterations;  ///< Jacobi relaxation iterations per frame, >= 0
-    float relax_step;      ///< fraction of the way to the relaxation target, (0, 1]
-    float relax_threshold; ///< relaxation ignores this much of a correction (soft threshold)
-    /// Elastic memory: weight of an element's rest position in its relaxation target, in
-    /// neighbours of its own tissue. 0 is pure ChainMail (a released dent stays, plastic).
-    float home_weight;
-    int max_passes; ///< cap on propagation wave passes per frame (the rest is left to relaxation)
-} sim_volume_params;
+#undef P
+#undef A
+#undef C
+#define T(type, f, d0, d1, d2, d3, lo, hi, unit, doc)
+#define P(type, f, def, lo, hi, unit, group, doc)       SIM_PARAM_FIELD(type, f)
+#define A(type, f, i, n, def, lo, hi, unit, group, doc) SIM_PARAM_ARRAY_##i(type, f, n)
+#define C(f, def, n, choices, group, doc)               int f;
 
+/// Everything a session can change while it runs (condition: a sim_condition).
+typedef struct sim_volume_params {
+#include "params.def"
+    sim_tissue_params tissue[SIM_NTISSUE];
+} sim_volume_params;
+#undef T
+#undef P
+#undef A
+#undef C
+
+/// The declared table (params.def): one entry per settable value.
+const sim_param_desc *sim_volume_params_table(int *n);
 /// Defaults (documented in sim/volume/README.md). Real CT air (-1000 HU with noise) is air.
 sim_volume_params sim_default_volume_params(void);
-/// Check ranges and finiteness; names the first bad field in err.
+/// Check ranges and finiteness (the table), and that the HU thresholds increase; names
+/// the first bad field in err.
 sim_status sim_volume_params_validate(const sim_volume_params *p, char *err, size_t err_sz);
 
 typedef struct sim_volume_model_options {

@@ -18,100 +18,97 @@ const char *sim_tissue_name(int tissue)
     return (tissue >= 0 && tissue < SIM_NTISSUE) ? k_tissue_names[tissue] : "unknown";
 }
 
+/* The table, generated from params.def. Tissue fields appear once per class, named
+ * "tissue.<class>.<field>" and grouped by class. */
+#define TISSUE_OFF(c, f)                                                             \
+    (offsetof(sim_volume_params, tissue) + (size_t)(c) * sizeof(sim_tissue_params) + \
+     offsetof(sim_tissue_params, f))
+#define P(type, f, def, lo, hi, unit, group, doc) \
+    {#f, group, unit, doc, NULL, SIM_PARAM_##type, 0, offsetof(sim_volume_params, f), def, lo, hi},
+#define A(type, f, i, n, def, lo, hi, unit, group, doc)                       \
+    {#f "." #i, group,                                                        \
+     unit,      doc,                                                          \
+     NULL,      SIM_PARAM_##type,                                             \
+     0,         offsetof(sim_volume_params, f) + (size_t)(i) * sizeof(float), \
+     def,       lo,                                                           \
+     hi},
+#define C(f, def, n, choices, group, doc)                                                 \
+    {#f,  group, "",   doc, choices, SIM_PARAM_CHOICE, 0, offsetof(sim_volume_params, f), \
+     def, 0,     (n)-1},
+#define T1(c, cname, type, f, def, lo, hi, unit, doc) \
+    {"tissue." cname "." #f,                          \
+     "tissue: " cname,                                \
+     unit,                                            \
+     doc,                                             \
+     NULL,                                            \
+     SIM_PARAM_##type,                                \
+     0,                                               \
+     TISSUE_OFF(c, f),                                \
+     def,                                             \
+     lo,                                              \
+     hi},
+#define T(type, f, d0, d1, d2, d3, lo, hi, unit, doc)     \
+    T1(0, "air", type, f, d0, lo, hi, unit, doc)          \
+    T1(1, "skin_fat", type, f, d1, lo, hi, unit, doc)     \
+    T1(2, "muscle_organ", type, f, d2, lo, hi, unit, doc) \
+    T1(3, "bone", type, f, d3, lo, hi, unit, doc)
+static const sim_param_desc k_params[] = {
+#include "params.def"
+};
+#undef P
+#undef A
+#undef C
+#undef T
+#undef T1
+#undef TISSUE_OFF
+#define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))
+
+const sim_param_desc *sim_volume_params_table(int *n)
+{
+    *n = N_PARAMS;
+    return k_params;
+}
+
+/* Why the defaults are what they are (params.def holds the values):
+ * - C: b0 = 0.4 makes C's small-motion damping 1/1.4 = 0.71 per frame against B's 0.85,
+ *   so C settles sooner; b1 grows the damping with |X - X0| (Xu et al. 2018), stiffer
+ *   tissue more (skin 0.15 < muscle 0.3): at the 8-10 units of a large pull skin gets
+ *   d = 1.6-1.9, which cuts the overshoot, while near rest it still moves softly.
+ * - Relaxation per frame is the elastic pull of one frame, not a solve to convergence.
+ *   It is Gauss-Seidel (red-black), which for a smooth displacement converges about twice
+ *   as fast per iteration as the Jacobi sweeps these defaults were first tuned with (6
+ *   iterations of step 0.5); 3 iterations remove about the same 0.6 of a smooth
+ *   displacement per frame. That is enough for condition A to come to rest within 10-20
+ *   frames, and little enough that the velocity layer is not cancelled each frame: in the
+ *   per-mode reading x' = (1-c)x + kV', V' = alpha V - s c x, c = 0.6 with alpha 0.85,
+ *   s k 0.9 gives complex roots of modulus sqrt(alpha (1-c)) = 0.58 per frame, period
+ *   about 7 frames: B overshoots and rings a few half-periods (measured on the 48x48x28
+ *   phantom after a pull of 6: 3 sign changes, overshoot 0.96; with 6 Gauss-Seidel
+ *   iterations B barely rang, 2 sign changes and half the overshoot). The clip-only
+ *   repair iterations after them (CM_REPAIR_ITERATIONS) restore the bands without adding
+ *   pull. The soft threshold stays (it cannot pump energy) but is small, 0.002, so it does
+ *   not freeze the tail of the ringing into a plastic dent; the dead zone still lets the
+ *   volume come to rest.
+ * - home_weight 2: the tissue's memory of its rest shape (see cm_relax_element): without
+ *   it a smooth bump feels almost no pull and stays as a plastic dent, and nothing rings.
+ * - Air at -400 HU: real CT air (about -1000 HU with noise) must class as air. */
 sim_volume_params sim_default_volume_params(void)
 {
     sim_volume_params p;
     memset(&p, 0, sizeof p);
-    p.hu_threshold[0] = -400.0f;
-    p.hu_threshold[1] = 25.0f;
-    p.hu_threshold[2] = 375.0f;
-    /*                       min   max   shear speed inv_mass b1 */
-    sim_tissue_params air = {0.2f, 3.0f, 1.5f, 0.25f, 0.0f, 0.0f};
-    sim_tissue_params skin = {0.5f, 1.7f, 0.5f, 0.5f, 0.9f, 0.15f};
-    sim_tissue_params muscle = {0.75f, 1.35f, 0.3f, 0.5f, 0.5f, 0.3f};
-    sim_tissue_params bone = {1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.5f};
-    p.tissue[SIM_TISSUE_AIR] = air;
-    p.tissue[SIM_TISSUE_SKIN_FAT] = skin;
-    p.tissue[SIM_TISSUE_MUSCLE_ORGAN] = muscle;
-    p.tissue[SIM_TISSUE_BONE] = bone;
-    p.condition = SIM_CONDITION_C;
-    p.alpha = 0.85f; /* the paper's value: about 15% of the velocity lost per frame */
-    /* C: b0 = 0.4 makes C's small-motion damping 1/1.4 = 0.71 per frame against B's 0.85,
-     * so C settles sooner; b1 grows the damping with |X - X0| (Xu et al. 2018), stiffer
-     * tissue more (skin 0.15 < muscle 0.3): at the 8-10 units of a large pull skin gets
-     * d = 1.6-1.9, which cuts the overshoot, while near rest it still moves softly. */
-    p.b0 = 0.4f;
-    p.inertia_gain = 1.0f;
-    p.v_max = 2.0f;
-    p.dead_zone = 1e-3f;
-    p.boundary_margin = 4.0f;
-    /* Relaxation per frame is the elastic pull of one frame, not a solve to convergence.
-     * It is Gauss-Seidel (red-black), which for a smooth displacement converges about
-     * twice as fast per iteration as the Jacobi sweeps these defaults were first tuned
-     * with (6 iterations of step 0.5); 3 iterations remove about the same 0.6 of a smooth
-     * displacement per frame. That is enough for condition A to come to rest within
-     * 10-20 frames, and little enough that the velocity layer is not cancelled each
-     * frame: in the per-mode reading x' = (1-c)x + kV', V' = alpha V - s c x, c = 0.6 with
-     * alpha 0.85, s k 0.9 gives complex roots of modulus sqrt(alpha (1-c)) = 0.58 per
-     * frame, period about 7 frames: B overshoots and rings a few half-periods (measured on
-     * the 48x48x28 phantom after a pull of 6: 3 sign changes, overshoot 0.96; with 6
-     * Gauss-Seidel iterations B barely rang, 2 sign changes and half the overshoot).
-     * The clip-only repair iterations after them (CM_REPAIR_ITERATIONS) restore the bands
-     * without adding pull. The soft threshold stays (it cannot pump energy) but is small,
-     * 0.002, so it does not freeze the tail of the ringing into a plastic dent; the dead
-     * zone still lets the volume come to rest. */
-    p.relax_iterations = 3;
-    p.relax_step = 0.5f;
-    p.relax_threshold = 0.002f;
-    /* The tissue's memory of its rest shape (see cm_relax_element): without it a smooth
-     * bump feels almost no pull and stays as a plastic dent, and nothing rings. */
-    p.home_weight = 2.0f;
-    p.max_passes = 256;
+    sim_params_default(k_params, N_PARAMS, &p);
     return p;
-}
-
-static int in_range(float v, float lo, float hi)
-{
-    return isfinite(v) && v >= lo && v <= hi;
 }
 
 sim_status sim_volume_params_validate(const sim_volume_params *p, char *err, size_t err_sz)
 {
-#define RANGE(field, lo, hi)                                                                     \
-    if (!in_range((float)(field), lo, hi))                                                       \
-    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be in [%g, %g]", #field, \
-                               (double)(field), (double)(lo), (double)(hi))
-    for (int t = 0; t < 3; t++)
-        RANGE(p->hu_threshold[t], -4000.0f, 40000.0f);
+    sim_status st = sim_params_check(k_params, N_PARAMS, p, err, err_sz);
+    if (st != SIM_OK)
+        return st;
     if (!(p->hu_threshold[0] < p->hu_threshold[1] && p->hu_threshold[1] < p->hu_threshold[2]))
         return (sim_status)sc_fail(
             err, err_sz, SIM_ERR_ARG, "hu_threshold %g, %g, %g: must increase strictly",
             (double)p->hu_threshold[0], (double)p->hu_threshold[1], (double)p->hu_threshold[2]);
-    for (int c = 0; c < SIM_NTISSUE; c++) {
-        const sim_tissue_params *t = &p->tissue[c];
-        RANGE(t->min_len, 0.01f, 1.0f);
-        RANGE(t->max_len, 1.0f, 10.0f);
-        RANGE(t->shear, 0.0f, 10.0f);
-        RANGE(t->speed, 0.01f, 1.0f);
-        RANGE(t->inv_mass, 0.0f, 1.0f);
-        RANGE(t->b1, 0.0f, 1.0f);
-    }
-    if (p->condition != SIM_CONDITION_A && p->condition != SIM_CONDITION_B &&
-        p->condition != SIM_CONDITION_C)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "condition %d: must be A, B or C",
-                                   (int)p->condition);
-    RANGE(p->alpha, 0.0f, 1.0f);
-    RANGE(p->b0, 0.0f, 1.0f);
-    RANGE(p->inertia_gain, 0.0f, 1.0f);
-    RANGE(p->v_max, 1e-3f, 100.0f);
-    RANGE(p->dead_zone, 0.0f, 1.0f);
-    RANGE(p->boundary_margin, 0.0f, 1000.0f);
-    RANGE(p->relax_iterations, 0.0f, 100.0f);
-    RANGE(p->relax_step, 0.01f, 1.0f);
-    RANGE(p->relax_threshold, 0.0f, 10.0f);
-    RANGE(p->home_weight, 0.0f, 100.0f);
-    RANGE(p->max_passes, 1.0f, 100000.0f);
-#undef RANGE
     return SIM_OK;
 }
 

@@ -121,9 +121,9 @@ test('handover: the driver gives control to a viewer', async () => {
   b.send({ type: 'set_condition', seq: 3, condition: 'B' });
   b.send({ type: 'set_params', seq: 4, params: { alpha: 0.9, tissue: { skin_fat: { inv_mass: 0.8 } } } });
   b.send({ type: 'set_params', seq: 5, params: { no_such_knob: 1 } });
-  await b.until(() => b.texts.some((t) => t.error === 'unknown parameter'), 5000, 'unknown parameter');
+  await b.until(() => b.texts.some((t) => t.error === 'bad parameter' && /no_such_knob/.test(t.detail)), 5000, 'bad parameter');
   b.send({ type: 'set_params', seq: 6, params: { alpha: 7 } });
-  await b.until(() => b.texts.some((t) => t.error === 'event refused' && /alpha/.test(t.detail)), 5000, 'range');
+  await b.until(() => b.texts.some((t) => t.error === 'bad parameter' && /alpha = 7: must be in \[0, 1\]/.test(t.detail)), 5000, 'range');
   await a.close();
   await b.close();
 });
