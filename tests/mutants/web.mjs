@@ -7,7 +7,7 @@ const crowd = 'node --test --test-name-pattern "cloth crowd|page busy" tests/e2e
 export default [
   {
     name: 'frames decoded on the page\'s main thread (the wire module in the page, no Worker)',
-    file: 'web-client/src/connection.mjs',
+    file: 'web-client/src/core/connection.mjs',
     find: "this.worker = new Worker(new URL('./wire.js', import.meta.url), { type: 'module' });",
     replace: "this.worker = { postMessage: (m) => this.inPage.then((w) => w.command(m)) };\n" +
       "    this.inPage = import('./wire.mjs').then(({ createWire }) => createWire((m) => this.worker.onmessage({ data: m })));",
@@ -17,7 +17,7 @@ export default [
   },
   {
     name: 'the worker hands the page every decoded frame in turn (a backlog, not the newest)',
-    file: 'web-client/src/wire.mjs',
+    file: 'web-client/src/core/wire.mjs',
     find: 'outbox = [{ f, base, surfaces }];',
     replace: 'outbox.push({ f, base, surfaces });',
     build,
@@ -26,7 +26,7 @@ export default [
   },
   {
     name: 'a new material for each keyframe, the old one disposed (its shader program recompiled)',
-    file: 'web-client/src/view3d.mjs',
+    file: 'web-client/src/core/view3d.mjs',
     find: 'if (!this.materials.has(key)) {',
     replace: 'if (this.materials.get(key)?.dispose() ?? true) {',
     build,
