@@ -116,7 +116,6 @@ async function session(id, token) {
   // The scene module's hooks once it is open (see web-client/README.md); until then frames
   // wait in the worker.
   let scene = null, sceneName = null;
-  const hand = new Hand(null);
   const view = new View3D($('#canvas3d'), {
     onGrab: (p, hit) => scene?.grab(p, hit),
     onCamera: (p) => scene?.camera?.(p),
@@ -202,7 +201,7 @@ async function session(id, token) {
       showMessage(state === 'refused' || state === 'reconnecting' ? detail : '');
     },
   });
-  hand.conn = conn;
+  const hand = new Hand(conn);
   const classroom = new Classroom(document, conn, {
     // The server tells the driver the view token; a viewer shares its own link.
     viewerLink: () => `${location.origin}${location.pathname}?session=${encodeURIComponent(id)}` +
