@@ -88,7 +88,7 @@ all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
 # The browser client: npm packages from the committed lock file, bundled by esbuild into
 # web-client/dist/: app.js (the page) and wire.js (its Web Worker: the socket and the frame
 # decoding), each with a gzip copy the server sends to browsers that take it.
-WEB_SRC := $(wildcard web-client/src/*.mjs) protocol/js/softcast-proto.mjs
+WEB_SRC := $(wildcard web-client/src/*.mjs web-client/src/*/*.mjs) protocol/js/softcast-proto.mjs
 web: web-client/dist/app.js
 web-client/node_modules/.package-lock.json: web-client/package-lock.json
 	cd web-client && npm ci --no-audit --no-fund --loglevel=error

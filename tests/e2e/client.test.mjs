@@ -167,7 +167,7 @@ test('a viewer in a second context sees the same frames and cannot drive', { tim
   assert.equal(await viewer.locator('#badge').textContent(), 'viewer');
   await until(page, () => window.softcast.st.state.clients === 2, null, 'driver sees the viewer');
   assert.match(await page.locator('#viewers').textContent(), /^1 viewer$/);
-  assert.ok(await viewer.locator('#globals input').first().isDisabled(), 'a viewer can edit parameters');
+  assert.ok(await viewer.locator('#params input').first().isDisabled(), 'a viewer can edit parameters');
   // The driver pulls again, lets go and pauses: no frame follows the last, and both pages
   // come to show it, with the same surfaces (latest wins skips frames on the way, each page
   // its own, never the last).
@@ -204,13 +204,20 @@ test('a viewer in a second context sees the same frames and cannot drive', { tim
   await viewer.mouse.up();
   await viewer.evaluate(() => window.softcast.conn.send('grab', { point: [0, 0, 0], radius: 3, space: 'world' }));
   await until(viewer, () => window.softcast.st.texts.some((t) => t.error === 'not the driver'), null, 'refusal');
-  // The driver's panel changes parameters; the viewer's panel shows them, disabled.
-  await page.fill('#globals input[data-param=alpha]', '0.6');
-  await page.press('#globals input[data-param=alpha]', 'Enter');
-  await page.check('input[name=condition][value=B]');
-  await until(viewer, () => document.querySelector('#globals input[data-param=alpha]').value === '0.6' &&
-    document.querySelector('input[name=condition][value=B]').checked, null, 'viewer sees the new parameters');
-  assert.ok(await viewer.locator('input[name=condition][value=A]').isDisabled());
+  // The driver's panel (drawn from the schema) changes parameters, a number and a choice;
+  // the viewer's panel shows them, disabled. A value out of range is refused, the range named.
+  await page.fill('#params input[data-param="alpha"]', '0.6');
+  await page.press('#params input[data-param="alpha"]', 'Enter');
+  await page.selectOption('#params select[data-param="condition"]', { label: 'B' });
+  await until(viewer, () => document.querySelector('#params input[data-param="alpha"]').value === '0.6' &&
+    document.querySelector('#params select[data-param="condition"]').selectedOptions[0]?.textContent === 'B',
+  null, 'viewer sees the new parameters');
+  assert.ok(await viewer.locator('#params select[data-param="condition"]').isDisabled());
+  await page.fill('#params input[data-param="alpha"]', '7');
+  await page.press('#params input[data-param="alpha"]', 'Enter');
+  await until(page, () => /alpha = 7: must be in \[0, 1\]/.test(document.querySelector('#params .param-error').textContent) &&
+    !document.querySelector('#params .param-error').hidden, null, 'the refusal shown in the panel');
+  await page.locator('#panel').screenshot({ path: `${OUT}/panel-volume.png` });
   // Request control: the driver's panel offers the handover; after it the viewer drives.
   await viewer.click('#request-control');
   await page.locator('#requests button:has-text("Hand over")').click({ timeout: 10000 });

@@ -47,7 +47,12 @@ function copyTree() {
     if (fs.existsSync(dst) && fs.readFileSync(dst).equals(data)) continue; // keep mtimes: make stays incremental
     fs.mkdirSync(path.dirname(dst), { recursive: true });
     fs.writeFileSync(dst, data);
-    fs.chmodSync(dst, fs.statSync(src).mode);
+    // The source's time: make then sees what the tree sees as newer. A lock file stamped
+    // now would look newer than the tree's installed packages, and `make web` would run
+    // npm ci through the node_modules link below, emptying the tree's own.
+    const st = fs.statSync(src);
+    fs.chmodSync(dst, st.mode);
+    fs.utimesSync(dst, st.atime, st.mtime);
   }
   // The npm packages the tests need were installed by `make` in the real tree.
   for (const d of ['web-client', 'tests/server', 'tests/e2e', 'deploy/load']) {

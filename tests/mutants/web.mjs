@@ -1,13 +1,16 @@
-// web.mjs: the browser client's behaviour checks (tests/e2e/client.test.mjs) against the
-// bugs they claim to catch. Each test runs the crowd tests by name (the busy-page test
-// uses the crowd test's page, so both run).
+// web.mjs: the browser client's behaviour checks (tests/e2e/) against the bugs they claim
+// to catch. The crowd tests run by name (the busy-page test uses the crowd test's page, so
+// both run); the viewer test with the lobby test, whose page it drives.
 const build = ['web', '$BUILD/test/softcast-server'];
 const crowd = 'node --test --test-name-pattern "cloth crowd|page busy" tests/e2e/';
+const viewer = 'node --test --test-name-pattern "lobby creates|a viewer in a second context" tests/e2e/client.test.mjs';
+const nonames = 'node --test tests/e2e/nonames.test.mjs';
+const extension = 'node --test tests/e2e/extension.test.mjs';
 
 export default [
   {
     name: 'frames decoded on the page\'s main thread (the wire module in the page, no Worker)',
-    file: 'web-client/src/connection.mjs',
+    file: 'web-client/src/core/connection.mjs',
     find: "this.worker = new Worker(new URL('./wire.js', import.meta.url), { type: 'module' });",
     replace: "this.worker = { postMessage: (m) => this.inPage.then((w) => w.command(m)) };\n" +
       "    this.inPage = import('./wire.mjs').then(({ createWire }) => createWire((m) => this.worker.onmessage({ data: m })));",
@@ -17,7 +20,7 @@ export default [
   },
   {
     name: 'the worker hands the page every decoded frame in turn (a backlog, not the newest)',
-    file: 'web-client/src/wire.mjs',
+    file: 'web-client/src/core/wire.mjs',
     find: 'outbox = [{ f, base, surfaces }];',
     replace: 'outbox.push({ f, base, surfaces });',
     build,
@@ -26,11 +29,83 @@ export default [
   },
   {
     name: 'a new material for each keyframe, the old one disposed (its shader program recompiled)',
-    file: 'web-client/src/view3d.mjs',
+    file: 'web-client/src/core/view3d.mjs',
     find: 'if (!this.materials.has(key)) {',
     replace: 'if (this.materials.get(key)?.dispose() ?? true) {',
     build,
     test: crowd,
     caught_by: 'e2e "a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-keys every cape"',
+  },
+  {
+    name: 'the volume module keeps a control of its own for a parameter (its name written in the client)',
+    file: 'web-client/src/scenes/volume.mjs',
+    find: 'const SKIN = 0, BONE = 1;',
+    replace: "const SKIN = 0, BONE = 1;\nexport const CONDITIONS = { param: 'condition', choices: ['A', 'B', 'C'] };",
+    build,
+    test: nonames,
+    caught_by: 'nonames.test.mjs "no scene parameter is named in web-client/src/, ..."',
+  },
+  {
+    name: 'the shell branches on a scene name',
+    file: 'web-client/src/main.mjs',
+    find: '    if (!sceneName) openScene(t.scene);',
+    replace: "    if (!sceneName) openScene(t.scene);\n    $('#sideview').hidden = t.scene === 'cloth' && !t.characters;",
+    build,
+    test: nonames,
+    caught_by: 'nonames.test.mjs "... and the shell and core/ name no scene"',
+  },
+  {
+    name: 'the 3D view leaves out a surface by its id (a scene\'s choice made in core/)',
+    file: 'web-client/src/core/view3d.mjs',
+    find: '.filter((h) => rank(h) !== null && rank(h) !== undefined)',
+    replace: '.filter((h) => rank(h) !== null && rank(h) !== undefined && h.object.userData.id !== 3)',
+    build,
+    test: nonames,
+    caught_by: 'nonames.test.mjs "... and the shell and core/ name no scene"',
+  },
+  {
+    name: 'a choice drawn as a free number (no select of its names)',
+    file: 'web-client/src/core/panel.mjs',
+    find: "if (p.type === 'choice') {\n      el = h('select'",
+    replace: "if (p.type === 'choice' && p.choices?.length > 99) {\n      el = h('select'",
+    build,
+    test: viewer,
+    caught_by: 'e2e "a viewer in a second context sees the same frames and cannot drive"',
+  },
+  {
+    name: 'the panel enabled for viewers',
+    file: 'web-client/src/core/panel.mjs',
+    find: '      el.disabled = !this.driver;\n      const v = st.params?.[name];',
+    replace: '      el.disabled = false;\n      const v = st.params?.[name];',
+    build,
+    test: viewer,
+    caught_by: 'e2e "a viewer in a second context sees the same frames and cannot drive"',
+  },
+  {
+    name: 'a refused change not shown (the server\'s words lost)',
+    file: 'web-client/src/core/panel.mjs',
+    find: '    this.error.hidden = false;',
+    replace: '',
+    build,
+    test: viewer,
+    caught_by: 'e2e "a viewer in a second context sees the same frames and cannot drive"',
+  },
+  {
+    name: 'the panel drops the schema\'s range (no min and max on the input)',
+    file: 'web-client/src/core/panel.mjs',
+    find: "id, type: 'number', min: p.min, max: p.max, step:",
+    replace: "id, type: 'number', step:",
+    build,
+    test: extension,
+    caught_by: 'extension.test.mjs "a parameter added by one line in sim/cloth/params.def is ... in the panel"',
+  },
+  {
+    name: 'the panel never shows the values of state.params',
+    file: 'web-client/src/core/panel.mjs',
+    find: 'if (v === undefined || document.activeElement === el) continue;',
+    replace: 'continue;',
+    build,
+    test: extension,
+    caught_by: 'extension.test.mjs "a parameter added by one line in sim/cloth/params.def is ... in the panel"',
   },
 ];

@@ -25,7 +25,6 @@ export class Connection {
     this.final = null;            // a refusal: no more retries
     this.state = 'connecting';
     this.connected = false;
-    this.table = null;            // cloth: the LOD table of the keyframe shown (main.mjs)
   }
 
   start() {

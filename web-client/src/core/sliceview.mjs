@@ -1,11 +1,34 @@
-// sliceview.mjs: one CT slice of the deformed volume beside the 3D view. Axial, coronal
-// or sagittal, an index slider, window presets and free level/width. It follows the
-// deformation: after each new mesh frame it asks again, one request in flight at a time.
+// sliceview.mjs: one slice of a deformed volume beside the 3D view (the slice frames of
+// protocol/README.md). Axial, coronal or sagittal, an index slider, window presets and
+// free level/width. It follows the deformation: after each new mesh frame it asks again,
+// one request in flight at a time. A scene that has slices mounts one (scenes/volume.mjs).
 const PLANES = ['axial', 'coronal', 'sagittal'];
 
+const MARKUP = `
+  <div class="row">
+    <span class="seg" id="planes">
+      <button data-plane="axial" class="on">Axial</button><button data-plane="coronal">Coronal</button><button data-plane="sagittal">Sagittal</button>
+    </span>
+  </div>
+  <canvas id="slice"></canvas>
+  <label class="row">Index <input type="range" id="slice-index" min="0" max="0" value="0"><output id="slice-index-out"></output></label>
+  <div class="row">
+    <span class="seg" id="presets">
+      <button data-level="40" data-width="400" class="on">Soft tissue</button><button data-level="500" data-width="2000">Bone</button><button data-level="-600" data-width="1500">Lung</button>
+    </span>
+  </div>
+  <div class="row">
+    <label>Level <input type="number" id="level" value="40" step="10"></label>
+    <label>Width <input type="number" id="width" value="400" min="1" step="10"></label>
+  </div>`;
+
 export class SliceView {
+  /** root: an empty element the view fills (id sliceview); request(plane, index, level,
+   *  width) sends the slice event and returns its seq. */
   constructor(root, request) {
-    this.request = request; // (plane, index, level, width) -> seq
+    root.id = 'sliceview';
+    root.innerHTML = MARKUP;
+    this.request = request;
     this.canvas = root.querySelector('#slice');
     this.ctx = this.canvas.getContext('2d');
     this.index = root.querySelector('#slice-index');

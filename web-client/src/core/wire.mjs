@@ -18,7 +18,7 @@
 // performance.timeOrigin + performance.now(), comparable across the page and the worker.
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
-import { createDecoder, readHeader, KIND } from '../../protocol/js/softcast-proto.mjs';
+import { createDecoder, readHeader, KIND } from '../../../protocol/js/softcast-proto.mjs';
 
 const decoderReady = MeshoptDecoder.ready.then(() => createDecoder({ decompress, MeshoptDecoder }));
 const now = () => performance.timeOrigin + performance.now();

@@ -1,21 +1,13 @@
-// view3d.mjs: the streamed surfaces in three.js (skin translucent over bone), orbit, zoom
-// and pan with mouse or touch, and grab by picking: a press on the skin grabs there, the
-// drag moves the grab point in the plane facing the camera, the release lets go.
+// view3d.mjs: the streamed surfaces in three.js, orbit, zoom and pan with mouse or touch,
+// and grab by picking: a press on a surface grabs there, the drag moves the grab point in
+// the plane facing the camera, the release lets go. What each surface id looks like, which
+// ones a press may grab and where the camera starts come from the scene module
+// (setScene); the view itself knows no scene.
 import * as THREE from 'three';
 import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
 
-const SURFACE_STYLE = [
-  // 0 skin: translucent, drawn after the bone.
-  { color: 0xd9a087, opacity: 0.42, transparent: true, depthWrite: false, renderOrder: 1, side: 'double' },
-  // 1 bone: opaque ivory.
-  // (closed, wound counter-clockwise seen from outside: front faces suffice).
-  { color: 0xeee8d5, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'front' },
-  // 2 capes (cloth scene): both sides show.
-  { color: 0xb0303a, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'double' },
-  // 3 bodies: boxes round the colliders.
-  { color: 0x8a93a0, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'front' },
-];
-const GRABBABLE = new Set([0, 2]); // skin (volume), capes (cloth)
+// A surface id the scene did not style: opaque grey, both sides, grabbable.
+const DEFAULT_STYLE = { color: 0xa0a6b0, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'double', pick: 0 };
 
 // A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling, and
 // it shares the CPU with the page, the decoder and whatever else runs: it draws at most
@@ -33,7 +25,8 @@ function softwareRenderer() {
 }
 
 export class View3D {
-  /** onGrab(point mm) / onMove(point mm) / onRelease(): the driver's hand. */
+  /** onGrab(point, {surface, vertex}) / onMove(point) / onRelease(): the driver's hand, in
+   *  world units; onCamera(position): the camera moved. */
   constructor(canvas, { onGrab, onMove, onRelease, onCamera }) {
     this.canvas = canvas;
     this.gpu = softwareRenderer();
@@ -51,6 +44,8 @@ export class View3D {
     this.controls.enableDamping = false;
     this.meshes = [];
     this.materials = new Map();
+    this.styles = {};
+    this.frameFor = null;   // the scene's first-frame camera, if it has one
     this.box = null;
     this.driver = false;
     this.hand = { onGrab, onMove, onRelease };
@@ -72,9 +67,23 @@ export class View3D {
       this.requestDraw();
       onCamera?.(this.camera.position.toArray());
     });
-    this.ground = null;
     new ResizeObserver(() => this.resize()).observe(canvas);
     this.resize();
+  }
+
+  /** The scene's look, before its first frame. styles[id]: { color, opacity, transparent,
+   *  depthWrite, renderOrder, side: 'front' | 'double', pick: 0 (grabbed first), 1 (where
+   *  the ray misses every rank-0 surface) or null (never grabbed) }. frameCamera(view,
+   *  frame): places the camera on the first frame (default: frameBox). */
+  setScene({ styles = {}, frameCamera = null } = {}) {
+    this.styles = styles;
+    this.frameFor = frameCamera;
+    for (const m of this.materials.values()) m.dispose();
+    this.materials.clear();
+  }
+
+  style(id) {
+    return this.styles[id] ?? DEFAULT_STYLE;
   }
 
   setDriver(driver) {
@@ -133,23 +142,26 @@ export class View3D {
         // one costs a software renderer hundreds of milliseconds, and a walking crowd
         // sends a keyframe every frame.
         m.material = this.material(s.id);
-        m.renderOrder = (SURFACE_STYLE[s.id] ?? SURFACE_STYLE[0]).renderOrder;
+        m.renderOrder = this.style(s.id).renderOrder;
         m.userData.id = s.id;
       }
       // Picking culls by the sphere, and crowds walk: the worker computed it.
       const [x, y, z, r] = s.sphere;
       m.geometry.boundingSphere = new THREE.Sphere(new THREE.Vector3(x, y, z), r);
     });
-    if (!this.framed && n) this.frameCamera(frame);
+    if (!this.framed && n) {
+      if (this.frameFor) this.frameFor(this, frame); else this.frameBox();
+      this.framed = true;
+    }
     this.requestDraw();
   }
 
   /** One material per surface style, made once. */
   material(id) {
-    const key = SURFACE_STYLE[id] ? id : 0;
+    const key = this.styles[id] ? id : 'default';
     if (!this.materials.has(key)) {
-      const st = SURFACE_STYLE[key];
-      // Lambert, not PBR: tissue is matte, and a software rasteriser has a third of the cost.
+      const st = this.style(id);
+      // Lambert, not PBR: matte surfaces, and a software rasteriser has a third of the cost.
       this.materials.set(key, new THREE.MeshLambertMaterial({
         color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
         transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
@@ -158,47 +170,33 @@ export class View3D {
     return this.materials.get(key);
   }
 
-  frameCamera(frame) {
-    const bodies = frame.surfaces.find((s) => s.id === 3);
-    if (bodies) return this.frameCrowd(bodies);
-    const { bmin, bmax } = this.box;
-    const c = new THREE.Vector3((bmin[0] + bmax[0]) / 2, (bmin[1] + bmax[1]) / 2, (bmin[2] + bmax[2]) / 2);
-    const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2;
-    this.controls.target.copy(c);
-    // From the front (+y is anterior in the lattice), a little from above and the side.
-    this.camera.position.set(c.x + 0.55 * r, c.y + 2.6 * r, c.z + 0.9 * r);
-    this.camera.near = r / 20;
-    this.camera.far = r * 20;
+  /** The camera at position, looking at target (world units), with its near and far planes. */
+  lookAt(target, position, near, far) {
+    this.controls.target.set(...target);
+    this.camera.position.set(...position);
+    this.camera.near = near;
+    this.camera.far = far;
     this.camera.updateProjectionMatrix();
     this.controls.update();
-    this.framed = true;
+    this.requestDraw();
   }
 
-  /** Cloth: the box is the whole walking area; look at the crowd (its bodies) from behind
-   *  and to one side, where the capes are, over a ground grid. */
-  frameCrowd(bodies) {
-    const lo = [Infinity, Infinity, Infinity], hi = [-Infinity, -Infinity, -Infinity];
-    for (let i = 0; i < bodies.pos.length; i++) {
-      const b = i % 3, v = bodies.pos[i];
-      lo[b] = Math.min(lo[b], v);
-      hi[b] = Math.max(hi[b], v);
-    }
-    const c = new THREE.Vector3((lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, 1.0);
-    const r = Math.max(2, Math.hypot(hi[0] - lo[0], hi[1] - lo[1]) / 2);
-    this.controls.target.copy(c);
-    this.camera.position.set(lo[0] - 2.5 - r, c.y - 1.1 * r, 1.8 + 0.4 * r);
-    this.camera.near = 0.05;
-    this.camera.far = 500;
-    this.camera.updateProjectionMatrix();
-    this.controls.update();
-    if (!this.ground) {
-      const size = 2 * Math.ceil(r + 20);
-      this.ground = new THREE.GridHelper(size, size, 0x3a4250, 0x252b34);
-      this.ground.rotation.x = Math.PI / 2; // the grid lies in x-y: z is up
-      this.ground.position.set(c.x, c.y, 0);
-      this.scene.add(this.ground);
-    }
-    this.framed = true;
+  /** The default first view: the whole box from the front (+y), a little from above and
+   *  the side. */
+  frameBox() {
+    const { bmin, bmax } = this.box;
+    const c = [0, 1, 2].map((b) => (bmin[b] + bmax[b]) / 2);
+    const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2;
+    this.lookAt(c, [c[0] + 0.55 * r, c[1] + 2.6 * r, c[2] + 0.9 * r], r / 20, r * 20);
+  }
+
+  /** A grid of size x size world units in the plane z = 0, centred at (x, y); once. */
+  addGround(size, x, y) {
+    if (this.ground) return;
+    this.ground = new THREE.GridHelper(size, size, 0x3a4250, 0x252b34);
+    this.ground.rotation.x = Math.PI / 2; // the grid lies in x-y: z is up
+    this.ground.position.set(x, y, 0);
+    this.scene.add(this.ground);
     this.requestDraw();
   }
 
@@ -247,10 +245,11 @@ export class View3D {
   down(e) {
     if (!this.driver || e.button !== 0 || e.shiftKey || e.ctrlKey || e.metaKey || !this.meshes.length) return;
     this.ray(e);
-    // The skin (or a cape) first; where the ray misses it (a bone poking out), the bone.
-    const rank = (h) => (GRABBABLE.has(h.object.userData.id) ? 0 : 1);
+    // Rank 0 first (the surface a hand lands on); rank 1 where the ray misses all of those
+    // (a bone poking out of the skin); surfaces without a rank are never grabbed.
+    const rank = (h) => this.style(h.object.userData.id).pick;
     const hits = this.raycaster.intersectObjects(this.meshes, false)
-      .filter((h) => h.object.userData.id !== 3) // bodies are not grabbed
+      .filter((h) => rank(h) !== null && rank(h) !== undefined)
       .sort((a, b) => rank(a) - rank(b) || a.distance - b.distance);
     if (!hits.length) return; // empty space: orbit
     e.stopImmediatePropagation(); // keep OrbitControls out of this drag
@@ -260,7 +259,7 @@ export class View3D {
     this.dragPlane.setFromNormalAndCoplanarPoint(normal, p);
     this.grabbing = true;
     this.controls.enabled = false;
-    // The hit triangle's nearest corner: the vertex a cloth grab holds.
+    // The hit triangle's nearest corner: for scenes that grab a vertex.
     const f = hits[0].face, pos = hits[0].object.geometry.attributes.position;
     const corner = [f.a, f.b, f.c]
       .map((i) => [i, new THREE.Vector3().fromBufferAttribute(pos, i).distanceTo(p)])
@@ -282,7 +281,7 @@ export class View3D {
     this.hand.onRelease();
   }
 
-  /** Look at the body from azimuth az (degrees from the front, +y, toward +x) and
+  /** Look at the target from azimuth az (degrees from the front, +y, toward +x) and
    *  elevation el, at the framing distance. */
   setView(az, el) {
     const t = this.controls.target, d = this.camera.position.distanceTo(t);
@@ -292,7 +291,7 @@ export class View3D {
     this.requestDraw();
   }
 
-  /** Canvas pixel coordinates (CSS px) of a world point in mm. */
+  /** Canvas pixel coordinates (CSS px) of a world point. */
   screenOf(p) {
     this.camera.updateMatrixWorld();
     const v = new THREE.Vector3(p[0], p[1], p[2]).project(this.camera);
