@@ -113,7 +113,7 @@ struct sim_cloth_scene {
     cloth_character *ch;
     float camera[3];
     uint64_t frame;
-    sim_cloth_event queue[CLOTH_QUEUE_CAP];
+    sim_cloth_event *queue; /* (CLOTH_QUEUE_CAP) push_event's, allocated by the first push */
     int qcount;
     int threads;          /* 1 to be->threads */
     map_scratch *scratch; /* (be->threads): one per thread of a step, made with the scene */
@@ -601,6 +601,7 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
     for (int t = 0; s->scratch && t < s->be->threads; t++)
         scratch_free(&s->scratch[t]);
     free(s->scratch);
+    free(s->queue);
     free(s);
 }
 
@@ -614,8 +615,9 @@ void sim_cloth_set_threads(sim_cloth_scene *s, int threads)
     s->threads = threads > 0 && threads < s->be->threads ? threads : s->be->threads;
 }
 
-sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
-                                size_t err_sz)
+/* The checks every event passes, queued or applied at once; the scene is not touched. */
+static sim_status check_event(const sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                              size_t err_sz)
 {
     int nl = s->m->nlod;
     if (ev->type != SIM_CLOTH_EV_CAMERA && ev->type != SIM_CLOTH_EV_WIND &&
@@ -634,35 +636,54 @@ sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, c
         if (ev->lod < -1 || ev->lod >= nl)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
                                        "lod %d: 0 to %d, or -1 (automatic)", ev->lod, nl - 1);
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_MOTION:
         if ((unsigned)ev->motion >= SIM_NMOTION)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "motion %d unknown",
                                        (int)ev->motion);
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_GRAB:
         if (ev->vertex < 0 || ev->vertex >= s->m->lod[0].n)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "vertex %d out of range",
                                        ev->vertex);
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_SET_PARAMS:
         if (sim_cloth_params_validate(&ev->params, err, err_sz) != SIM_OK)
             return SIM_ERR_ARG;
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_CAMERA:
     case SIM_CLOTH_EV_WIND:
     case SIM_CLOTH_EV_MOVE:
     case SIM_CLOTH_EV_RELEASE:
-        break;
-    default:
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown",
-                                   (int)ev->type);
+        return SIM_OK;
     }
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown", (int)ev->type);
+}
+
+sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                size_t err_sz)
+{
+    sim_status st = check_event(s, ev, err, err_sz);
+    if (st != SIM_OK)
+        return st;
     if (s->qcount >= CLOTH_QUEUE_CAP)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "event queue full (%d)",
                                    CLOTH_QUEUE_CAP);
+    if (!s->queue && !(s->queue = sc_calloc(CLOTH_QUEUE_CAP, sizeof *s->queue)))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "event queue: out of memory");
     s->queue[s->qcount++] = *ev;
     return SIM_OK;
+}
+
+static void apply_event(sim_cloth_scene *s, const sim_cloth_event *ev);
+
+sim_status sim_cloth_apply_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                 size_t err_sz)
+{
+    sim_status st = check_event(s, ev, err, err_sz);
+    if (st == SIM_OK)
+        apply_event(s, ev);
+    return st;
 }
 
 static void apply_event(sim_cloth_scene *s, const sim_cloth_event *ev)
