@@ -282,6 +282,57 @@ none:
     return send_body(conn, 200, "text/html; charset=utf-8", page, sizeof page - 1);
 }
 
+/* /api/sessions: create (POST) or list (GET). */
+static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char *method,
+                                const request *rq)
+{
+    if (!strcmp(method, "POST"))
+        return create_session(s, conn, rq);
+    if (strcmp(method, "GET"))
+        return send_error(conn, 405, "method not allowed", method);
+    cJSON *arr = cJSON_CreateArray();
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->cfg.max_sessions; i++) {
+        srv_session *ss = s->slots[i];
+        if (!ss)
+            continue;
+        pthread_mutex_lock(&ss->lock);
+        int closing = ss->closing; /* deleted: gone for callers, freed soon */
+        pthread_mutex_unlock(&ss->lock);
+        if (!closing)
+            cJSON_AddItemToArray(arr, session_json(s, ss, 0));
+    }
+    pthread_mutex_unlock(&s->lock);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "sessions", arr);
+    return send_json(conn, 200, j);
+}
+
+/* /api/sessions/{id}: delete it (the control token as a bearer token) or describe it. */
+static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const char *method,
+                                   const char *id)
+{
+    if (!strcmp(method, "DELETE")) {
+        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+        const char *tok = auth && !strncmp(auth, "Bearer ", 7)
+                              ? auth + 7
+                              : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
+        int rc = srv_session_delete(s, id, tok);
+        if (rc == 204)
+            return send_body(conn, 204, "application/json", "", 0);
+        return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
+                          rc == 404 ? id : "the control token is required");
+    }
+    if (strcmp(method, "GET"))
+        return send_error(conn, 405, "method not allowed", method);
+    srv_session *ss = srv_session_get(s, id);
+    if (!ss)
+        return send_error(conn, 404, "unknown session", id);
+    cJSON *j = session_json(s, ss, 0);
+    srv_session_put(s, ss);
+    return send_json(conn, 200, j);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -325,53 +376,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         cJSON_AddNumberToObject(j, "ws_port", s->ws_port);
         return send_json(conn, 200, j);
     }
-    if (!strcmp(url, "/api/sessions")) {
-        if (!strcmp(method, "POST"))
-            return create_session(s, conn, rq);
-        if (!strcmp(method, "GET")) {
-            cJSON *arr = cJSON_CreateArray();
-            pthread_mutex_lock(&s->lock);
-            for (int i = 0; i < s->cfg.max_sessions; i++) {
-                srv_session *ss = s->slots[i];
-                if (!ss)
-                    continue;
-                pthread_mutex_lock(&ss->lock);
-                int closing = ss->closing; /* deleted: gone for callers, freed soon */
-                pthread_mutex_unlock(&ss->lock);
-                if (!closing)
-                    cJSON_AddItemToArray(arr, session_json(s, ss, 0));
-            }
-            pthread_mutex_unlock(&s->lock);
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddItemToObject(j, "sessions", arr);
-            return send_json(conn, 200, j);
-        }
-        return send_error(conn, 405, "method not allowed", method);
-    }
-    if (!strncmp(url, "/api/sessions/", 14)) {
-        const char *id = url + 14;
-        if (!strcmp(method, "DELETE")) {
-            const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-            const char *tok =
-                auth && !strncmp(auth, "Bearer ", 7)
-                    ? auth + 7
-                    : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
-            int rc = srv_session_delete(s, id, tok);
-            if (rc == 204)
-                return send_body(conn, 204, "application/json", "", 0);
-            return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
-                              rc == 404 ? id : "the control token is required");
-        }
-        if (!strcmp(method, "GET")) {
-            srv_session *ss = srv_session_get(s, id);
-            if (!ss)
-                return send_error(conn, 404, "unknown session", id);
-            cJSON *j = session_json(s, ss, 0);
-            srv_session_put(s, ss);
-            return send_json(conn, 200, j);
-        }
-        return send_error(conn, 405, "method not allowed", method);
-    }
+    if (!strcmp(url, "/api/sessions"))
+        return sessions(s, conn, method, rq);
+    if (!strncmp(url, "/api/sessions/", 14))
+        return one_session(s, conn, method, url + 14);
     if (!strcmp(url, "/metrics") && !strcmp(method, "GET"))
         return metrics(s, conn);
     if (!strncmp(url, "/api/", 5))
