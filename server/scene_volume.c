@@ -261,13 +261,15 @@ static int parse_slice(const cJSON *msg, void *out, const char **error, char *er
     return (int)sizeof *sl;
 }
 
-/* Hand one event to the sim now; a refusal goes back to its sender. */
-static void to_sim(srv_scene_ctx *c, vol_scene *v, const srv_event *e, sim_volume_event *ev)
+/* Hand one event to the sim now; a refusal goes back to its sender (-1). */
+static int to_sim(srv_scene_ctx *c, vol_scene *v, const srv_event *e, sim_volume_event *ev)
 {
     char err[256] = "";
     ev->seq = e->seq;
-    if (sim_volume_apply_event(v->state, ev, err, sizeof err) != SIM_OK)
-        c->error(c, e->client, e->seq, "event refused", err);
+    if (sim_volume_apply_event(v->state, ev, err, sizeof err) == SIM_OK)
+        return 0;
+    c->error(c, e->client, e->seq, "event refused", err);
+    return -1;
 }
 
 static void to_sim_at(srv_scene_ctx *c, void *scene, const srv_event *e, sim_event_type type,
@@ -322,8 +324,20 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
     ev.type = SIM_EV_SET_PARAMS;
     ev.params = sim_volume_get_params(v->state);
     srv_params_apply(t, e->data, &ev.params);
-    to_sim(c, v, e, &ev);
-    c->params_changed = 1;
+    if (to_sim(c, v, e, &ev) == 0)
+        c->params_changed = 1;
+}
+
+/* The damping condition alone: the sim changes nothing else (no new links to relax). */
+static void on_condition(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    const srv_param_set *ps = e->data;
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_EV_SET_CONDITION;
+    ev.condition = (sim_condition)(int)ps->v[0].value;
+    if (to_sim(c, scene, e, &ev) == 0)
+        c->params_changed = 1;
 }
 
 static void on_slice(srv_scene_ctx *c, void *scene, const srv_event *e)
@@ -362,7 +376,7 @@ static const srv_event_desc k_events[] = {
     {"release", 0, parse_nothing, on_release},
     {"reset", 0, parse_nothing, on_reset},
     {"set_params", 0, parse_params, on_params},
-    {"set_condition", 0, parse_condition, on_params},
+    {"set_condition", 0, parse_condition, on_condition},
     {"slice", SRV_EV_QUERY, parse_slice, on_slice},
 };
 _Static_assert(SRV_ITEM_BYTES(sizeof(vol_point)) == 40 && SRV_ITEM_BYTES(sizeof(vol_grab)) == 48,
