@@ -34,17 +34,43 @@ test('a paused session holds its events in the inbox at what they carry; queries
   d.send({ type: 'slice', seq: 30, plane: 'axial', index: 8, level: 40, width: 400 });
   await d.until(() => d.slices.length > 0, 5000, 'slice while paused');
   assert.equal(await held(), 21);
-  // Filling it: the inbox refuses with "busy" at its capacity, in bytes.
+  // Filling it to the byte (moves, then a release of 24 bytes when that is what is left):
+  // the inbox refuses with "busy" at its capacity, and still takes the resume.
   const cap = Number(/^softcast_inbox_capacity_bytes (\d+)$/m.exec((await api(srv.base, 'GET', '/metrics')).text)[1]);
-  const room = Math.floor((cap - bytes) / 40);
-  for (let k = 0; k < room + 5; k++) d.send({ type: 'move', seq: 100 + k, point: [12, 21, 8], space: 'lattice' });
+  const room = Math.floor((cap - bytes) / 40), rest = (cap - bytes) % 40;
+  assert.equal(rest, 24, `${rest} bytes left after the moves`);
+  for (let k = 0; k < room; k++) d.send({ type: 'move', seq: 100 + k, point: [12, 21, 8], space: 'lattice' });
+  d.send({ type: 'release', seq: 999 });
+  for (let k = 0; k < 5; k++) d.send({ type: 'move', seq: 900 + k, point: [12, 21, 8], space: 'lattice' });
   await d.until(() => errors(d).filter((e) => e.error === 'busy').length === 5, 5000, 'busy past capacity');
-  assert.equal(await held(), 21 + room);
+  assert.equal(await held(), 21 + room + 1);
+  assert.equal(await metric(srv.base, 'softcast_session_inbox_bytes', s.id), cap);
   // Resume: everything that waited applies, in order, and the frame echoes the resume.
   d.send({ type: 'resume', seq: 1000 });
   await d.until(() => d.frames.some((f) => f.lastSeq === 1000), 5000, 'resumed');
   assert.equal(await held(), 0);
-  assert.ok(await metric(srv.base, 'softcast_session_inbox_bytes_peak', s.id) <= cap);
+  // The resume took 24 bytes of the room kept for pause and resume.
+  assert.equal(await metric(srv.base, 'softcast_session_inbox_bytes_peak', s.id), cap + 24);
+  await d.close();
+});
+
+test('a paused cloth crowd stops: no frames; its camera is taken, its other events wait', async () => {
+  const c = (await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth', characters: 2 })).json;
+  const d = await new Client(wsUrl(c, c.control_token), { decode: false }).open();
+  await d.until(() => d.frames.length > 5, 10000, 'frames while it plays');
+  d.send({ type: 'motion', seq: 1, character: -1, motion: 'walk' });
+  d.send({ type: 'pause', seq: 2 });
+  await d.until(() => lastState(d)?.paused === true, 5000, 'paused');
+  await quiet([d], 200);
+  const n0 = d.frames.length;
+  for (let k = 0; k < 10; k++) d.send({ type: 'camera', seq: 3 + k, point: [4 + k, 0, 1.5] });
+  d.send({ type: 'wind', seq: 20, impulse: [1, 0, 0] });
+  await tick(500);
+  assert.equal(d.frames.length, n0, 'a paused crowd (never quite still) sent frames');
+  assert.equal(await metric(srv.base, 'softcast_session_inbox_events', c.id), 1, 'the wind waits; the cameras were taken');
+  d.send({ type: 'resume', seq: 21 });
+  await d.until(() => d.frames.some((f) => f.lastSeq === 21), 5000, 'resumed');
+  assert.equal(await metric(srv.base, 'softcast_session_inbox_events', c.id), 0);
   await d.close();
 });
 
