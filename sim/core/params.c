@@ -38,15 +38,14 @@ static int in_range(const sim_param_desc *d, double v)
 static sim_status range_error(const sim_param_desc *d, double v, char *err, size_t err_sz)
 {
     if (d->type == SIM_PARAM_CHOICE)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be one of %s",
-                                   d->name, v, d->choices);
-    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be %sin [%g, %g]",
-                               d->name, v, d->type == SIM_PARAM_INT ? "a whole number " : "",
-                               d->min, d->max);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be one of %s", d->name,
+                                   v, d->choices);
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s = %g: must be %sin [%g, %g]", d->name,
+                               v, d->type == SIM_PARAM_INT ? "a whole number " : "", d->min,
+                               d->max);
 }
 
-sim_status sim_param_set(const sim_param_desc *d, void *params, double v, char *err,
-                         size_t err_sz)
+sim_status sim_param_set(const sim_param_desc *d, void *params, double v, char *err, size_t err_sz)
 {
     if (!in_range(d, v))
         return range_error(d, v, err, err_sz);

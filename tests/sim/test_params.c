@@ -18,9 +18,8 @@ static void check_table(const char *scene, const sim_param_desc *t, int n, const
         CHECKF(t[i].offset + sizeof(float) <= size, "%s: %s outside the struct", scene, t[i].name);
         CHECKF(t[i].doc && strlen(t[i].doc) > 10, "%s: %s has no doc line", scene, t[i].name);
         /* The struct the scene hands out holds every declared default. */
-        CHECKF(sim_param_get(&t[i], defaults) == (t[i].type == SIM_PARAM_FLOAT
-                                                      ? (double)(float)t[i].def
-                                                      : t[i].def),
+        CHECKF(sim_param_get(&t[i], defaults) ==
+                   (t[i].type == SIM_PARAM_FLOAT ? (double)(float)t[i].def : t[i].def),
                "%s: %s is %g by default, declared %g", scene, t[i].name,
                sim_param_get(&t[i], defaults), t[i].def);
     }
@@ -65,7 +64,8 @@ TEST(params_set_checks_range_type_and_names_the_parameter)
     const sim_param_desc *sh = sim_param_find(t, n, "tissue.muscle_organ.shear");
     REQUIRE(sh != NULL);
     CHECK(sim_param_set(sh, &p, 0.25, err, sizeof err) == SIM_OK);
-    CHECK(p.tissue[SIM_TISSUE_MUSCLE_ORGAN].shear == 0.25f && p.tissue[SIM_TISSUE_BONE].shear == 0.0f);
+    CHECK(p.tissue[SIM_TISSUE_MUSCLE_ORGAN].shear == 0.25f &&
+          p.tissue[SIM_TISSUE_BONE].shear == 0.0f);
     const sim_param_desc *c = sim_param_find(t, n, "condition");
     REQUIRE(c != NULL);
     CHECK(sim_param_choice(c, "B") == SIM_CONDITION_B);
