@@ -3,7 +3,7 @@
  * protocol/README.md; this header is its C binding.
  *
  * Binary frames (server to client): a 40-byte little-endian header, then a zstd payload.
- * Text messages (client to server): JSON events, parsed by proto_parse_event. */
+ * Text messages (client to server): JSON events, see proto_event.h. */
 #ifndef PROTO_PROTO_H
 #define PROTO_PROTO_H
 
@@ -151,58 +151,6 @@ proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const
 /// Decode; *entries is malloc'd (free it).
 proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, uint32_t *n,
                                     const uint8_t *buf, size_t len);
-
-/* ------------------------------------------------------------- JSON events */
-
-typedef enum proto_event_type {
-    PROTO_EV_GRAB = 0,
-    PROTO_EV_MOVE,
-    PROTO_EV_RELEASE,
-    PROTO_EV_SET_PARAMS,
-    PROTO_EV_SET_CONDITION,
-    PROTO_EV_SLICE,
-    PROTO_EV_PAUSE,
-    PROTO_EV_RESUME,
-    PROTO_EV_RESET,
-    PROTO_EV_PING,
-    PROTO_EV_HANDOVER,
-    PROTO_EV_REQUEST_CONTROL,
-    PROTO_EV_CAMERA,    ///< cloth: the camera moved (LOD by distance)
-    PROTO_EV_FORCE_LOD, ///< cloth: a character's LOD, or back to automatic
-    PROTO_EV_MOTION,    ///< cloth: a character plays a motion
-    PROTO_EV_WIND,      ///< cloth: a wind impulse
-} proto_event_type;
-
-#define PROTO_MAX_PARAMS 64
-#define PROTO_PARAM_NAME 48
-
-/// A client event, validated: numbers finite, strings bounded, required fields present.
-typedef struct proto_event {
-    proto_event_type type;
-    uint32_t seq;
-    int world;                ///< grab/move: 1 world mm, 0 lattice units
-    float point[3];           ///< grab/move
-    float radius;             ///< grab
-    char condition;           ///< set_condition: 'A', 'B' or 'C'
-    uint8_t plane;            ///< slice: 0 axial, 1 coronal, 2 sagittal
-    int32_t index;            ///< slice
-    float level_hu, width_hu; ///< slice
-    double client_time_ms;    ///< ping
-    int nparams;              ///< set_params: name/value pairs, names like "alpha" or
-    char param_name[PROTO_MAX_PARAMS][PROTO_PARAM_NAME]; ///< "tissue.skin_fat.inv_mass"
-    double param_value[PROTO_MAX_PARAMS];
-    char target[64];   ///< handover: the client id to hand control to
-    int32_t character; ///< cloth grab, force_lod, motion: -1 all (not grab)
-    int32_t vertex;    ///< cloth grab: the garment vertex (of its current LOD); -1 volume grab
-    int32_t lod;       ///< force_lod: -1 automatic
-    char motion[16];   ///< motion: "idle", "walk", "run", "turn", "jump"
-} proto_event;
-
-/// Parse one JSON text message. On error returns PROTO_ERR_CORRUPT (malformed JSON, or a
-/// field missing, of the wrong type, non-finite or out of range) or PROTO_ERR_KIND
-/// (unknown "type") with a message naming the field in err.
-proto_status proto_parse_event(proto_event *ev, const char *json, size_t len, char *err,
-                               size_t err_sz);
 
 #ifdef __cplusplus
 }

@@ -57,10 +57,9 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, c
 static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, const char *error,
                                   const char *detail)
 {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "error", error);
-    cJSON_AddStringToObject(j, "detail", detail ? detail : "");
-    return send_json(conn, status, j);
+    char text[1536]; /* detail may quote the request (a URL): the helper keeps it valid */
+    size_t n = srv_error_json(text, sizeof text, -1, error, detail ? detail : "");
+    return send_body(conn, status, "application/json", text, n);
 }
 
 static const char *host_of(srv *s)
@@ -74,7 +73,7 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     char buf[512];
     cJSON_AddStringToObject(j, "id", ss->id);
     cJSON_AddStringToObject(j, "scene", ss->scene->name);
-    ss->scene->describe(ss, j);
+    ss->scene->describe(ss->scene_data, j);
     pthread_mutex_lock(&ss->lock);
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
@@ -103,12 +102,14 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         return send_error(conn, 400, "bad request", "the body must be a JSON object");
     }
     const cJSON *scene = cJSON_GetObjectItemCaseSensitive(body, "scene");
-    const srv_scene_i *kind = scene ? NULL : &srv_scene_volume;
+    const srv_scene_i *kind = scene ? NULL : srv_scene_default();
     if (cJSON_IsString(scene))
         kind = srv_scene_find(scene->valuestring);
     if (!kind) {
         cJSON_Delete(body);
-        return send_error(conn, 400, "unknown scene", "scenes: " SRV_SCENE_NAMES);
+        char d[256];
+        snprintf(d, sizeof d, "scenes: %s", srv_scene_names());
+        return send_error(conn, 400, "unknown scene", d);
     }
     char err[256] = "";
     int status;
@@ -186,11 +187,18 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
           (unsigned long long)ss->errors);
         M("softcast_session_event_to_frame_ms{session=\"%s\"} %.4f\n", ss->id, lat);
         M("softcast_session_backlog_bytes_peak{session=\"%s\"} %zu\n", ss->id, ss->backlog_peak);
+        M("softcast_session_inbox_bytes{session=\"%s\"} %u\n", ss->id, ss->inbox.used);
+        M("softcast_session_inbox_events{session=\"%s\"} %u\n", ss->id, ss->inbox.count);
+        M("softcast_session_inbox_bytes_peak{session=\"%s\"} %u\n", ss->id, ss->inbox.peak);
+        M("softcast_session_client_visits_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->client_visits);
         pthread_mutex_unlock(&ss->lock);
     }
     pthread_mutex_unlock(&s->lock);
     M("# TYPE softcast_sessions gauge\nsoftcast_sessions %d\n", nsessions);
-    M("# TYPE softcast_clients gauge\nsoftcast_clients %d\n", srv_ws_clients(s));
+    M("# TYPE softcast_clients gauge\nsoftcast_clients %d\n", atomic_load(&s->nclients));
+    M("# TYPE softcast_inbox_capacity_bytes gauge\nsoftcast_inbox_capacity_bytes %u\n",
+      (unsigned)(SRV_INBOX_BYTES - SRV_INBOX_CONTROL));
     M("# TYPE softcast_frames_sent_total counter\nsoftcast_frames_sent_total %llu\n",
       (unsigned long long)atomic_load(&s->total_frames_sent));
     M("# TYPE softcast_bytes_sent_total counter\nsoftcast_bytes_sent_total %llu\n",
@@ -274,6 +282,57 @@ none:
     return send_body(conn, 200, "text/html; charset=utf-8", page, sizeof page - 1);
 }
 
+/* /api/sessions: create (POST) or list (GET). */
+static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char *method,
+                                const request *rq)
+{
+    if (!strcmp(method, "POST"))
+        return create_session(s, conn, rq);
+    if (strcmp(method, "GET"))
+        return send_error(conn, 405, "method not allowed", method);
+    cJSON *arr = cJSON_CreateArray();
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->cfg.max_sessions; i++) {
+        srv_session *ss = s->slots[i];
+        if (!ss)
+            continue;
+        pthread_mutex_lock(&ss->lock);
+        int closing = ss->closing; /* deleted: gone for callers, freed soon */
+        pthread_mutex_unlock(&ss->lock);
+        if (!closing)
+            cJSON_AddItemToArray(arr, session_json(s, ss, 0));
+    }
+    pthread_mutex_unlock(&s->lock);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "sessions", arr);
+    return send_json(conn, 200, j);
+}
+
+/* /api/sessions/{id}: delete it (the control token as a bearer token) or describe it. */
+static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const char *method,
+                                   const char *id)
+{
+    if (!strcmp(method, "DELETE")) {
+        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+        const char *tok = auth && !strncmp(auth, "Bearer ", 7)
+                              ? auth + 7
+                              : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
+        int rc = srv_session_delete(s, id, tok);
+        if (rc == 204)
+            return send_body(conn, 204, "application/json", "", 0);
+        return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
+                          rc == 404 ? id : "the control token is required");
+    }
+    if (strcmp(method, "GET"))
+        return send_error(conn, 405, "method not allowed", method);
+    srv_session *ss = srv_session_get(s, id);
+    if (!ss)
+        return send_error(conn, 404, "unknown session", id);
+    cJSON *j = session_json(s, ss, 0);
+    srv_session_put(s, ss);
+    return send_json(conn, 200, j);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -312,58 +371,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         pthread_mutex_lock(&s->lock);
         cJSON_AddNumberToObject(j, "sessions", s->nsessions);
         pthread_mutex_unlock(&s->lock);
-        cJSON_AddNumberToObject(j, "clients", srv_ws_clients(s));
+        cJSON_AddNumberToObject(j, "clients", atomic_load(&s->nclients));
         cJSON_AddNumberToObject(j, "max_sessions", s->cfg.max_sessions);
         cJSON_AddNumberToObject(j, "ws_port", s->ws_port);
         return send_json(conn, 200, j);
     }
-    if (!strcmp(url, "/api/sessions")) {
-        if (!strcmp(method, "POST"))
-            return create_session(s, conn, rq);
-        if (!strcmp(method, "GET")) {
-            cJSON *arr = cJSON_CreateArray();
-            pthread_mutex_lock(&s->lock);
-            for (int i = 0; i < s->cfg.max_sessions; i++) {
-                srv_session *ss = s->slots[i];
-                if (!ss)
-                    continue;
-                pthread_mutex_lock(&ss->lock);
-                int closing = ss->closing; /* deleted: gone for callers, freed soon */
-                pthread_mutex_unlock(&ss->lock);
-                if (!closing)
-                    cJSON_AddItemToArray(arr, session_json(s, ss, 0));
-            }
-            pthread_mutex_unlock(&s->lock);
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddItemToObject(j, "sessions", arr);
-            return send_json(conn, 200, j);
-        }
-        return send_error(conn, 405, "method not allowed", method);
-    }
-    if (!strncmp(url, "/api/sessions/", 14)) {
-        const char *id = url + 14;
-        if (!strcmp(method, "DELETE")) {
-            const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-            const char *tok =
-                auth && !strncmp(auth, "Bearer ", 7)
-                    ? auth + 7
-                    : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
-            int rc = srv_session_delete(s, id, tok);
-            if (rc == 204)
-                return send_body(conn, 204, "application/json", "", 0);
-            return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
-                              rc == 404 ? id : "the control token is required");
-        }
-        if (!strcmp(method, "GET")) {
-            srv_session *ss = srv_session_get(s, id);
-            if (!ss)
-                return send_error(conn, 404, "unknown session", id);
-            cJSON *j = session_json(s, ss, 0);
-            srv_session_put(s, ss);
-            return send_json(conn, 200, j);
-        }
-        return send_error(conn, 405, "method not allowed", method);
-    }
+    if (!strcmp(url, "/api/sessions"))
+        return sessions(s, conn, method, rq);
+    if (!strncmp(url, "/api/sessions/", 14))
+        return one_session(s, conn, method, url + 14);
     if (!strcmp(url, "/metrics") && !strcmp(method, "GET"))
         return metrics(s, conn);
     if (!strncmp(url, "/api/", 5))

@@ -1,7 +1,8 @@
-/* main.c: softcast-server. Parses flags (and an optional JSON config), loads the default
- * volume, starts HTTP, WebSocket and the simulation worker, prints one JSON line
- * {"event":"listening",...} and runs until SIGINT or SIGTERM, then shuts down cleanly:
- * clients get a close frame, sessions are freed, exit 0. */
+/* main.c: softcast-server. Parses flags (and an optional JSON config; a scene's own options
+ * go to that scene), starts the scenes (the volume loads its default volume), wires the
+ * notifications between the threads, starts WebSocket, the simulation workers and HTTP,
+ * prints one JSON line {"event":"listening",...} and runs until SIGINT or SIGTERM, then
+ * shuts down cleanly: clients get a close frame, sessions are freed, exit 0. */
 #include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,16 +25,13 @@ static const char k_usage[] =
     "  --max-clients-per-session N   (default 256)\n"
     "  --max-message-bytes N         largest client message (default 65536)\n"
     "  --max-events-per-s N          per client (default 240)\n"
-    "  --max-elements N              largest volume a session may create (default 4194304)\n"
     "  --rate HZ                     frames per second per session (default 60)\n"
     "  --keyframe-every N            most frames between mesh keyframes while the shape\n"
     "                                moves (default 3600; 0: only when deltas grow)\n"
-    "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
-    "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
     "  --data-dir DIR                web client files (default web-client if present)\n"
     "  --public-host NAME            host name written into session URLs\n"
     "  --default-session             create a session at start and print its links\n"
-    "  --config FILE                 JSON object with any of the above, without dashes\n";
+    "  --config FILE                 JSON object with any of these, without dashes\n";
 
 srv_config srv_default_config(void)
 {
@@ -47,18 +45,37 @@ srv_config srv_default_config(void)
     c.max_clients_per_session = 256;
     c.max_message_bytes = 65536;
     c.max_events_per_s = 240;
-    c.max_elements = 4 << 20;
     c.rate_hz = 60.0;
     /* 1 min at 60 Hz. Deltas of local dents stay small however old the keyframe, joiners
      * get the session's keyframe anyway, and a delta that grows past half a keyframe makes
      * a new one; so the periodic keyframe is only a backstop (0 turns it off). */
     c.keyframe_every = 3600;
-    c.default_dims[0] = 128;
-    c.default_dims[1] = 128;
-    c.default_dims[2] = 75;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
     return c;
+}
+
+/* An option the server does not know: one of a scene's, or an error. */
+static int scene_option(const char *name, const char *val, char *err, size_t err_sz)
+{
+    int n;
+    const srv_scene_i *const *sc = srv_scenes(&n);
+    for (int k = 0; k < n; k++) {
+        int r = sc[k]->option ? sc[k]->option(name, val, err, err_sz) : 0;
+        if (r)
+            return r < 0 ? -1 : 0;
+    }
+    snprintf(err, err_sz, "unknown option --%s (see --help)", name);
+    return -1;
+}
+
+static void usage(void)
+{
+    int n;
+    const srv_scene_i *const *sc = srv_scenes(&n);
+    fputs(k_usage, stdout);
+    for (int k = 0; k < n; k++)
+        fputs(sc[k]->usage, stdout);
 }
 
 /* One option by name (without dashes) and value; shared by flags and the config file. */
@@ -91,27 +108,18 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
         snprintf(err, err_sz, "--%s needs a value", name);
         return -1;
     }
-    if (!strcmp(name, "max-elements")) {
-        if (!is_int || n < 512 || n > (1LL << 31)) {
-            snprintf(err, err_sz, "--max-elements %s: must be an integer in [512, 2^31]", val);
-            return -1;
-        }
-        c->max_elements = n;
-    } else if (!strcmp(name, "rate")) {
+    if (!strcmp(name, "rate")) {
         double r = strtod(val, &end);
         if (*end || !(r >= 1 && r <= 1000)) {
             snprintf(err, err_sz, "--rate %s: must be 1 to 1000 Hz", val);
             return -1;
         }
         c->rate_hz = r;
-    } else if (!strcmp(name, "bind") || !strcmp(name, "volume") || !strcmp(name, "data-dir") ||
-               !strcmp(name, "public-host")) {
+    } else if (!strcmp(name, "bind") || !strcmp(name, "data-dir") || !strcmp(name, "public-host")) {
         char *dst = !strcmp(name, "bind")       ? c->bind
-                    : !strcmp(name, "volume")   ? c->volume_path
                     : !strcmp(name, "data-dir") ? c->data_dir
                                                 : c->public_host;
         size_t cap = !strcmp(name, "bind")       ? sizeof c->bind
-                     : !strcmp(name, "volume")   ? sizeof c->volume_path
                      : !strcmp(name, "data-dir") ? sizeof c->data_dir
                                                  : sizeof c->public_host;
         if (strlen(val) >= cap) {
@@ -126,16 +134,8 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
             return -1;
         }
         c->backend = (sim_backend_kind)k;
-    } else if (!strcmp(name, "dims")) {
-        char tail;
-        if (sscanf(val, "%dx%dx%d%c", &c->default_dims[0], &c->default_dims[1], &c->default_dims[2],
-                   &tail) != 3) {
-            snprintf(err, err_sz, "--dims %s: must be WxHxD", val);
-            return -1;
-        }
     } else {
-        snprintf(err, err_sz, "unknown option --%s (see --help)", name);
-        return -1;
+        return scene_option(name, val, err, err_sz);
     }
     return 0;
 }
@@ -183,7 +183,7 @@ int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_s
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(k_usage, stdout);
+            usage();
             return 1;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -206,7 +206,17 @@ int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_s
 /* Stop in the order that keeps every thread's peers alive while it runs: no new HTTP
  * requests, then no stepping, then close the WebSocket clients (1001), then free. Safe
  * on a server that only half started. */
-static void shutdown_all(srv *s)
+/* The first n scenes let go of what their sessions shared. */
+static void stop_scenes(int n)
+{
+    int all;
+    const srv_scene_i *const *sc = srv_scenes(&all);
+    for (int k = 0; k < n && k < all; k++)
+        if (sc[k]->stop)
+            sc[k]->stop();
+}
+
+static void shutdown_all(srv *s, int nstarted)
 {
     atomic_store(&s->stop, 1);
     srv_http_stop(s);
@@ -214,8 +224,19 @@ static void shutdown_all(srv *s)
     srv_ws_stop(s);
     srv_worker_free(s);
     srv_sessions_fini(s);
-    sim_volume_model_destroy(s->default_model);
+    stop_scenes(nstarted);
     sim_backend_destroy(s->backend);
+}
+
+/* Each scene builds what its sessions share. Returns how many started (all: n). */
+static int start_scenes(srv *s, char *err, size_t err_sz)
+{
+    int n;
+    const srv_scene_i *const *sc = srv_scenes(&n);
+    for (int k = 0; k < n; k++)
+        if (sc[k]->start && sc[k]->start(s->backend, err, err_sz) != 0)
+            return k;
+    return n;
 }
 
 int main(int argc, char **argv)
@@ -240,23 +261,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "softcast-server: %s\n", err);
         return 1;
     }
-    sim_volume v;
-    sim_status st = s.cfg.volume_path[0]
-                        ? sim_volume_load_nifti(&v, s.cfg.volume_path, NULL, err, sizeof err)
-                        : sim_volume_phantom(&v, s.cfg.default_dims[0], s.cfg.default_dims[1],
-                                             s.cfg.default_dims[2], err, sizeof err);
-    if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > s.cfg.max_elements) {
-        snprintf(err, sizeof err, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
-                 v.nz, (long long)s.cfg.max_elements);
-        st = SIM_ERR_LIMIT;
-        sim_volume_free(&v);
-    }
-    if (st == SIM_OK) {
-        st = sim_volume_model_create(&s.default_model, &v, NULL, err, sizeof err);
-        sim_volume_free(&v);
-    }
-    if (st != SIM_OK) {
+    int nscenes, started = start_scenes(&s, err, sizeof err);
+    srv_scenes(&nscenes);
+    if (started < nscenes) {
         fprintf(stderr, "softcast-server: %s\n", err);
+        stop_scenes(started);
         sim_backend_destroy(s.backend);
         return 1;
     }
@@ -269,17 +278,21 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Who hears of what: an event pokes its session's worker, news wakes the WebSocket
+     * thread. Wired here, before any thread starts, so no file calls another in a circle. */
+    s.on_event = srv_worker_poke;
+    s.on_news = srv_ws_news;
     /* WebSocket, then the workers it pokes, then HTTP, through which sessions appear. */
     if (srv_sessions_init(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
         srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
-        shutdown_all(&s);
+        shutdown_all(&s, nscenes);
         return 1;
     }
     srv_session *first = NULL;
     if (s.cfg.default_session) {
         int status;
-        first = srv_session_create(&s, &srv_scene_volume, NULL, err, sizeof err, &status);
+        first = srv_session_create(&s, srv_scene_default(), NULL, err, sizeof err, &status);
         if (!first)
             fprintf(stderr, "softcast-server: default session: %s\n", err);
     }
@@ -300,6 +313,6 @@ int main(int argc, char **argv)
     while (sigwait(&sigs, &sig) != 0)
         ;
     fprintf(stderr, "softcast-server: signal %d, shutting down\n", sig);
-    shutdown_all(&s);
+    shutdown_all(&s, nscenes);
     return 0;
 }

@@ -1,29 +1,133 @@
-/* scene.c: the table of scene kinds, and what they share: parameter tables. */
+/* scene.c: the registry of scene kinds (from scenes.def), and what scenes share: their
+ * parameter tables turned into set_params payloads, state JSON and the schema. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "scene.h"
 
+static const srv_scene_i *const k_scenes[] = {
+#define X(name) &srv_scene_##name,
+#include "scenes.def"
+#undef X
+};
+#define NSCENES ((int)(sizeof k_scenes / sizeof k_scenes[0]))
+
+/* ", volume, cloth": the names after the first two bytes. */
+static const char k_names[] =
+#define X(name) ", " #name
+#include "scenes.def"
+#undef X
+    ;
+
 const srv_scene_i *srv_scene_find(const char *name)
 {
-    static const srv_scene_i *const k[] = {&srv_scene_volume, &srv_scene_cloth};
-    for (size_t i = 0; name && i < sizeof k / sizeof k[0]; i++)
-        if (!strcmp(name, k[i]->name))
-            return k[i];
+    for (int i = 0; name && i < NSCENES; i++)
+        if (!strcmp(name, k_scenes[i]->name))
+            return k_scenes[i];
     return NULL;
 }
 
-sim_status srv_params_set(const sim_param_desc *t, int n, void *params, const char *name, double v,
-                          char *err, size_t err_sz)
+const srv_scene_i *srv_scene_default(void)
 {
-    const sim_param_desc *d = sim_param_find(t, n, name);
+    return k_scenes[0];
+}
+
+const char *srv_scene_names(void)
+{
+    return k_names + 2;
+}
+
+const srv_scene_i *const *srv_scenes(int *n)
+{
+    *n = NSCENES;
+    return k_scenes;
+}
+
+int srv_scene_event(const srv_scene_i *sc, const char *type)
+{
+    for (int i = 0; type && i < sc->nevents; i++)
+        if (!strcmp(type, sc->events[i].name))
+            return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------- parameters */
+
+typedef struct parse_ctx {
+    const sim_param_desc *t;
+    int n;
+    srv_param_set *out;
+} parse_ctx;
+
+/* Check one value against the table the way sim_param_set does, on a scratch struct, so
+ * the range message is the sim's own. A choice may come by name. */
+static int add_param(void *arg, const char *name, double number, const char *text, char *err,
+                     size_t err_sz)
+{
+    parse_ctx *p = arg;
+    const sim_param_desc *d = sim_param_find(p->t, p->n, name);
     if (!d || d->internal) {
         snprintf(err, err_sz, "no parameter \"%s\" in this scene (its state message lists them)",
                  name);
-        return SIM_ERR_ARG;
+        return -1;
     }
-    return sim_param_set(d, params, v, err, err_sz);
+    if (text) {
+        int k = sim_param_choice(d, text);
+        if (k < 0) {
+            snprintf(err, err_sz, "%s = \"%s\": must be %s%s", name, text,
+                     d->type == SIM_PARAM_CHOICE ? "one of " : "a number",
+                     d->type == SIM_PARAM_CHOICE ? d->choices : "");
+            return -1;
+        }
+        number = k;
+    }
+    _Alignas(8) unsigned char scratch[64];
+    sim_param_desc at0 = *d;
+    at0.offset = 0; /* any struct: only the check matters here */
+    if (sim_param_set(&at0, scratch, number, err, err_sz) != SIM_OK)
+        return -1;
+    srv_param_set *o = p->out;
+    o->v[o->n].value = number;
+    o->v[o->n].index = (uint32_t)(d - p->t);
+    o->v[o->n].reserved = 0;
+    o->n++;
+    return 0;
+}
+
+int srv_params_parse(const sim_param_desc *t, int n, const cJSON *msg, srv_param_set *out,
+                     const char **error, char *err, size_t err_sz)
+{
+    parse_ctx p = {t, n, out};
+    out->n = out->reserved = 0;
+    proto_status st = proto_read_params(msg, add_param, &p, err, err_sz);
+    if (st == PROTO_ERR_ARG)
+        *error = "bad parameter";
+    return st == PROTO_OK ? (int)SRV_PARAM_SET_BYTES(out->n) : -1;
+}
+
+int srv_param_parse_one(const sim_param_desc *t, int n, const char *name, const cJSON *value,
+                        srv_param_set *out, const char **error, char *err, size_t err_sz)
+{
+    parse_ctx p = {t, n, out};
+    out->n = out->reserved = 0;
+    int text = cJSON_IsString(value);
+    if (!text && (!cJSON_IsNumber(value) || !isfinite(value->valuedouble))) {
+        snprintf(err, err_sz, "field \"%s\" is missing or not a number or a name", name);
+        return -1;
+    }
+    if (add_param(&p, name, text ? 0.0 : value->valuedouble, text ? value->valuestring : NULL, err,
+                  err_sz) != 0) {
+        *error = "bad parameter";
+        return -1;
+    }
+    return (int)SRV_PARAM_SET_BYTES(out->n);
+}
+
+void srv_params_apply(const sim_param_desc *t, const srv_param_set *ps, void *params)
+{
+    for (uint32_t i = 0; i < ps->n; i++)
+        (void)sim_param_set(&t[ps->v[i].index], params, ps->v[i].value, NULL, 0);
 }
 
 char *srv_params_json(const sim_param_desc *t, int n, const void *params)

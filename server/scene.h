@@ -1,12 +1,19 @@
-/* scene.h: the scene kinds a session can hold (scene_volume.c, scene_cloth.c). The
- * session, the worker's beat, the encoding and the delivery are the same for all; a
- * scene says how it is built from the POST options, how events apply, how it steps, what
- * it shows, and what its parameters are. */
+/* scene.h: what a scene kind brings to a session (scene_volume.c, scene_cloth.c), and all
+ * an adapter sees of the server. The session, the worker's beat, the inbox, the encoding
+ * and the delivery are the same for every scene; a scene says how it is built from the
+ * POST options, which events it takes (its own payload parser for each), how they apply,
+ * how it steps, what it shows and what its parameters are. It talks back only through the
+ * srv_scene_ctx it is handed: replies, errors, its thread budget, its frame number.
+ *
+ * Adding a scene: server/scene_<name>.c defining srv_scene_<name>, and one line in
+ * scenes.def (server/README.md). */
 #ifndef SERVER_SCENE_H
 #define SERVER_SCENE_H
 
 #include <cjson/cJSON.h>
 
+#include "protocol/proto.h"
+#include "protocol/proto_event.h"
 #include "server.h"
 
 /* What a session shows: up to SRV_MAX_SURF surfaces in world units inside a box fixed
@@ -28,50 +35,120 @@ typedef struct srv_view {
     uint32_t nlods;
 } srv_view;
 
-struct srv_scene_i {
-    const char *name;
-    /* Build ss->scene_data from the POST body. Returns an HTTP status (201 when built);
-     * on failure err names the field or the limit. */
-    int (*create)(srv *s, srv_session *ss, const cJSON *opts, char *err, size_t err_sz);
-    void (*destroy)(srv *s, srv_session *ss);
-    /* One inbox event (worker); errors go back through srv_reply_error. Sets
-     * *params_changed when the parameters in the state message change. */
-    void (*apply)(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed);
-    /* One frame (worker). Returns 1 when the view changed; *ms: the step's time. */
-    int (*step)(srv *s, srv_session *ss, double *ms);
-    /* The view after the last step (worker); valid until the next step. */
-    void (*view)(srv_session *ss, srv_view *out);
-    /* The parameters as one flat JSON object, malloc'd (worker, or before publication). */
-    char *(*params_json)(srv_session *ss);
-    /* The scene's declared parameter table (any thread): names, ranges, the schema. */
-    const sim_param_desc *(*params_table)(int *n);
-    /* Facts fixed at creation, for REST and state messages (any thread). */
-    void (*describe)(srv_session *ss, cJSON *j);
+/* The worker's side, for one call of apply or step (worker thread). */
+typedef struct srv_scene_ctx srv_scene_ctx;
+struct srv_scene_ctx {
+    sim_backend *backend;
+    int threads;            ///< CPU threads this step may use (the cores shared out now)
+    uint64_t frame;         ///< the session's frame number, for frames sent as replies
+    double sim_time_s;      ///< the simulated time of that frame
+    uint32_t driver;        ///< the client that drives now (0: none)
+    const char *session_id; ///< for log lines
+    int params_changed;     ///< apply sets it when the parameters in state messages changed
+    /// A text message for one client (copied).
+    void (*reply_text)(srv_scene_ctx *c, uint32_t client, const char *text);
+    /// A binary frame for one client (bytes copied), numbered c->frame.
+    void (*reply_frame)(srv_scene_ctx *c, uint32_t client, const uint8_t *bytes, size_t len);
+    /// An error message for one client: the event with that seq was refused.
+    void (*error)(srv_scene_ctx *c, uint32_t client, uint32_t seq, const char *error,
+                  const char *detail);
+    void *impl; ///< the worker's
 };
 
-extern const srv_scene_i srv_scene_volume;
-extern const srv_scene_i srv_scene_cloth;
-/// "volume" or "cloth"; NULL for anything else.
-const srv_scene_i *srv_scene_find(const char *name);
-/// The names, for error messages: "volume, cloth".
-#define SRV_SCENE_NAMES "volume, cloth"
+/* An event as apply sees it: the payload its parse wrote, now out of the inbox. */
+typedef struct srv_event {
+    uint32_t client, seq;
+    const void *data; ///< 8-aligned
+    size_t size;
+} srv_event;
 
-/* A scene's parameters come from its declared table (sim_param_desc, the scene's
- * params.def): the server knows no parameter by name. */
-/// Set one by the name a client used: SIM_OK, or SIM_ERR_ARG with err saying why (unknown,
-/// internal, out of range).
-sim_status srv_params_set(const sim_param_desc *t, int n, void *params, const char *name, double v,
-                          char *err, size_t err_sz);
+/* One event a scene takes. parse runs on the WebSocket thread when the message arrives;
+ * apply on the worker at the next frame boundary (or later: a paused session's events
+ * wait in the inbox). */
+typedef struct srv_event_desc {
+    const char *name; ///< the message's "type"
+    unsigned flags;   ///< SRV_EV_* (server.h)
+    /// Read and check the payload of msg (the whole message; its envelope is read) into out
+    /// (SRV_EVENT_MAX bytes, 8-aligned): the payload's size, or -1 with the reason in err
+    /// and *error the error's name when not "bad message".
+    int (*parse)(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz);
+    /// Apply it to the scene now; refusals go back through c->error.
+    void (*apply)(srv_scene_ctx *c, void *scene, const srv_event *ev);
+} srv_event_desc;
+
+struct srv_scene_i {
+    const char *name;
+    const char *usage; ///< its command-line options, for --help ("" when none)
+    const srv_event_desc *events;
+    int nevents;
+    /* Process-wide (main thread, before and after every other thread). */
+    /// An option (--name val, or "name" in --config): 1 taken, 0 not this scene's, -1 bad.
+    int (*option)(const char *name, const char *val, char *err, size_t err_sz);
+    /// Before any session: build what sessions share (the default volume). 0, or -1.
+    int (*start)(sim_backend *b, char *err, size_t err_sz);
+    void (*stop)(void);
+    /* One session. */
+    /// Build the scene from the POST body (HTTP thread). Returns an HTTP status (201 when
+    /// built); on failure err names the field or the limit, and *scene (maybe partly
+    /// built) is destroyed by the caller.
+    int (*create)(sim_backend *b, const cJSON *opts, void **scene, char *err, size_t err_sz);
+    void (*destroy)(void *scene);
+    /// One frame (worker). Returns 1 when the view changed; *ms: the step's time.
+    int (*step)(srv_scene_ctx *c, void *scene, double *ms);
+    /// The view after the last step (worker); valid until the next step.
+    void (*view)(void *scene, srv_view *out);
+    /// The parameters as one flat JSON object, malloc'd (worker, or before publication).
+    char *(*params_json)(const void *scene);
+    /// The declared parameter table (any thread): names, ranges, the schema.
+    const sim_param_desc *(*params_table)(int *n);
+    /// Facts fixed at creation, for REST and state messages (any thread).
+    void (*describe)(const void *scene, cJSON *j);
+};
+
+#define X(name) extern const srv_scene_i srv_scene_##name;
+#include "scenes.def"
+#undef X
+
+/// The scene of that name; NULL for anything else.
+const srv_scene_i *srv_scene_find(const char *name);
+/// The default scene (the first in scenes.def).
+const srv_scene_i *srv_scene_default(void);
+/// The scenes, for error messages: "volume, cloth".
+const char *srv_scene_names(void);
+/// Every scene, in scenes.def's order; n their count.
+const srv_scene_i *const *srv_scenes(int *n);
+/// The index of the event called type in the scene's table, or -1.
+int srv_scene_event(const srv_scene_i *sc, const char *type);
+
+/* Parameters come from the scene's declared table (sim_param_desc, its params.def): the
+ * server knows none by name. A set_params payload is a srv_param_set: the values checked
+ * against the table when the message arrived, applied on the current parameters. */
+typedef struct srv_param_set {
+    uint32_t n, reserved;
+    struct {
+        double value;   ///< in range for its entry (a choice: its index)
+        uint32_t index; ///< in the table
+        uint32_t reserved;
+    } v[PROTO_MAX_PARAMS];
+} srv_param_set;
+/// Bytes of a set of n values.
+#define SRV_PARAM_SET_BYTES(n) \
+    (offsetof(srv_param_set, v) + (size_t)(n) * sizeof(((srv_param_set *)0)->v[0]))
+
+/// Parse field "params" of msg against the table into out (a choice by index or by name).
+/// Returns its size, or -1 with err saying why and *error "bad parameter" (unknown,
+/// internal, out of range) or left alone (malformed: a bad message).
+int srv_params_parse(const sim_param_desc *t, int n, const cJSON *msg, srv_param_set *out,
+                     const char **error, char *err, size_t err_sz);
+/// A set of one parameter given by name (a choice by its name): set_condition's payload.
+int srv_param_parse_one(const sim_param_desc *t, int n, const char *name, const cJSON *value,
+                        srv_param_set *out, const char **error, char *err, size_t err_sz);
+/// Apply a parsed set to params (a scene's parameter struct).
+void srv_params_apply(const sim_param_desc *t, const srv_param_set *ps, void *params);
 /// The values as one flat JSON object (choices by name), malloc'd.
 char *srv_params_json(const sim_param_desc *t, int n, const void *params);
 /// The schema clients render their panel from: [{name, type, min, max, default, unit,
 /// doc, group, choices?}, ...] in the table's order, internal entries left out.
 cJSON *srv_params_schema(const sim_param_desc *t, int n);
-
-/* sched.c: an error reply to one client, from the worker. */
-void srv_reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
-                     const char *detail);
-/* sched.c: CPU threads a step may use now (the cores shared among busy workers). */
-int srv_step_threads(srv *s);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "scene.h"
+#include "sim/cloth/cloth.h"
 
 #define MAX_CHARACTERS 400
 #define BODY_CAPS      5
@@ -19,14 +20,9 @@ typedef struct cloth_srv {
     sim_cloth_model *model;
     sim_cloth_scene *sim;
     int nchar;
-    int grabbed; /* the character whose vertex is held (move and release go to it) */
-    /* Parameters already queued this frame (the next set_params builds on them). */
-    sim_cloth_params pending;
-    int has_pending;
-    /* The camera moves at pointer rate: only its latest position goes to the sim, once a
-     * frame (and a paused session's queue does not fill with it). */
-    float camera[3];
-    int camera_due;
+    int grabbed;     /* the character whose vertex is held (move and release go to it) */
+    float camera[3]; /* the camera's last position, kept across a reset */
+    int has_camera;
     /* The view, rebuilt by view(). */
     float bmin[3], bmax[3];
     float *cape_pos, *body_pos;
@@ -37,16 +33,37 @@ typedef struct cloth_srv {
     uint32_t topology;
 } cloth_srv;
 
-static char *cl_params_json(srv_session *ss)
+static char *cl_params_json(const void *scene)
 {
-    cloth_srv *c = ss->scene_data;
+    const cloth_srv *c = scene;
     sim_cloth_params p = sim_cloth_get_params(c->sim);
     int n;
     const sim_param_desc *t = sim_cloth_params_table(&n);
     return srv_params_json(t, n, &p);
 }
 
-static int cl_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size_t err_sz)
+/* The quantisation box: the crowd's square with 40 m round it, 4 m up (16 bits over
+ * 90 m: 1.4 mm). Characters who walk out of it are shown at its edge. */
+static void crowd_box(cloth_srv *c)
+{
+    float lo[2] = {0, 0}, hi[2] = {0, 0};
+    for (int i = 0; i < c->nchar; i++) {
+        float p[3], yaw;
+        sim_cloth_root(c->sim, i, p, &yaw);
+        for (int k = 0; k < 2; k++) {
+            lo[k] = p[k] < lo[k] ? p[k] : lo[k];
+            hi[k] = p[k] > hi[k] ? p[k] : hi[k];
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        c->bmin[k] = lo[k] - 40.0f;
+        c->bmax[k] = hi[k] + 40.0f;
+    }
+    c->bmin[2] = -0.1f;
+    c->bmax[2] = 4.0f;
+}
+
+static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
 {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(opts, "characters");
     int nchar = 1;
@@ -63,11 +80,11 @@ static int cl_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size
         snprintf(err, err_sz, "out of memory");
         return 500;
     }
-    ss->scene_data = c;
+    *out = c;
     c->nchar = nchar;
     c->grabbed = -1;
     if (sim_cloth_model_create(&c->model, NULL, err, err_sz) != SIM_OK ||
-        sim_cloth_scene_create(&c->sim, c->model, s->backend, nchar, err, err_sz) != SIM_OK)
+        sim_cloth_scene_create(&c->sim, c->model, b, nchar, err, err_sz) != SIM_OK)
         return 500;
     int ntri0 = 0, nv0 = 0; /* the largest LOD, whichever it is */
     for (int k = 0; k < sim_cloth_model_nlod(c->model); k++) {
@@ -87,30 +104,13 @@ static int cl_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size
     }
     for (int i = 0; i < nchar; i++)
         c->lod_shown[i] = -1;
-    /* The quantisation box: the crowd's square with 40 m round it, 4 m up (16 bits over
-     * 90 m: 1.4 mm). Characters who walk out of it are shown at its edge. */
-    float lo[2] = {0, 0}, hi[2] = {0, 0};
-    for (int i = 0; i < nchar; i++) {
-        float p[3], yaw;
-        sim_cloth_root(c->sim, i, p, &yaw);
-        for (int k = 0; k < 2; k++) {
-            lo[k] = p[k] < lo[k] ? p[k] : lo[k];
-            hi[k] = p[k] > hi[k] ? p[k] : hi[k];
-        }
-    }
-    for (int k = 0; k < 2; k++) {
-        c->bmin[k] = lo[k] - 40.0f;
-        c->bmax[k] = hi[k] + 40.0f;
-    }
-    c->bmin[2] = -0.1f;
-    c->bmax[2] = 4.0f;
+    crowd_box(c);
     return 201;
 }
 
-static void cl_destroy(srv *s, srv_session *ss)
+static void cl_destroy(void *scene)
 {
-    (void)s;
-    cloth_srv *c = ss->scene_data;
+    cloth_srv *c = scene;
     if (!c)
         return;
     sim_cloth_scene_destroy(c->sim);
@@ -118,134 +118,255 @@ static void cl_destroy(srv *s, srv_session *ss)
     free(c->cape_pos), free(c->cape_tri), free(c->body_pos), free(c->body_tri);
     free(c->lod_shown), free(c->lods);
     free(c);
-    ss->scene_data = NULL;
 }
 
-static void cl_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed)
+/* ------------------------------------------------------------------ events */
+
+/* The payload of every cloth event but set_params, as it waits in the inbox. */
+typedef struct cl_event {
+    float point[3]; /* camera, grab, move: m; wind: the impulse, m/s */
+    int32_t character, vertex, lod;
+    uint8_t motion; /* sim_motion */
+} cl_event;
+
+static int parse_camera(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
 {
-    cloth_srv *c = ss->scene_data;
-    const proto_event *e = &it->ev;
+    (void)error;
+    cl_event *e = out;
+    memset(e, 0, sizeof *e);
+    return proto_read_vec3(msg, "point", 1e6, e->point, err, err_sz) ? -1 : (int)sizeof *e;
+}
+
+static int parse_wind(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)error;
+    cl_event *e = out;
+    memset(e, 0, sizeof *e);
+    return proto_read_vec3(msg, "impulse", 100, e->point, err, err_sz) ? -1 : (int)sizeof *e;
+}
+
+static int parse_force_lod(const cJSON *msg, void *out, const char **error, char *err,
+                           size_t err_sz)
+{
+    (void)error;
+    cl_event *e = out;
+    memset(e, 0, sizeof *e);
+    if (proto_read_int(msg, "character", -1, MAX_CHARACTERS - 1, &e->character, err, err_sz) ||
+        proto_read_int(msg, "lod", -1, SIM_CLOTH_NLOD - 1, &e->lod, err, err_sz))
+        return -1;
+    return (int)sizeof *e;
+}
+
+static int parse_motion(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)error;
+    cl_event *e = out;
+    memset(e, 0, sizeof *e);
+    if (proto_read_int(msg, "character", -1, MAX_CHARACTERS - 1, &e->character, err, err_sz))
+        return -1;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "motion");
+    int k = cJSON_IsString(m) ? sim_motion_parse(m->valuestring) : -1;
+    if (k < 0) {
+        size_t at = (size_t)snprintf(err, err_sz, "motion must be");
+        for (int i = 0; i < SIM_NMOTION && at < err_sz; i++)
+            at += (size_t)snprintf(err + at, err_sz - at, "%s %s",
+                                   i == 0                 ? ""
+                                   : i + 1 == SIM_NMOTION ? " or"
+                                                          : ",",
+                                   sim_motion_name(i));
+        return -1;
+    }
+    e->motion = (uint8_t)k;
+    return (int)sizeof *e;
+}
+
+static int parse_grab(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    cl_event *e = out;
+    memset(e, 0, sizeof *e);
+    if (!cJSON_GetObjectItemCaseSensitive(msg, "vertex")) {
+        *error = "not in this scene";
+        snprintf(err, err_sz, "cloth is grabbed by character and vertex");
+        return -1;
+    }
+    if (proto_read_int(msg, "character", 0, MAX_CHARACTERS - 1, &e->character, err, err_sz) ||
+        proto_read_int(msg, "vertex", 0, 1 << 20, &e->vertex, err, err_sz) ||
+        proto_read_vec3(msg, "point", 1e6, e->point, err, err_sz))
+        return -1;
+    return (int)sizeof *e;
+}
+
+static int parse_move(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    return parse_camera(msg, out, error, err, err_sz); /* a point, m */
+}
+
+static int parse_nothing(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)msg, (void)out, (void)error, (void)err, (void)err_sz;
+    return 0;
+}
+
+static int parse_params(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    int n;
+    const sim_param_desc *t = sim_cloth_params_table(&n);
+    return srv_params_parse(t, n, msg, out, error, err, err_sz);
+}
+
+/* Hand one event to the sim now; a refusal goes back to its sender. */
+static int to_sim(srv_scene_ctx *c, cloth_srv *cs, const srv_event *e, const sim_cloth_event *ev)
+{
+    char err[256] = "";
+    if (sim_cloth_apply_event(cs->sim, ev, err, sizeof err) == SIM_OK)
+        return 0;
+    c->error(c, e->client, e->seq, "event refused", err);
+    return -1;
+}
+
+/* A sim event from a payload: type, character, point, vertex, lod, motion. */
+static sim_cloth_event sim_event(sim_cloth_event_type type, const cl_event *p)
+{
     sim_cloth_event ev;
     memset(&ev, 0, sizeof ev);
-    ev.character = e->character;
-    memcpy(ev.point, e->point, sizeof ev.point);
-    char err[256] = "";
-    switch (e->type) {
-    case PROTO_EV_CAMERA:
-        memcpy(c->camera, e->point, sizeof c->camera);
-        c->camera_due = 1;
-        return;
-    case PROTO_EV_FORCE_LOD:
-        ev.type = SIM_CLOTH_EV_FORCE_LOD;
-        ev.lod = e->lod;
-        break;
-    case PROTO_EV_MOTION: {
-        int m = sim_motion_parse(e->motion);
-        if (m < 0) {
-            srv_reply_error(ss, it->client, e->seq, "bad message",
-                            "motion must be idle, walk, run, turn or jump");
-            return;
-        }
-        ev.type = SIM_CLOTH_EV_MOTION;
-        ev.motion = (sim_motion)m;
-        break;
+    ev.type = type;
+    if (p) {
+        ev.character = p->character;
+        ev.vertex = p->vertex;
+        ev.lod = p->lod;
+        ev.motion = (sim_motion)p->motion;
+        memcpy(ev.point, p->point, sizeof ev.point);
     }
-    case PROTO_EV_WIND:
-        ev.type = SIM_CLOTH_EV_WIND;
-        break;
-    case PROTO_EV_GRAB:
-        if (e->vertex < 0) {
-            srv_reply_error(ss, it->client, e->seq, "not in this scene",
-                            "cloth is grabbed by character and vertex");
-            return;
-        }
-        if (c->grabbed >= 0 && c->grabbed != e->character) { /* one hand: let go first */
-            sim_cloth_event rel;
-            memset(&rel, 0, sizeof rel);
-            rel.type = SIM_CLOTH_EV_RELEASE;
-            rel.character = c->grabbed;
-            sim_cloth_push_event(c->sim, &rel, err, sizeof err);
-            c->grabbed = -1;
-        }
-        ev.type = SIM_CLOTH_EV_GRAB;
-        ev.vertex = e->vertex;
-        if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) != SIM_OK)
-            srv_reply_error(ss, it->client, e->seq, "event refused", err);
-        else
-            c->grabbed = e->character;
-        return;
-    case PROTO_EV_MOVE:
-    case PROTO_EV_RELEASE:
-        if (c->grabbed < 0)
-            return; /* nothing held */
-        ev.type = e->type == PROTO_EV_MOVE ? SIM_CLOTH_EV_MOVE : SIM_CLOTH_EV_RELEASE;
-        ev.character = c->grabbed;
-        if (e->type == PROTO_EV_RELEASE)
-            c->grabbed = -1;
-        break;
-    case PROTO_EV_SET_PARAMS:
-        ev.type = SIM_CLOTH_EV_SET_PARAMS;
-        ev.params = c->has_pending ? c->pending : sim_cloth_get_params(c->sim);
-        for (int i = 0; i < e->nparams; i++) {
-            int n;
-            const sim_param_desc *t = sim_cloth_params_table(&n);
-            if (srv_params_set(t, n, &ev.params, e->param_name[i], e->param_value[i], err,
-                               sizeof err) != SIM_OK) {
-                srv_reply_error(ss, it->client, e->seq, "bad parameter", err);
-                return;
-            }
-        }
-        if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) != SIM_OK) {
-            srv_reply_error(ss, it->client, e->seq, "event refused", err);
-            return;
-        }
-        c->pending = ev.params;
-        c->has_pending = 1;
-        *params_changed = 1;
-        return;
-    case PROTO_EV_RESET: { /* the crowd back where it started; parameters and camera kept */
-        sim_cloth_params p = c->has_pending ? c->pending : sim_cloth_get_params(c->sim);
-        sim_cloth_scene *fresh;
-        if (sim_cloth_scene_create(&fresh, c->model, s->backend, c->nchar, err, sizeof err) !=
-            SIM_OK) {
-            srv_reply_error(ss, it->client, e->seq, "event refused", err);
-            return;
-        }
-        sim_cloth_scene_destroy(c->sim);
-        c->sim = fresh;
-        c->grabbed = -1;
-        c->camera_due = 1;
-        ev.type = SIM_CLOTH_EV_SET_PARAMS;
-        ev.params = p;
-        break;
-    }
-    default:
-        srv_reply_error(ss, it->client, e->seq, "not in this scene",
-                        "the cloth scene takes camera, force_lod, motion, wind, grab (character, "
-                        "vertex), move, release, set_params, pause, resume, reset");
-        return;
-    }
-    if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) != SIM_OK)
-        srv_reply_error(ss, it->client, e->seq, "event refused", err);
+    return ev;
 }
 
-static int cl_step(srv *s, srv_session *ss, double *ms)
+/* The camera moves at pointer rate and applies even while paused: the sim reads it only
+ * when it steps. */
+static void on_camera(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
-    cloth_srv *c = ss->scene_data;
+    cloth_srv *cs = scene;
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_CAMERA, e->data);
+    if (to_sim(c, cs, e, &ev) == 0) {
+        memcpy(cs->camera, ev.point, sizeof cs->camera);
+        cs->has_camera = 1;
+    }
+}
+
+static void on_force_lod(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_FORCE_LOD, e->data);
+    to_sim(c, scene, e, &ev);
+}
+
+static void on_motion(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_MOTION, e->data);
+    to_sim(c, scene, e, &ev);
+}
+
+static void on_wind(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_WIND, e->data);
+    to_sim(c, scene, e, &ev);
+}
+
+/* One hand: a grab of another character lets go of the first. */
+static void on_grab(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    cloth_srv *cs = scene;
+    const cl_event *p = e->data;
+    if (cs->grabbed >= 0 && cs->grabbed != p->character) {
+        sim_cloth_event rel = sim_event(SIM_CLOTH_EV_RELEASE, NULL);
+        rel.character = cs->grabbed;
+        (void)sim_cloth_apply_event(cs->sim, &rel, NULL, 0);
+        cs->grabbed = -1;
+    }
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_GRAB, p);
+    if (to_sim(c, cs, e, &ev) == 0)
+        cs->grabbed = p->character;
+}
+
+static void on_move(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    cloth_srv *cs = scene;
+    if (cs->grabbed < 0)
+        return; /* nothing held */
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_MOVE, e->data);
+    ev.character = cs->grabbed;
+    to_sim(c, cs, e, &ev);
+}
+
+static void on_release(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    cloth_srv *cs = scene;
+    if (cs->grabbed < 0)
+        return;
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_RELEASE, NULL);
+    ev.character = cs->grabbed;
+    cs->grabbed = -1;
+    to_sim(c, cs, e, &ev);
+}
+
+/* On the parameters in force: an earlier set_params of this frame is applied already. */
+static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    cloth_srv *cs = scene;
+    int n;
+    const sim_param_desc *t = sim_cloth_params_table(&n);
+    sim_cloth_event ev = sim_event(SIM_CLOTH_EV_SET_PARAMS, NULL);
+    ev.params = sim_cloth_get_params(cs->sim);
+    srv_params_apply(t, e->data, &ev.params);
+    if (to_sim(c, cs, e, &ev) == 0)
+        c->params_changed = 1;
+}
+
+/* The crowd back where it started; parameters and camera kept. */
+static void on_reset(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    cloth_srv *cs = scene;
+    char err[256] = "";
+    sim_cloth_scene *fresh;
+    if (sim_cloth_scene_create(&fresh, cs->model, c->backend, cs->nchar, err, sizeof err) !=
+        SIM_OK) {
+        c->error(c, e->client, e->seq, "event refused", err);
+        return;
+    }
+    sim_cloth_event prm = sim_event(SIM_CLOTH_EV_SET_PARAMS, NULL);
+    prm.params = sim_cloth_get_params(cs->sim);
+    sim_cloth_scene_destroy(cs->sim);
+    cs->sim = fresh;
+    cs->grabbed = -1;
+    (void)sim_cloth_apply_event(cs->sim, &prm, NULL, 0); /* valid: they were in force */
+    if (cs->has_camera) {
+        sim_cloth_event cam = sim_event(SIM_CLOTH_EV_CAMERA, NULL);
+        memcpy(cam.point, cs->camera, sizeof cam.point);
+        (void)sim_cloth_apply_event(cs->sim, &cam, NULL, 0);
+    }
+}
+
+static const srv_event_desc k_events[] = {
+    {"camera", SRV_EV_UNPAUSED, parse_camera, on_camera},
+    {"force_lod", 0, parse_force_lod, on_force_lod},
+    {"motion", 0, parse_motion, on_motion},
+    {"wind", 0, parse_wind, on_wind},
+    {"grab", 0, parse_grab, on_grab},
+    {"move", 0, parse_move, on_move},
+    {"release", 0, parse_nothing, on_release},
+    {"set_params", 0, parse_params, on_params},
+    {"reset", 0, parse_nothing, on_reset},
+};
+_Static_assert(sizeof(cl_event) + sizeof(srv_item) <= 64, "a cloth event stays small");
+
+/* ------------------------------------------------------------ step and view */
+
+static int cl_step(srv_scene_ctx *c, void *scene, double *ms)
+{
+    cloth_srv *cs = scene;
     sim_cloth_metrics mt;
     char err[256];
-    if (c->camera_due) {
-        sim_cloth_event ev;
-        memset(&ev, 0, sizeof ev);
-        ev.type = SIM_CLOTH_EV_CAMERA;
-        memcpy(ev.point, c->camera, sizeof ev.point);
-        if (sim_cloth_push_event(c->sim, &ev, err, sizeof err) == SIM_OK)
-            c->camera_due = 0;
-    }
-    sim_cloth_set_threads(c->sim, srv_step_threads(s));
-    c->has_pending = 0; /* the step applies what was queued */
-    if (sim_cloth_step(c->sim, &mt, err, sizeof err) != SIM_OK) {
-        fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
+    sim_cloth_set_threads(cs->sim, c->threads);
+    if (sim_cloth_step(cs->sim, &mt, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-server: session %s: step: %s\n", c->session_id, err);
         *ms = 0;
         return 0;
     }
@@ -253,7 +374,6 @@ static int cl_step(srv *s, srv_session *ss, double *ms)
     return 1; /* cloth is never quite still while anyone watches */
 }
 
-/* A box round each capsule, oriented along it: the bodies, cheaply. */
 static void body_boxes(cloth_srv *c)
 {
     uint32_t nv = 0, nt = 0;
@@ -300,9 +420,9 @@ static void body_boxes(cloth_srv *c)
     c->body_ntri = nt;
 }
 
-static void cl_view(srv_session *ss, srv_view *out)
+static void cl_view(void *scene, srv_view *out)
 {
-    cloth_srv *c = ss->scene_data;
+    cloth_srv *c = scene;
     int changed = 0;
     for (int i = 0; i < c->nchar; i++)
         changed |= sim_cloth_lod(c->sim, i) != c->lod_shown[i];
@@ -353,14 +473,24 @@ static void cl_view(srv_session *ss, srv_view *out)
     out->nlods = (uint32_t)c->nchar;
 }
 
-static void cl_describe(srv_session *ss, cJSON *j)
+static void cl_describe(const void *scene, cJSON *j)
 {
-    cloth_srv *c = ss->scene_data;
+    const cloth_srv *c = scene;
     cJSON_AddNumberToObject(j, "characters", c->nchar);
     cJSON_AddNumberToObject(j, "lods", sim_cloth_model_nlod(c->model));
     cJSON_AddStringToObject(j, "units", "m");
 }
 
-const srv_scene_i srv_scene_cloth = {"cloth",    cl_create, cl_destroy,     cl_apply,
-                                     cl_step,    cl_view,   cl_params_json, sim_cloth_params_table,
-                                     cl_describe};
+const srv_scene_i srv_scene_cloth = {
+    .name = "cloth",
+    .usage = "",
+    .events = k_events,
+    .nevents = (int)(sizeof k_events / sizeof k_events[0]),
+    .create = cl_create,
+    .destroy = cl_destroy,
+    .step = cl_step,
+    .view = cl_view,
+    .params_json = cl_params_json,
+    .params_table = sim_cloth_params_table,
+    .describe = cl_describe,
+};

@@ -1,12 +1,87 @@
 /* scene_volume.c: the volume scene in a session: a CT volume (the server's default, or a
  * phantom of the asked size) deformed by HP-ChainMail; its skin and bone surfaces are
- * the view; slices are answered to the client that asks. */
+ * the view; slices are answered to the client that asks.
+ *
+ * Events: each is parsed once, when it arrives, into a small struct below, and applied to
+ * the sim at once when the worker takes it from the inbox (sim_volume_apply_event): the
+ * sim keeps no queue of the server's events and the adapter no copy of parameters. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scene.h"
+#include "sim/volume/volume.h"
+
+/* ------------------------------------------------ process-wide (main thread) */
+
+/* Options, then the default volume shared by the sessions that ask for no dims. Written
+ * by main before any other thread starts and after they all stopped; read-only between. */
+static struct {
+    char path[512];       /* --volume: NIfTI file of the default scene ("" = phantom) */
+    int dims[3];          /* --dims: phantom size of the default scene */
+    int64_t max_elements; /* --max-elements: largest volume a session may create */
+    sim_volume_model *model;
+} g_vol = {"", {128, 128, 75}, 4 << 20, NULL};
+
+static int vol_option(const char *name, const char *val, char *err, size_t err_sz)
+{
+    if (!strcmp(name, "volume")) {
+        if (strlen(val) >= sizeof g_vol.path) {
+            snprintf(err, err_sz, "--volume: longer than %zu characters", sizeof g_vol.path - 1);
+            return -1;
+        }
+        strcpy(g_vol.path, val);
+        return 1;
+    }
+    if (!strcmp(name, "dims")) {
+        char tail;
+        if (sscanf(val, "%dx%dx%d%c", &g_vol.dims[0], &g_vol.dims[1], &g_vol.dims[2], &tail) != 3) {
+            snprintf(err, err_sz, "--dims %s: must be WxHxD", val);
+            return -1;
+        }
+        return 1;
+    }
+    if (!strcmp(name, "max-elements")) {
+        char *end = NULL;
+        long long n = strtoll(val, &end, 10);
+        if (!*val || *end || n < 512 || n > (1LL << 31)) {
+            snprintf(err, err_sz, "--max-elements %s: must be an integer in [512, 2^31]", val);
+            return -1;
+        }
+        g_vol.max_elements = n;
+        return 1;
+    }
+    return 0;
+}
+
+static int vol_start(sim_backend *b, char *err, size_t err_sz)
+{
+    (void)b;
+    sim_volume v;
+    sim_status st = g_vol.path[0] ? sim_volume_load_nifti(&v, g_vol.path, NULL, err, err_sz)
+                                  : sim_volume_phantom(&v, g_vol.dims[0], g_vol.dims[1],
+                                                       g_vol.dims[2], err, err_sz);
+    if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > g_vol.max_elements) {
+        snprintf(err, err_sz, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
+                 v.nz, (long long)g_vol.max_elements);
+        st = SIM_ERR_LIMIT;
+        sim_volume_free(&v);
+    }
+    if (st == SIM_OK) {
+        st = sim_volume_model_create(&g_vol.model, &v, NULL, err, err_sz);
+        sim_volume_free(&v);
+    }
+    return st == SIM_OK ? 0 : -1;
+}
+
+static void vol_stop(void)
+{
+    sim_volume_model_destroy(g_vol.model);
+    g_vol.model = NULL;
+}
+
+/* --------------------------------------------------------------- a session */
 
 typedef struct vol_scene {
     sim_volume_model *model; /* the server's default, or this session's own */
@@ -14,135 +89,45 @@ typedef struct vol_scene {
     sim_volume_state *state;
     float bmin[3], bmax[3]; /* quantisation box, world mm */
     float *pos[SIM_NSURFACE];
-    /* Parameters already queued this frame: the next set_params builds on them. */
-    sim_volume_params pending;
-    int has_pending;
     int clamp_noticed; /* the driver was told that this pull stops at the box */
 } vol_scene;
 
-static void vol_apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed)
+static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
 {
-    vol_scene *v = ss->scene_data;
-    const proto_event *e = &it->ev;
-    sim_volume_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.seq = e->seq;
-    char err[256] = "";
-    switch (e->type) {
-    case PROTO_EV_GRAB:
-        if (e->vertex >= 0) {
-            srv_reply_error(ss, it->client, e->seq, "not in this scene",
-                            "a volume is grabbed at a point with a radius, not by vertex");
-            return;
-        }
-        /* fall through */
-    case PROTO_EV_MOVE:
-        ev.type = e->type == PROTO_EV_GRAB ? SIM_EV_GRAB : SIM_EV_MOVE;
-        ev.space = e->world ? SIM_SPACE_WORLD : SIM_SPACE_LATTICE;
-        memcpy(ev.point, e->point, sizeof ev.point);
-        ev.radius = e->radius;
-        break;
-    case PROTO_EV_RELEASE:
-        ev.type = SIM_EV_RELEASE;
-        break;
-    case PROTO_EV_RESET:
-        ev.type = SIM_EV_RESET;
-        break;
-    case PROTO_EV_SET_CONDITION:
-        ev.type = SIM_EV_SET_CONDITION;
-        ev.condition = (sim_condition)(e->condition - 'A');
-        break;
-    case PROTO_EV_SET_PARAMS:
-        ev.type = SIM_EV_SET_PARAMS;
-        ev.params = v->has_pending ? v->pending : sim_volume_get_params(v->state);
-        for (int i = 0; i < e->nparams; i++) {
-            int n;
-            const sim_param_desc *t = sim_volume_params_table(&n);
-            if (srv_params_set(t, n, &ev.params, e->param_name[i], e->param_value[i], err,
-                               sizeof err) != SIM_OK) {
-                srv_reply_error(ss, it->client, e->seq, "bad parameter", err);
-                return;
-            }
-        }
-        break;
-    case PROTO_EV_SLICE: {
-        int w, h;
-        sim_volume_slice_size(v->model, (sim_plane)e->plane, &w, &h);
-        uint8_t *img = malloc((size_t)w * (size_t)h + 1);
-        if (!img)
-            return;
-        if (sim_volume_slice(v->state, (sim_plane)e->plane, e->index, e->level_hu, e->width_hu,
-                             NULL, img, err, sizeof err) != SIM_OK) {
-            free(img);
-            srv_reply_error(ss, it->client, e->seq, "bad slice", err);
-            return;
-        }
-        proto_slice sl = {e->plane,    (uint32_t)e->index, (uint32_t)w, (uint32_t)h,
-                          e->level_hu, e->width_hu,        img};
-        proto_header hd;
-        memset(&hd, 0, sizeof hd);
-        hd.frame = ss->frame_no;
-        hd.last_seq = e->seq;
-        hd.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
-        proto_buf b = {0};
-        if (proto_encode_slice(&b, &hd, &sl, 1) == PROTO_OK)
-            srv_session_reply(ss, it->client, srv_frame_new(b.data, b.len, ss->frame_no, 0), NULL);
-        proto_buf_free(&b);
-        free(img);
-        return;
+    if (!cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != 3) {
+        snprintf(err, err_sz, "\"dims\" must be [x, y, z]");
+        return 400;
     }
-    default: /* the cloth's events */
-        srv_reply_error(ss, it->client, e->seq, "not in this scene",
-                        "the volume scene takes grab, move, release, set_params, set_condition, "
-                        "slice, pause, resume, reset");
-        return;
-    }
-    if (sim_volume_push_event(v->state, &ev, err, sizeof err) != SIM_OK) {
-        srv_reply_error(ss, it->client, e->seq, "event refused", err);
-        return;
-    }
-    if (e->type == PROTO_EV_SET_PARAMS || e->type == PROTO_EV_SET_CONDITION) {
-        if (!v->has_pending)
-            v->pending = sim_volume_get_params(v->state);
-        if (e->type == PROTO_EV_SET_PARAMS)
-            v->pending = ev.params;
-        else
-            v->pending.condition = ev.condition;
-        v->has_pending = 1;
-        *params_changed = 1;
-    }
-}
-
-static int vol_create(srv *s, srv_session *ss, const cJSON *opts, char *err, size_t err_sz)
-{
-    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(opts, "dims");
-    int dims[3];
-    if (dj) {
-        if (!cJSON_IsArray(dj) || cJSON_GetArraySize(dj) != 3) {
-            snprintf(err, err_sz, "\"dims\" must be [x, y, z]");
+    for (int b = 0; b < 3; b++) {
+        const cJSON *e = cJSON_GetArrayItem(dj, b);
+        if (!cJSON_IsNumber(e) || e->valuedouble < 8 || e->valuedouble > 4096) {
+            snprintf(err, err_sz, "\"dims\" entries must be 8 to 4096");
             return 400;
         }
-        for (int b = 0; b < 3; b++) {
-            const cJSON *e = cJSON_GetArrayItem(dj, b);
-            if (!cJSON_IsNumber(e) || e->valuedouble < 8 || e->valuedouble > 4096) {
-                snprintf(err, err_sz, "\"dims\" entries must be 8 to 4096");
-                return 400;
-            }
-            dims[b] = (int)e->valuedouble;
-        }
-        int64_t n = (int64_t)dims[0] * dims[1] * dims[2];
-        if (n > s->cfg.max_elements) {
-            snprintf(err, err_sz, "dims %dx%dx%d: at most %lld elements", dims[0], dims[1], dims[2],
-                     (long long)s->cfg.max_elements);
-            return 413;
-        }
+        dims[b] = (int)e->valuedouble;
     }
+    int64_t n = (int64_t)dims[0] * dims[1] * dims[2];
+    if (n > g_vol.max_elements) {
+        snprintf(err, err_sz, "dims %dx%dx%d: at most %lld elements", dims[0], dims[1], dims[2],
+                 (long long)g_vol.max_elements);
+        return 413;
+    }
+    return 201;
+}
+
+static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
+{
+    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(opts, "dims");
+    int dims[3], status = dj ? parse_dims(dj, dims, err, err_sz) : 201;
+    if (status != 201)
+        return status;
     vol_scene *v = calloc(1, sizeof *v);
     if (!v) {
         snprintf(err, err_sz, "out of memory");
         return 500;
     }
-    ss->scene_data = v;
+    *out = v;
+    v->model = g_vol.model;
     if (dj) {
         sim_volume vol;
         if (sim_volume_phantom(&vol, dims[0], dims[1], dims[2], err, err_sz) != SIM_OK)
@@ -152,17 +137,15 @@ static int vol_create(srv *s, srv_session *ss, const cJSON *opts, char *err, siz
         if (st != SIM_OK)
             return 500;
         v->own_model = 1;
-    } else {
-        v->model = s->default_model;
     }
-    if (sim_volume_state_create(&v->state, v->model, s->backend, err, err_sz) != SIM_OK)
+    if (sim_volume_state_create(&v->state, v->model, b, err, err_sz) != SIM_OK)
         return 500;
     const sim_volume *vol = sim_volume_model_volume(v->model);
     int n[3] = {vol->nx, vol->ny, vol->nz};
     sim_volume_params p = sim_volume_get_params(v->state);
-    for (int b = 0; b < 3; b++) {
-        v->bmin[b] = -p.boundary_margin * vol->spacing_mm[b];
-        v->bmax[b] = ((float)(n[b] - 1) + p.boundary_margin) * vol->spacing_mm[b];
+    for (int k = 0; k < 3; k++) {
+        v->bmin[k] = -p.boundary_margin * vol->spacing_mm[k];
+        v->bmax[k] = ((float)(n[k] - 1) + p.boundary_margin) * vol->spacing_mm[k];
     }
     for (int k = 0; k < SIM_NSURFACE; k++) {
         const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);
@@ -175,25 +158,236 @@ static int vol_create(srv *s, srv_session *ss, const cJSON *opts, char *err, siz
     return 201;
 }
 
-static void vol_destroy(srv *s, srv_session *ss)
+static void vol_destroy(void *scene)
 {
-    vol_scene *v = ss->scene_data;
+    vol_scene *v = scene;
     if (!v)
         return;
     for (int k = 0; k < SIM_NSURFACE; k++)
         free(v->pos[k]);
     sim_volume_state_destroy(v->state);
-    if (v->own_model && v->model != s->default_model)
+    if (v->own_model)
         sim_volume_model_destroy(v->model);
     free(v);
-    ss->scene_data = NULL;
 }
+
+/* ------------------------------------------------------------------ events */
+
+/* The payloads, as they wait in the inbox. */
+typedef struct vol_point {
+    float point[3];
+    uint8_t world; /* 1: point in world mm, 0: lattice units */
+} vol_point;       /* a move's */
+typedef struct vol_grab {
+    vol_point at;
+    float radius;
+} vol_grab;
+typedef struct vol_slice {
+    int32_t index;
+    float level_hu, width_hu;
+    uint8_t plane; /* sim_plane */
+} vol_slice;
+
+static int parse_point(const cJSON *msg, vol_point *p, char *err, size_t err_sz)
+{
+    int world;
+    if (proto_read_vec3(msg, "point", 1e7, p->point, err, err_sz) != PROTO_OK ||
+        proto_read_choice(msg, "space", "lattice|world", 1, &world, err, err_sz) != PROTO_OK)
+        return -1;
+    p->world = (uint8_t)world;
+    return 0;
+}
+
+static int parse_grab(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    vol_grab *g = out;
+    double r;
+    if (cJSON_GetObjectItemCaseSensitive(msg, "vertex")) {
+        *error = "not in this scene";
+        snprintf(err, err_sz, "a volume is grabbed at a point with a radius, not by vertex");
+        return -1;
+    }
+    if (proto_read_number(msg, "radius", 1e-6, 1e4, &r, err, err_sz) != PROTO_OK ||
+        parse_point(msg, &g->at, err, err_sz) != 0)
+        return -1;
+    g->radius = (float)r;
+    return (int)sizeof *g;
+}
+
+static int parse_move(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)error;
+    return parse_point(msg, out, err, err_sz) ? -1 : (int)sizeof(vol_point);
+}
+
+static int parse_nothing(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)msg, (void)out, (void)error, (void)err, (void)err_sz;
+    return 0;
+}
+
+static int parse_params(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    int n;
+    const sim_param_desc *t = sim_volume_params_table(&n);
+    return srv_params_parse(t, n, msg, out, error, err, err_sz);
+}
+
+/* set_condition is set_params of the one choice parameter of that name. */
+static int parse_condition(const cJSON *msg, void *out, const char **error, char *err,
+                           size_t err_sz)
+{
+    int n;
+    const sim_param_desc *t = sim_volume_params_table(&n);
+    return srv_param_parse_one(t, n, "condition",
+                               cJSON_GetObjectItemCaseSensitive(msg, "condition"), out, error, err,
+                               err_sz);
+}
+
+static int parse_slice(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)error;
+    vol_slice *sl = out;
+    double level, width;
+    int plane;
+    if (proto_read_choice(msg, "plane", "axial|coronal|sagittal", -1, &plane, err, err_sz) ||
+        proto_read_int(msg, "index", 0, 65535, &sl->index, err, err_sz) ||
+        proto_read_number(msg, "level", -4000, 40000, &level, err, err_sz) ||
+        proto_read_number(msg, "width", 1, 40000, &width, err, err_sz))
+        return -1;
+    sl->plane = (uint8_t)plane;
+    sl->level_hu = (float)level;
+    sl->width_hu = (float)width;
+    return (int)sizeof *sl;
+}
+
+/* Hand one event to the sim now; a refusal goes back to its sender (-1). */
+static int to_sim(srv_scene_ctx *c, vol_scene *v, const srv_event *e, sim_volume_event *ev)
+{
+    char err[256] = "";
+    ev->seq = e->seq;
+    if (sim_volume_apply_event(v->state, ev, err, sizeof err) == SIM_OK)
+        return 0;
+    c->error(c, e->client, e->seq, "event refused", err);
+    return -1;
+}
+
+static void to_sim_at(srv_scene_ctx *c, void *scene, const srv_event *e, sim_event_type type,
+                      const vol_point *p, float radius)
+{
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    ev.space = p->world ? SIM_SPACE_WORLD : SIM_SPACE_LATTICE;
+    memcpy(ev.point, p->point, sizeof ev.point);
+    ev.radius = radius;
+    to_sim(c, scene, e, &ev);
+}
+
+static void on_grab(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    const vol_grab *g = e->data;
+    to_sim_at(c, scene, e, SIM_EV_GRAB, &g->at, g->radius);
+}
+
+static void on_move(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    to_sim_at(c, scene, e, SIM_EV_MOVE, e->data, 0.0f);
+}
+
+static void on_simple(srv_scene_ctx *c, void *scene, const srv_event *e, sim_event_type type)
+{
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = type;
+    to_sim(c, scene, e, &ev);
+}
+
+static void on_release(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    on_simple(c, scene, e, SIM_EV_RELEASE);
+}
+
+static void on_reset(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    on_simple(c, scene, e, SIM_EV_RESET);
+}
+
+/* On the parameters in force: an earlier set_params of this frame is applied already. */
+static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    vol_scene *v = scene;
+    int n;
+    const sim_param_desc *t = sim_volume_params_table(&n);
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_EV_SET_PARAMS;
+    ev.params = sim_volume_get_params(v->state);
+    srv_params_apply(t, e->data, &ev.params);
+    if (to_sim(c, v, e, &ev) == 0)
+        c->params_changed = 1;
+}
+
+/* The damping condition alone: the sim changes nothing else (no new links to relax). */
+static void on_condition(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    const srv_param_set *ps = e->data;
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_EV_SET_CONDITION;
+    ev.condition = (sim_condition)(int)ps->v[0].value;
+    if (to_sim(c, scene, e, &ev) == 0)
+        c->params_changed = 1;
+}
+
+static void on_slice(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    vol_scene *v = scene;
+    const vol_slice *q = e->data;
+    char err[256];
+    int w, h;
+    sim_volume_slice_size(v->model, (sim_plane)q->plane, &w, &h);
+    uint8_t *img = malloc((size_t)w * (size_t)h + 1);
+    if (!img)
+        return;
+    if (sim_volume_slice(v->state, (sim_plane)q->plane, q->index, q->level_hu, q->width_hu, NULL,
+                         img, err, sizeof err) != SIM_OK) {
+        free(img);
+        c->error(c, e->client, e->seq, "bad slice", err);
+        return;
+    }
+    proto_slice sl = {q->plane,    (uint32_t)q->index, (uint32_t)w, (uint32_t)h,
+                      q->level_hu, q->width_hu,        img};
+    proto_header hd;
+    memset(&hd, 0, sizeof hd);
+    hd.frame = c->frame;
+    hd.last_seq = e->seq;
+    hd.sim_time_s = c->sim_time_s;
+    proto_buf b = {0};
+    if (proto_encode_slice(&b, &hd, &sl, 1) == PROTO_OK)
+        c->reply_frame(c, e->client, b.data, b.len);
+    proto_buf_free(&b);
+    free(img);
+}
+
+static const srv_event_desc k_events[] = {
+    {"grab", 0, parse_grab, on_grab},
+    {"move", 0, parse_move, on_move},
+    {"release", 0, parse_nothing, on_release},
+    {"reset", 0, parse_nothing, on_reset},
+    {"set_params", 0, parse_params, on_params},
+    {"set_condition", 0, parse_condition, on_condition},
+    {"slice", SRV_EV_QUERY, parse_slice, on_slice},
+};
+_Static_assert(SRV_ITEM_BYTES(sizeof(vol_point)) == 40 && SRV_ITEM_BYTES(sizeof(vol_grab)) == 48,
+               "a move or a grab stays small in the inbox");
+
+/* ------------------------------------------------------------ step and view */
 
 /* The sim cuts a pull short where the tissue would leave the lattice box: tell the
  * driver once each time the hand reaches that edge, so a pull that stops is explained. */
-static void notice_grab_clamp(srv *s, srv_session *ss, const sim_volume_metrics *mt)
+static void notice_grab_clamp(srv_scene_ctx *c, vol_scene *v, const sim_volume_metrics *mt)
 {
-    vol_scene *v = ss->scene_data;
     if (!mt->grab_clamped) {
         if (mt->grabbed == 0 || mt->passes > 0) /* let go, or moved freely again */
             v->clamp_noticed = 0;
@@ -209,34 +403,29 @@ static void notice_grab_clamp(srv *s, srv_session *ss, const sim_volume_metrics 
              "\"detail\":\"the pull stops here: further out the tissue would leave the volume's "
              "box (the lattice plus %g voxels), so the grab holds at its edge\"}",
              mt->last_seq, (double)p.boundary_margin);
-    (void)s;
-    pthread_mutex_lock(&ss->lock);
-    uint32_t driver = ss->driver;
-    pthread_mutex_unlock(&ss->lock);
-    if (driver)
-        srv_session_reply(ss, driver, NULL, text);
+    if (c->driver)
+        c->reply_text(c, c->driver, text);
 }
 
-static int vol_step(srv *s, srv_session *ss, double *ms)
+static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
 {
-    vol_scene *v = ss->scene_data;
+    vol_scene *v = scene;
     sim_volume_metrics mt;
     char err[256];
-    sim_volume_set_threads(v->state, srv_step_threads(s));
-    v->has_pending = 0; /* the step applies what was queued */
+    sim_volume_set_threads(v->state, c->threads);
     if (sim_volume_step(v->state, &mt, err, sizeof err) != SIM_OK) {
-        fprintf(stderr, "softcast-server: session %s: step: %s\n", ss->id, err);
+        fprintf(stderr, "softcast-server: session %s: step: %s\n", c->session_id, err);
         *ms = 0;
         return 0;
     }
     *ms = mt.total_ms;
-    notice_grab_clamp(s, ss, &mt);
+    notice_grab_clamp(c, v, &mt);
     return !mt.skipped;
 }
 
-static void vol_view(srv_session *ss, srv_view *out)
+static void vol_view(void *scene, srv_view *out)
 {
-    vol_scene *v = ss->scene_data;
+    vol_scene *v = scene;
     memset(out, 0, sizeof *out);
     memcpy(out->bmin, v->bmin, sizeof out->bmin);
     memcpy(out->bmax, v->bmax, sizeof out->bmax);
@@ -252,18 +441,18 @@ static void vol_view(srv_session *ss, srv_view *out)
     }
 }
 
-static char *vol_params_json(srv_session *ss)
+static char *vol_params_json(const void *scene)
 {
-    vol_scene *v = ss->scene_data;
+    const vol_scene *v = scene;
     sim_volume_params p = sim_volume_get_params(v->state);
     int n;
     const sim_param_desc *t = sim_volume_params_table(&n);
     return srv_params_json(t, n, &p);
 }
 
-static void vol_describe(srv_session *ss, cJSON *j)
+static void vol_describe(const void *scene, cJSON *j)
 {
-    vol_scene *v = ss->scene_data;
+    const vol_scene *v = scene;
     const sim_volume *vol = sim_volume_model_volume(v->model);
     int dims[3] = {vol->nx, vol->ny, vol->nz};
     cJSON_AddItemToObject(j, "dims", cJSON_CreateIntArray(dims, 3));
@@ -272,6 +461,21 @@ static void vol_describe(srv_session *ss, cJSON *j)
 }
 
 const srv_scene_i srv_scene_volume = {
-    "volume",    vol_create, vol_destroy,     vol_apply,
-    vol_step,    vol_view,   vol_params_json, sim_volume_params_table,
-    vol_describe};
+    .name = "volume",
+    .usage =
+        "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
+        "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
+        "  --max-elements N              largest volume a session may create (default 4194304)\n",
+    .events = k_events,
+    .nevents = (int)(sizeof k_events / sizeof k_events[0]),
+    .option = vol_option,
+    .start = vol_start,
+    .stop = vol_stop,
+    .create = vol_create,
+    .destroy = vol_destroy,
+    .step = vol_step,
+    .view = vol_view,
+    .params_json = vol_params_json,
+    .params_table = sim_volume_params_table,
+    .describe = vol_describe,
+};

@@ -1,8 +1,10 @@
-/* sched.c: the simulation worker. At a fixed rate it visits every session: drains its
- * inbox, applies the events at the frame boundary, steps the scene (scene.h), encodes
- * one frame for all its clients (a keyframe on join, on a new topology and when deltas
- * grow; deltas between) and publishes it, then wakes the WebSocket thread. A session with
- * no clients sleeps; a settled scene costs nothing and sends nothing until an event. */
+/* sched.c: the simulation workers. At a fixed rate each visits the sessions of its slots:
+ * takes what applies now from the session's inbox and applies it straight to the scene (the
+ * frame boundary: the inbox is the only queue), steps the scene (scene.h), encodes one
+ * frame for all its clients (a keyframe on join, on a new topology and when deltas grow;
+ * deltas between) and publishes it, then tells the WebSocket thread (srv_session_news). A
+ * session with no clients sleeps; a settled scene costs nothing and sends nothing until an
+ * event. Runs on the worker threads; other threads only poke them (srv_worker_poke). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,54 +15,136 @@
 
 #include "scene.h"
 
-void srv_reply_error(srv_session *ss, uint32_t client, uint32_t seq, const char *error,
-                     const char *detail)
+typedef struct worker {
+    srv *s;
+    int index;
+    pthread_t thread;
+    pthread_mutex_t lock; /* guards poked */
+    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
+    int poked;
+    atomic_int has_sessions; /* it had live sessions on its last pass */
+    /* One take from a session's inbox (the worker's own: nothing big on its stack). */
+    _Alignas(8) unsigned char batch[SRV_INBOX_BYTES];
+} worker;
+
+typedef struct sched {
+    int n;
+    worker *w;
+} sched;
+
+/* Workers whose slots hold live sessions (at least 1). Counted per pass rather than per
+ * step, so two steps never both take all the cores for a moment. */
+static int workers_with_sessions(const sched *sc)
 {
-    /* detail may carry client bytes (a parameter name): keep it printable ASCII without
-     * quotes or backslashes, so the reply stays valid JSON and valid UTF-8. */
-    char clean[300], text[512];
-    size_t j = 0;
-    for (const char *d = detail; d && *d && j + 1 < sizeof clean; d++) {
-        unsigned char ch = (unsigned char)*d;
-        clean[j++] = (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') ? '?' : (char)ch;
-    }
-    clean[j] = 0;
-    snprintf(text, sizeof text,
-             "{\"type\":\"error\",\"seq\":%u,\"error\":\"%s\",\"detail\":\"%s\"}", seq, error,
-             clean);
-    srv_session_reply(ss, client, NULL, text);
-    pthread_mutex_lock(&ss->lock);
-    ss->errors++;
-    pthread_mutex_unlock(&ss->lock);
+    int n = 0;
+    for (int k = 0; k < sc->n; k++)
+        n += atomic_load(&sc->w[k].has_sessions) != 0;
+    return n > 0 ? n : 1;
 }
 
-/* Pause and resume are the session's; everything else is the scene's. */
-static void apply(srv *s, srv_session *ss, const srv_inbox_item *it, int *params_changed,
-                  int *state_changed)
+/* CPU threads a step may use now: the cores shared among busy workers. */
+static int step_threads(srv *s)
 {
-    const proto_event *e = &it->ev;
-    if (e->type == PROTO_EV_PAUSE || e->type == PROTO_EV_RESUME) {
-        pthread_mutex_lock(&ss->lock);
-        ss->paused = e->type == PROTO_EV_PAUSE;
-        pthread_mutex_unlock(&ss->lock);
-        *state_changed = 1;
-        return;
-    }
-    ss->scene->apply(s, ss, it, params_changed);
+    if (s->cfg.threads)
+        return s->cfg.threads;
+    int share = sim_backend_threads(s->backend) / workers_with_sessions(s->sched);
+    return share > 0 ? share : 1;
 }
 
-/* Quantise the view now; encode a keyframe (after the scene's LOD table, if any) or a
- * delta; publish. A new topology always makes a keyframe. */
-static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t last_seq)
+/* ------------------------------------------------- what a scene is handed */
+
+typedef struct wctx {
+    srv_scene_ctx pub;
+    srv *s;
+    srv_session *ss;
+} wctx;
+
+static void ctx_reply_text(srv_scene_ctx *c, uint32_t client, const char *text)
 {
-    double t0 = srv_now_ms();
-    srv_view view;
-    ss->scene->view(ss, &view);
-    if (view.topology != ss->key_topology || view.nsurf != ss->enc_nsurf)
-        keyframe = 1;
-    for (int k = 0; k < view.nsurf; k++)
-        if (view.surf[k].nvert != ss->enc_nvert[k]) { /* all or nothing: the next frame retries */
-            size_t n = (size_t)view.surf[k].nvert * 3 + 3;
+    srv_session_reply(((wctx *)c)->ss, client, NULL, text);
+}
+
+static void ctx_reply_frame(srv_scene_ctx *c, uint32_t client, const uint8_t *bytes, size_t len)
+{
+    srv_frame *f = srv_frame_new(bytes, len, c->frame, 0);
+    if (f)
+        srv_session_reply(((wctx *)c)->ss, client, f, NULL);
+}
+
+static void ctx_error(srv_scene_ctx *c, uint32_t client, uint32_t seq, const char *error,
+                      const char *detail)
+{
+    wctx *w = (wctx *)c;
+    srv_session_error(w->s, w->ss, client, seq, error, detail);
+}
+
+static void ctx_init(wctx *c, srv *s, srv_session *ss, uint32_t driver)
+{
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->ss = ss;
+    c->pub.backend = s->backend;
+    c->pub.threads = step_threads(s);
+    c->pub.frame = ss->frame_no;
+    c->pub.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
+    c->pub.driver = driver;
+    c->pub.session_id = ss->id;
+    c->pub.reply_text = ctx_reply_text;
+    c->pub.reply_frame = ctx_reply_frame;
+    c->pub.error = ctx_error;
+}
+
+/* ---------------------------------------------------------------- a frame */
+
+typedef struct taken {
+    int n;             /* items applied */
+    uint32_t last_seq; /* of the last that frames echo */
+    int driven;        /* any such */
+    double oldest_ms;  /* arrival of the first */
+    int state_changed; /* pause or resume */
+} taken;
+
+/* Apply one take, in order: pause and resume are the session's, the rest its scene's.
+ * Frames echo the seq of the driver's last applied event (its input-to-frame latency);
+ * queries are answered to their asker in their own frame, and viewers may send them: their
+ * seqs, counted by another client, stay out of the echo. */
+static void apply_taken(wctx *c, const unsigned char *b, int n, taken *t)
+{
+    srv_session *ss = c->ss;
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    for (int i = 0; i < n; i++) {
+        srv_item h;
+        memcpy(&h, b, sizeof h);
+        if (h.kind == SRV_ITEM_PAUSE || h.kind == SRV_ITEM_RESUME) {
+            pthread_mutex_lock(&ss->lock);
+            ss->paused = h.kind == SRV_ITEM_PAUSE;
+            pthread_mutex_unlock(&ss->lock);
+            t->state_changed = 1;
+        } else {
+            srv_event ev = {h.client, h.seq, b + sizeof h, h.size};
+            const srv_event_desc *d = &ss->scene->events[h.kind - SRV_ITEM_SCENE];
+            d->apply(&c->pub, ss->scene_data, &ev);
+        }
+        if (!(h.flags & SRV_EV_QUERY)) {
+            t->last_seq = h.seq;
+            t->driven = 1;
+        }
+        if (i == 0)
+            t->oldest_ms = h.arrived_ms;
+        b += SRV_ITEM_BYTES(h.size);
+    }
+}
+
+/* The quantised position buffers sized for the view's surfaces: 1 when any changed (the
+ * next frame must be a keyframe), -1 when out of memory (all or nothing: the next frame
+ * retries). */
+static int fit_buffers(srv_session *ss, const srv_view *view)
+{
+    int resized = 0;
+    for (int k = 0; k < view->nsurf; k++)
+        if (view->surf[k].nvert != ss->enc_nvert[k]) {
+            size_t n = (size_t)view->surf[k].nvert * 3 + 3;
             uint16_t *c = realloc(ss->cur_q[k], n * sizeof(uint16_t));
             if (c)
                 ss->cur_q[k] = c;
@@ -69,12 +153,28 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
                 ss->key_q[k] = q;
             if (!c || !q) {
                 ss->enc_nsurf = 0;
-                return;
+                return -1;
             }
-            ss->enc_nvert[k] = view.surf[k].nvert;
-            keyframe = 1;
+            ss->enc_nvert[k] = view->surf[k].nvert;
+            resized = 1;
         }
-    ss->enc_nsurf = view.nsurf;
+    ss->enc_nsurf = view->nsurf;
+    return resized;
+}
+
+/* Quantise the view now; encode a keyframe (after the scene's LOD table, if any) or a
+ * delta; publish. A new topology always makes a keyframe. */
+static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t last_seq)
+{
+    double t0 = srv_now_ms();
+    srv_view view;
+    ss->scene->view(ss->scene_data, &view);
+    if (view.topology != ss->key_topology || view.nsurf != ss->enc_nsurf)
+        keyframe = 1;
+    int resized = fit_buffers(ss, &view);
+    if (resized < 0)
+        return;
+    keyframe |= resized;
     proto_mesh cur, key;
     memset(&cur, 0, sizeof cur);
     memcpy(cur.bmin, view.bmin, sizeof cur.bmin);
@@ -139,93 +239,69 @@ static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t l
     pthread_mutex_unlock(&ss->lock);
 }
 
-typedef struct worker_arg {
-    srv *s;
-    int index;
-    pthread_mutex_t lock; /* guards poked */
-    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
-    int poked;
-    atomic_int has_sessions; /* it had live sessions on its last pass */
-} worker_arg;
-
-static worker_arg *g_worker_args;
-
-/* Workers whose slots hold live sessions (at least 1). Counted per pass rather than per
- * step, so two steps never both take all the cores for a moment. */
-static int workers_with_sessions(srv *s)
+/* Every client hears of new parameters in a state message, once a step has applied them
+ * (a paused session holds them until it resumes). Returns 1 when a state message is due. */
+static int publish_state(srv_session *ss, int params_changed, int state_changed, int paused)
 {
-    int n = 0;
-    for (int k = 0; k < s->cfg.workers; k++)
-        n += atomic_load(&g_worker_args[k].has_sessions) != 0;
-    return n > 0 ? n : 1;
-}
-
-int srv_step_threads(srv *s)
-{
-    if (s->cfg.threads)
-        return s->cfg.threads;
-    int share = sim_backend_threads(s->backend) / workers_with_sessions(s);
-    return share > 0 ? share : 1;
-}
-
-static int run_session(srv *s, srv_session *ss)
-{
-    srv_inbox_item items[SRV_INBOX_CAP];
-    pthread_mutex_lock(&ss->lock);
-    int n = ss->inbox_count, nclients = ss->nclients, want_key = ss->want_keyframe;
-    for (int i = 0; i < n; i++)
-        items[i] = ss->inbox[(ss->inbox_head + i) % SRV_INBOX_CAP];
-    ss->inbox_head = (ss->inbox_head + n) % SRV_INBOX_CAP;
-    ss->inbox_count = 0;
-    ss->want_keyframe = 0;
-    pthread_mutex_unlock(&ss->lock);
-    if (nclients == 0 && n == 0)
-        return 0; /* nobody watches: the session sleeps */
-    /* Frames echo the seq of the driver's last applied event (its input-to-frame latency).
-     * Slices are answered to their asker in their own frame, and viewers may ask: their
-     * seqs, counted by another client, stay out of the echo. */
-    uint32_t last_seq = 0;
-    int driven = 0;
-    double oldest = 0;
-    int params_changed = 0, state_changed = 0;
-    for (int i = 0; i < n; i++) {
-        proto_event_type t = items[i].ev.type;
-        apply(s, ss, &items[i], &params_changed, &state_changed);
-        if (t != PROTO_EV_SLICE) {
-            last_seq = items[i].ev.seq;
-            driven = 1;
-        }
-        if (i == 0)
-            oldest = items[i].arrived_ms;
-    }
-    pthread_mutex_lock(&ss->lock);
-    if (driven)
-        ss->last_seq = last_seq;
-    last_seq = ss->last_seq;
-    int paused = ss->paused;
-    pthread_mutex_unlock(&ss->lock);
-    double step_ms = 0;
-    int moved = !paused && ss->scene->step(s, ss, &step_ms);
-    ss->frame_no++;
-    /* Every client hears of new parameters in a state message, once a step has applied
-     * them (a paused session holds them until it resumes). */
     ss->params_dirty |= params_changed;
     char *pj = NULL;
     if (ss->params_dirty && !paused) {
-        pj = ss->scene->params_json(ss);
+        pj = ss->scene->params_json(ss->scene_data);
         ss->params_dirty = 0;
     }
-    int news = pj || state_changed; /* a state message is due: wake the ws thread */
-    if (news) {
-        pthread_mutex_lock(&ss->lock);
-        if (pj) {
-            free(ss->params_json);
-            ss->params_json = pj;
-        }
-        ss->state_version++;
-        pthread_mutex_unlock(&ss->lock);
+    if (!pj && !state_changed)
+        return 0;
+    pthread_mutex_lock(&ss->lock);
+    if (pj) {
+        free(ss->params_json);
+        ss->params_json = pj;
     }
-    /* A paused session sends nothing new (its events wait in the scene for resume); a
+    ss->state_version++;
+    pthread_mutex_unlock(&ss->lock);
+    return 1;
+}
+
+static void count_frame(srv_session *ss, double step_ms, const taken *t)
+{
+    pthread_mutex_lock(&ss->lock);
+    ss->frames++;
+    ss->last_step_ms = step_ms;
+    ss->step_ms_sum += step_ms;
+    if (t->n) {
+        ss->latency_ms_sum += srv_now_ms() - t->oldest_ms;
+        ss->latency_n++;
+    }
+    pthread_mutex_unlock(&ss->lock);
+}
+
+/* One frame of one session. Returns 1 when its clients have news. */
+static int run_session(srv *s, worker *wk, srv_session *ss)
+{
+    int n;
+    pthread_mutex_lock(&ss->lock);
+    size_t bytes = srv_inbox_take(&ss->inbox, ss->paused, wk->batch, &n);
+    int nclients = ss->nclients, want_key = ss->want_keyframe;
+    uint32_t driver = ss->driver;
+    ss->want_keyframe = 0;
+    pthread_mutex_unlock(&ss->lock);
+    (void)bytes;
+    if (nclients == 0 && n == 0)
+        return 0; /* nobody watches: the session sleeps */
+    wctx c;
+    ctx_init(&c, s, ss, driver);
+    taken t;
+    apply_taken(&c, wk->batch, n, &t);
+    pthread_mutex_lock(&ss->lock);
+    if (t.driven)
+        ss->last_seq = t.last_seq;
+    uint32_t last_seq = ss->last_seq;
+    int paused = ss->paused;
+    pthread_mutex_unlock(&ss->lock);
+    double step_ms = 0;
+    int moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);
+    ss->frame_no++;
+    int news = publish_state(ss, c.pub.params_changed, t.state_changed, paused);
+    /* A paused session sends nothing new (its events wait in the inbox for resume); a
      * joiner still gets its keyframe. Keyframes: the first, one a joiner asked for, and at
      * most every keyframe_every frames while the shape moves (0: only when a delta grows
      * past half a keyframe, see encode_and_publish). A keyframe to every viewer is the one
@@ -236,42 +312,57 @@ static int run_session(srv *s, srv_session *ss)
                     ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every);
     if (changed || keyframe)
         encode_and_publish(s, ss, keyframe, last_seq);
+    count_frame(ss, step_ms, &t);
     pthread_mutex_lock(&ss->lock);
-    int replies = ss->nreplies;
-    ss->frames++;
-    ss->last_step_ms = step_ms;
-    ss->step_ms_sum += step_ms;
-    if (n) {
-        ss->latency_ms_sum += srv_now_ms() - oldest;
-        ss->latency_n++;
-    }
+    int replies = ss->nmail;
     pthread_mutex_unlock(&ss->lock);
     return changed || keyframe || replies || news;
 }
 
 void srv_worker_poke(srv *s, uint32_t slot)
 {
-    if (!g_worker_args || s->cfg.workers <= 0)
+    sched *sc = s->sched;
+    if (!sc || sc->n <= 0)
         return;
-    worker_arg *wa = &g_worker_args[slot % (uint32_t)s->cfg.workers];
-    pthread_mutex_lock(&wa->lock);
-    wa->poked = 1;
-    pthread_cond_signal(&wa->cond);
-    pthread_mutex_unlock(&wa->lock);
+    worker *wk = &sc->w[slot % (uint32_t)sc->n];
+    pthread_mutex_lock(&wk->lock);
+    wk->poked = 1;
+    pthread_cond_signal(&wk->cond);
+    pthread_mutex_unlock(&wk->lock);
 }
 
 /* Sleep until the absolute monotonic time `until_ms`, or until poked or stopped. */
-static void wait_until(worker_arg *wa, double until_ms)
+static void wait_until(worker *wk, double until_ms)
 {
     struct timespec ts;
     ts.tv_sec = (time_t)(until_ms / 1000.0);
     ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
-    pthread_mutex_lock(&wa->lock);
-    while (!wa->poked && !atomic_load(&wa->s->stop))
-        if (pthread_cond_timedwait(&wa->cond, &wa->lock, &ts) != 0)
+    pthread_mutex_lock(&wk->lock);
+    while (!wk->poked && !atomic_load(&wk->s->stop))
+        if (pthread_cond_timedwait(&wk->cond, &wk->lock, &ts) != 0)
             break;
-    wa->poked = 0;
-    pthread_mutex_unlock(&wa->lock);
+    wk->poked = 0;
+    pthread_mutex_unlock(&wk->lock);
+}
+
+/* The live session in slot i with a reference held, and whether events wait that apply
+ * now; NULL when none or closing. */
+static srv_session *hold_slot(srv *s, int i, int *pending)
+{
+    pthread_mutex_lock(&s->lock);
+    srv_session *ss = s->slots[i];
+    int closing = 1;
+    *pending = 0;
+    if (ss) {
+        pthread_mutex_lock(&ss->lock);
+        closing = ss->closing;
+        *pending = ss->inbox.count > ss->inbox.held;
+        pthread_mutex_unlock(&ss->lock);
+        if (!closing)
+            s->refs[i]++; /* the worker holds it while it steps it */
+    }
+    pthread_mutex_unlock(&s->lock);
+    return closing ? NULL : ss;
 }
 
 /* Worker k steps the sessions in slots k, k + workers, k + 2 workers, ...: a session is
@@ -281,35 +372,26 @@ static void wait_until(worker_arg *wa, double until_ms)
  * not for the next tick, and the step rate stays bounded. */
 static void *worker_main(void *arg)
 {
-    worker_arg *wa = arg;
-    srv *s = wa->s;
-    int k = wa->index, nw = s->cfg.workers;
+    worker *wk = arg;
+    srv *s = wk->s;
+    int k = wk->index, nw = ((sched *)s->sched)->n;
     double period = 1000.0 / s->cfg.rate_hz;
     while (!atomic_load(&s->stop)) {
         if (k == 0)
             srv_sessions_reap(s);
-        int woke = 0, live = 0;
+        int live = 0;
         double now = srv_now_ms(), wake_at = now + period;
         for (int i = k; i < s->cfg.max_sessions; i += nw) {
-            pthread_mutex_lock(&s->lock);
-            srv_session *ss = s->slots[i];
-            int closing = 1, pending = 0;
-            if (ss) {
-                pthread_mutex_lock(&ss->lock);
-                closing = ss->closing;
-                pending = ss->inbox_count > 0;
-                pthread_mutex_unlock(&ss->lock);
-                if (!closing)
-                    s->refs[i]++; /* the worker holds it while it steps it */
-            }
-            pthread_mutex_unlock(&s->lock);
-            if (!ss || closing)
+            int pending;
+            srv_session *ss = hold_slot(s, i, &pending);
+            if (!ss)
                 continue;
             if (!live++)
-                atomic_store(&wa->has_sessions, 1);
+                atomic_store(&wk->has_sessions, 1);
             int early = pending && now - ss->step_at_ms >= 0.5 * period;
             if (now >= ss->due_ms || early) {
-                woke |= run_session(s, ss);
+                if (run_session(s, wk, ss))
+                    srv_session_news(s, ss);
                 ss->step_at_ms = now;
                 /* Keep the beat; after an early step or a stall, restart it from now. */
                 ss->due_ms =
@@ -322,10 +404,8 @@ static void *worker_main(void *arg)
             srv_session_put(s, ss);
         }
         if (!live)
-            atomic_store(&wa->has_sessions, 0);
-        if (woke)
-            srv_ws_wake(s);
-        wait_until(wa, wake_at);
+            atomic_store(&wk->has_sessions, 0);
+        wait_until(wk, wake_at);
     }
     return NULL;
 }
@@ -333,29 +413,33 @@ static void *worker_main(void *arg)
 int srv_worker_start(srv *s)
 {
     int n = s->cfg.workers;
-    s->workers = calloc((size_t)n, sizeof *s->workers);
-    g_worker_args = calloc((size_t)n, sizeof *g_worker_args);
-    if (!s->workers || !g_worker_args)
+    sched *sc = calloc(1, sizeof *sc);
+    worker *w = sc ? calloc((size_t)n, sizeof *w) : NULL;
+    if (!w) {
+        free(sc);
         return -1;
+    }
+    sc->w = w;
     for (int k = 0; k < n; k++) {
-        worker_arg *wa = &g_worker_args[k];
-        wa->s = s;
-        wa->index = k;
+        w[k].s = s;
+        w[k].index = k;
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&wa->cond, &ca);
+        pthread_cond_init(&w[k].cond, &ca);
         pthread_condattr_destroy(&ca);
-        pthread_mutex_init(&wa->lock, NULL);
+        pthread_mutex_init(&w[k].lock, NULL);
     }
+    sc->n = n;
+    s->sched = sc;
     for (int k = 0; k < n; k++)
-        if (pthread_create(&s->workers[k], NULL, worker_main, &g_worker_args[k]) != 0) {
+        if (pthread_create(&w[k].thread, NULL, worker_main, &w[k]) != 0) {
             atomic_store(&s->stop, 1);
             for (int j = 0; j < k; j++) {
                 srv_worker_poke(s, (uint32_t)j);
-                pthread_join(s->workers[j], NULL);
+                pthread_join(w[j].thread, NULL);
             }
-            s->cfg.workers = 0;
+            sc->n = 0;
             return -1;
         }
     return 0;
@@ -363,22 +447,25 @@ int srv_worker_start(srv *s)
 
 void srv_worker_stop(srv *s)
 {
+    sched *sc = s->sched;
     atomic_store(&s->stop, 1);
-    for (int k = 0; s->workers && k < s->cfg.workers; k++) {
+    for (int k = 0; sc && k < sc->n; k++) {
         srv_worker_poke(s, (uint32_t)k);
-        pthread_join(s->workers[k], NULL);
+        pthread_join(sc->w[k].thread, NULL);
     }
 }
 
 /* After the WebSocket thread has stopped too: nobody can poke a worker any more. */
 void srv_worker_free(srv *s)
 {
-    for (int k = 0; g_worker_args && k < s->cfg.workers; k++) {
-        pthread_cond_destroy(&g_worker_args[k].cond);
-        pthread_mutex_destroy(&g_worker_args[k].lock);
+    sched *sc = s->sched;
+    if (!sc)
+        return;
+    for (int k = 0; k < s->cfg.workers && sc->w; k++) {
+        pthread_cond_destroy(&sc->w[k].cond);
+        pthread_mutex_destroy(&sc->w[k].lock);
     }
-    free(s->workers);
-    free(g_worker_args);
-    s->workers = NULL;
-    g_worker_args = NULL;
+    free(sc->w);
+    free(sc);
+    s->sched = NULL;
 }

@@ -1,24 +1,27 @@
 /* server.h: softcast-server's shared types. One process: HTTP threads (libmicrohttpd),
- * one WebSocket service thread (libwebsockets), one simulation worker (sched.c).
+ * one WebSocket service thread (libwebsockets), simulation workers (sched.c).
+ *
+ * Who calls whom (no circles): main.c starts everything and wires the two notifications
+ * below; http.c, ws.c and sched.c use session.c (the table, the inbox, the frames, the
+ * replies) and scene.h (the scene kinds); session.c tells the others through the srv's
+ * on_event and on_news, never by name. The scene adapters (scene_*.c) see only scene.h.
  *
  * Locks: srv.lock guards the session table (slots, generations, counts). Each session's
- * lock guards its inbox, its latest frames, its client list and its counters. The sim
- * state is touched only by the worker (and by creation/destruction, when no worker runs
- * it). Never hold a session lock while taking srv.lock. */
+ * lock guards its inbox, its latest frames, its reply mailbox, its state and its counters.
+ * The sim state is touched only by the worker (and by creation/destruction, when no worker
+ * runs it). Never hold a session lock while taking srv.lock. */
 #ifndef SERVER_SERVER_H
 #define SERVER_SERVER_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "protocol/proto.h"
-#include "sim/cloth/cloth.h"
-#include "sim/volume/volume.h"
+#include "sim/sim.h"
 
 #define SRV_ID_LEN    32
 #define SRV_TOKEN_LEN 33 /* 32 hex characters + NUL */
-#define SRV_INBOX_CAP 256
 
 typedef struct srv_config {
     int http_port, ws_port; ///< 0: pick a free port
@@ -30,19 +33,17 @@ typedef struct srv_config {
     int max_clients_per_session;
     int max_message_bytes; ///< largest text message a client may send
     int max_events_per_s;  ///< per client, sustained (a burst of the same size is allowed)
-    int64_t max_elements;  ///< largest volume a session may create
     double rate_hz;        ///< simulation frames per second per session
     int keyframe_every;    ///< frames between mesh keyframes
-    char volume_path[512]; ///< the default volume scene ("" = the phantom)
-    int default_dims[3];   ///< phantom size of the default scene
     char data_dir[512];    ///< where the web client's files are ("" = none)
     char public_host[128]; ///< host name put into URLs (default: bind address)
     int default_session;   ///< create a session at start (make run)
 } srv_config;
 
 srv_config srv_default_config(void);
-/// Parse argv (and a --config FILE of JSON); errors go to err. Returns 0 on success,
-/// 1 for --help (usage printed), -1 on error.
+/// Parse argv (and a --config FILE of JSON); a name the server does not know goes to the
+/// scenes' options. Errors go to err. Returns 0 on success, 1 for --help (usage printed),
+/// -1 on error.
 int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_sz);
 
 /* Bytes reserved before a frame's data for libwebsockets' header (LWS_PRE; ws.c checks). */
@@ -61,15 +62,69 @@ srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int k
 void srv_frame_ref(srv_frame *f);
 void srv_frame_unref(srv_frame *f);
 
-typedef struct srv_inbox_item {
-    proto_event ev;
-    uint32_t client; ///< who sent it (for slice replies and handover)
-    double arrived_ms;
-} srv_inbox_item;
+/* ----------------------------------------------------------------- the inbox */
 
-typedef struct srv_client srv_client;   /* ws.c */
+/* An event's flags (its scene's table says, scene.h; the server's own events have none). */
+#define SRV_EV_QUERY                                                     \
+    0x1u /* reads the scene, changes nothing: viewers may send it, it is \
+            answered even while the session is paused, and frames do not \
+            echo its seq (a volume's slice) */
+#define SRV_EV_UNPAUSED                                                                   \
+    0x2u /* applies even while the session is paused: it changes nothing shown before the \
+            next step (the cloth's camera) */
+
+/* What an inbox item is: the server's pause and resume, or event SRV_ITEM_SCENE + i of the
+ * session's scene table. */
+enum { SRV_ITEM_PAUSE = 0, SRV_ITEM_RESUME = 1, SRV_ITEM_SCENE = 2 };
+
+/* One inbox item: this header, then `size` bytes of payload (the scene's own compact
+ * struct, or nothing), the whole rounded up to 8 bytes. An item costs what it carries:
+ * a pause 24 bytes, a move 40, a grab 48, a set_params 32 + 16 per value. */
+typedef struct srv_item {
+    double arrived_ms; ///< monotonic ms, for the event-to-frame metric
+    uint32_t client;   ///< who sent it (replies go to it)
+    uint32_t seq;      ///< the client's seq (frames echo the driver's last)
+    uint16_t size;     ///< payload bytes after the header
+    uint8_t kind;      ///< SRV_ITEM_*
+    uint8_t flags;     ///< SRV_EV_*
+    uint32_t reserved;
+} srv_item;
+
+/* Bytes a session's inbox holds (a ring). The last SRV_INBOX_CONTROL are the server's own
+ * pause and resume (a full inbox can still be resumed); events take the rest: 396 moves,
+ * or 15 set_params of 64 values. */
+#define SRV_INBOX_BYTES   (16u << 10)
+#define SRV_INBOX_CONTROL 512u
+/* The largest payload an item carries: a set_params of PROTO_MAX_PARAMS values. */
+#define SRV_EVENT_MAX 1032u
+/* Bytes an item with a payload of size bytes takes in the inbox. */
+#define SRV_ITEM_BYTES(size) ((sizeof(srv_item) + (size_t)(size) + 7u) & ~(size_t)7u)
+
+typedef struct srv_inbox {
+    _Alignas(8) unsigned char buf[SRV_INBOX_BYTES];
+    uint32_t head;  ///< byte offset of the oldest item
+    uint32_t used;  ///< bytes held
+    uint32_t count; ///< items held
+    uint32_t held;  ///< items the last take left (paused): the worker waits for more
+    uint32_t peak;  ///< most bytes held at once (metrics)
+} srv_inbox;
+
+/// Copy an item (h->size bytes of payload) in at the end. 0, or -1 when it does not fit (a
+/// scene's event: in SRV_INBOX_BYTES - SRV_INBOX_CONTROL).
+int srv_inbox_push(srv_inbox *ib, const srv_item *h, const void *payload);
+/// The worker's take at a frame boundary, given whether the session is paused now. Items
+/// come out in order, back to back in out (SRV_INBOX_BYTES): everything up to and including
+/// a resume; while unpaused, everything up to a pause (the pause too, unless events that
+/// change the scene came before it in this take: they are stepped first); while paused,
+/// only SRV_EV_QUERY and SRV_EV_UNPAUSED items, the others waiting in order for a resume.
+/// Returns the bytes written; *n the items.
+size_t srv_inbox_take(srv_inbox *ib, int paused, unsigned char *out, int *n);
+
+/* ---------------------------------------------------------------- sessions */
+
 typedef struct srv_scene_i srv_scene_i; /* scene.h */
 #define SRV_MAX_SURF 4
+#define SRV_MAILBOX  32 /* replies from the worker waiting for the WebSocket thread */
 
 typedef struct srv_session {
     /* Immutable after creation. */
@@ -79,12 +134,12 @@ typedef struct srv_session {
     const srv_scene_i *scene;
     void *scene_data; /* the scene's own (scene_*.c); its state is the worker's */
 
-    pthread_mutex_t lock; /* guards everything below */
-    srv_inbox_item inbox[SRV_INBOX_CAP];
-    int inbox_head, inbox_count;
+    pthread_mutex_t lock; /* guards everything below, up to "worker only" */
+    srv_inbox inbox;
     srv_frame *latest;    /* newest frame */
     srv_frame *keyframe;  /* newest keyframe (late joiners and slow clients start here) */
-    srv_frame *lod_table; /* cloth: the LOD table of the newest keyframe, sent before it */
+    srv_frame *key_table; /* the scene's table frame that describes the newest keyframe
+                             (cloth: LODs), sent before it; NULL for scenes without one */
     int nclients;
     uint32_t driver; /* client id holding control (0: none) */
     int paused;
@@ -94,18 +149,20 @@ typedef struct srv_session {
     uint32_t last_seq;
     /* counters for /metrics */
     uint64_t frames, frames_sent, bytes_sent, events, errors, encodes;
+    uint64_t client_visits; /* clients of this session the WebSocket thread looked at on wakes */
     double step_ms_sum, encode_ms_sum, latency_ms_sum;
     uint64_t latency_n;
     double last_step_ms, last_encode_ms;
     size_t backlog_peak; /* most bytes one client had handed to lws before its socket drained */
     int closing;         /* DELETE or shutdown: clients get a close frame */
-    /* Replies to one client (slices, errors found by the worker), latest first served. */
+    /* Replies to one client each (slices, errors, notices), for the WebSocket thread to
+     * move into that client's outbox; the oldest goes when full. */
     struct {
         uint32_t client;
-        srv_frame *frame; /* binary frame, or text when text != NULL */
+        srv_frame *frame; /* a binary frame, or NULL and a text */
         char *text;
-    } replies[8];
-    int nreplies;
+    } mail[SRV_MAILBOX];
+    int mail_head, nmail;
 
     /* Worker only: the surfaces' quantised positions now and at the last keyframe. */
     int enc_nsurf;
@@ -120,6 +177,7 @@ typedef struct srv_session {
 } srv_session;
 
 typedef struct srv srv;
+struct cJSON;
 
 /* session.c */
 int srv_sessions_init(srv *s);
@@ -134,13 +192,20 @@ void srv_session_put(srv *s, srv_session *ss);
 void srv_sessions_reap(srv *s);
 /// Mark for deletion; the worker frees it when no client holds it.
 int srv_session_delete(srv *s, const char *id, const char *token);
-/// Push an event into the session's inbox (any thread). 0, or -1 when full.
-int srv_session_push(srv_session *ss, const proto_event *ev, uint32_t client);
+/// Push an event into the session's inbox (any thread) and tell the worker. 0, or -1 when
+/// the inbox is full.
+int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *payload);
 /// Replace the latest frame (worker). Takes ownership of f, and of table (may be NULL):
-/// a keyframe replaces the session's keyframe and LOD table together.
+/// a keyframe replaces the session's keyframe and its table together.
 void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table);
-/// Queue a reply for one client (worker): a binary frame (owned) or a text (copied).
+/// Mail a reply for one client (worker): a binary frame (owned) or a text (copied).
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text);
+/// Mail an error for one client (worker) and count it.
+void srv_session_error(srv *s, srv_session *ss, uint32_t client, uint32_t seq, const char *error,
+                       const char *detail);
+/// The session has something new to send (frames, replies, state, closing): tell the
+/// WebSocket thread (any thread).
+void srv_session_news(srv *s, srv_session *ss);
 
 /* The whole server. */
 struct srv {
@@ -151,12 +216,15 @@ struct srv {
     int *refs; /* references held by HTTP/WS threads */
     int nsessions;
     sim_backend *backend;
-    sim_volume_model *default_model; /* the default volume, shared by its sessions */
     atomic_int stop;
     atomic_uint next_client;
-    pthread_t *workers; /* cfg.workers threads */
-    void *ws;           /* ws.c context */
-    void *http;         /* MHD daemon */
+    atomic_int nclients; /* connected WebSocket clients (ws.c counts, /api/health reads) */
+    /* Notifications, wired by main.c before any thread starts; any thread may call them. */
+    void (*on_event)(srv *s, uint32_t slot); /* an event waits in the slot's inbox (sched.c) */
+    void (*on_news)(srv *s, uint32_t slot);  /* the slot's session has news (ws.c) */
+    void *sched;                             /* sched.c's workers */
+    void *ws;                                /* ws.c context */
+    void *http;                              /* MHD daemon */
     int http_port, ws_port;
     uint64_t started_ms;
     atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;
@@ -167,20 +235,30 @@ int srv_worker_start(srv *s);
 /// Stop and join the workers; srv_worker_free once the WebSocket thread is gone too.
 void srv_worker_stop(srv *s);
 void srv_worker_free(srv *s);
-/// Any thread: an event reached the session in this slot; its worker steps it now.
+/// Any thread (on_event): an event reached the session in this slot; its worker steps it now.
 void srv_worker_poke(srv *s, uint32_t slot);
 
 /* ws.c */
 int srv_ws_start(srv *s, char *err, size_t err_sz);
 void srv_ws_stop(srv *s);
-void srv_ws_wake(srv *s); /* any thread: new frames are ready */
-int srv_ws_clients(srv *s);
+/// Any thread (on_news): the session in this slot has news for its clients.
+void srv_ws_news(srv *s, uint32_t slot);
 
 /* http.c */
 int srv_http_start(srv *s, char *err, size_t err_sz);
 void srv_http_stop(srv *s);
 
-/* util */
+/* text.c: what clients read */
+/// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,
+/// backslashes and control characters escaped, every byte that does not start a valid
+/// UTF-8 character replaced by U+FFFD, cut only between characters. Returns the length.
+size_t srv_json_string(char *out, size_t out_sz, const char *s);
+/// The one error message: {"type":"error","seq":N,"error":"...","detail":"..."} for a
+/// WebSocket client, or {"error":"...","detail":"..."} (HTTP) when seq < 0; valid JSON and
+/// valid UTF-8 whatever error and detail hold. Returns the length (out_sz >= 64).
+size_t srv_error_json(char *out, size_t out_sz, int64_t seq, const char *error, const char *detail);
+
+/* util (session.c) */
 void srv_random_hex(char *out, size_t nbytes);
 double srv_now_ms(void);
 

@@ -1,7 +1,8 @@
 /* session.c: the session table. Sessions live in fixed slots with generations, so a
  * stale id is "unknown session", never a use-after-free (Box2D's b2BodyId). HTTP and
  * WebSocket threads hold references; only the worker frees a session, once it is closing
- * and nobody holds it. */
+ * and nobody holds it. It calls no other thread's code by name: an event pushed pokes the
+ * worker through srv.on_event, news reaches the WebSocket thread through srv.on_news. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -81,22 +82,23 @@ int srv_sessions_init(srv *s)
     return pthread_mutex_init(&s->lock, NULL) == 0 ? 0 : -1;
 }
 
-static void session_free(srv *s, srv_session *ss)
+static void session_free(srv_session *ss)
 {
-    for (int i = 0; i < ss->nreplies; i++) {
-        srv_frame_unref(ss->replies[i].frame);
-        free(ss->replies[i].text);
+    for (int i = 0; i < ss->nmail; i++) {
+        int k = (ss->mail_head + i) % SRV_MAILBOX;
+        srv_frame_unref(ss->mail[k].frame);
+        free(ss->mail[k].text);
     }
     for (int k = 0; k < SRV_MAX_SURF; k++) {
         free(ss->cur_q[k]);
         free(ss->key_q[k]);
     }
     if (ss->scene)
-        ss->scene->destroy(s, ss);
+        ss->scene->destroy(ss->scene_data);
     free(ss->params_json);
     srv_frame_unref(ss->latest);
     srv_frame_unref(ss->keyframe);
-    srv_frame_unref(ss->lod_table);
+    srv_frame_unref(ss->key_table);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
 }
@@ -105,7 +107,7 @@ void srv_sessions_fini(srv *s)
 {
     for (int i = 0; s->slots && i < s->cfg.max_sessions; i++)
         if (s->slots[i])
-            session_free(s, s->slots[i]);
+            session_free(s->slots[i]);
     free(s->slots);
     free(s->generation);
     free(s->refs);
@@ -138,11 +140,11 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
     }
     pthread_mutex_init(&ss->lock, NULL);
     ss->scene = scene;
-    *http_status = scene->create(s, ss, opts, err, err_sz);
+    *http_status = scene->create(s->backend, opts, &ss->scene_data, err, err_sz);
     if (*http_status != 201)
         goto fail;
     *http_status = 500;
-    ss->params_json = scene->params_json(ss);
+    ss->params_json = scene->params_json(ss->scene_data);
     if (!ss->params_json) {
         snprintf(err, err_sz, "out of memory");
         goto fail;
@@ -175,7 +177,7 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
     *http_status = 201;
     return ss;
 fail:
-    session_free(s, ss);
+    session_free(ss);
     return NULL;
 }
 
@@ -222,6 +224,7 @@ int srv_session_delete(srv *s, const char *id, const char *token)
     pthread_mutex_lock(&s->lock);
     srv_session *ss = lookup_locked(s, id);
     int rc = 404;
+    uint32_t slot = ss ? ss->slot : 0; /* ss may be freed once the lock is let go */
     if (ss) {
         rc = token && !strcmp(token, ss->control_token) ? 204 : 403;
         if (rc == 204) {
@@ -232,24 +235,21 @@ int srv_session_delete(srv *s, const char *id, const char *token)
     }
     pthread_mutex_unlock(&s->lock);
     if (rc == 204)
-        srv_ws_wake(s); /* clients get their close frames */
+        s->on_news(s, slot); /* clients get their close frames */
     return rc;
 }
 
-int srv_session_push(srv_session *ss, const proto_event *ev, uint32_t client)
+int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *payload)
 {
+    srv_item it = *h;
+    it.arrived_ms = srv_now_ms();
     pthread_mutex_lock(&ss->lock);
-    int rc = -1;
-    if (ss->inbox_count < SRV_INBOX_CAP) {
-        srv_inbox_item *it = &ss->inbox[(ss->inbox_head + ss->inbox_count) % SRV_INBOX_CAP];
-        it->ev = *ev;
-        it->client = client;
-        it->arrived_ms = srv_now_ms();
-        ss->inbox_count++;
+    int rc = srv_inbox_push(&ss->inbox, &it, payload);
+    if (rc == 0)
         ss->events++;
-        rc = 0;
-    }
     pthread_mutex_unlock(&ss->lock);
+    if (rc == 0)
+        s->on_event(s, ss->slot);
     return rc;
 }
 
@@ -262,8 +262,8 @@ void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table)
         oldkey = ss->keyframe;
         srv_frame_ref(f);
         ss->keyframe = f;
-        oldtable = ss->lod_table;
-        ss->lod_table = table;
+        oldtable = ss->key_table;
+        ss->key_table = table;
         table = NULL;
     }
     pthread_mutex_unlock(&ss->lock);
@@ -276,17 +276,35 @@ void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table)
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text)
 {
     pthread_mutex_lock(&ss->lock);
-    if (ss->nreplies == 8) { /* the oldest goes: a client that does not read loses replies */
-        srv_frame_unref(ss->replies[0].frame);
-        free(ss->replies[0].text);
-        memmove(&ss->replies[0], &ss->replies[1], 7 * sizeof ss->replies[0]);
-        ss->nreplies--;
+    if (ss->nmail == SRV_MAILBOX) { /* the oldest goes: the WebSocket thread fell behind */
+        srv_frame_unref(ss->mail[ss->mail_head].frame);
+        free(ss->mail[ss->mail_head].text);
+        ss->mail_head = (ss->mail_head + 1) % SRV_MAILBOX;
+        ss->nmail--;
     }
-    ss->replies[ss->nreplies].client = client;
-    ss->replies[ss->nreplies].frame = f;
-    ss->replies[ss->nreplies].text = text ? strdup(text) : NULL;
-    ss->nreplies++;
+    int k = (ss->mail_head + ss->nmail) % SRV_MAILBOX;
+    ss->mail[k].client = client;
+    ss->mail[k].frame = f;
+    ss->mail[k].text = text ? strdup(text) : NULL;
+    ss->nmail++;
     pthread_mutex_unlock(&ss->lock);
+}
+
+void srv_session_error(srv *s, srv_session *ss, uint32_t client, uint32_t seq, const char *error,
+                       const char *detail)
+{
+    char text[1536];
+    srv_error_json(text, sizeof text, seq, error, detail);
+    srv_session_reply(ss, client, NULL, text);
+    pthread_mutex_lock(&ss->lock);
+    ss->errors++;
+    pthread_mutex_unlock(&ss->lock);
+    atomic_fetch_add(&s->total_errors, 1);
+}
+
+void srv_session_news(srv *s, srv_session *ss)
+{
+    s->on_news(s, ss->slot);
 }
 
 /* The worker frees closing sessions nobody holds; called with no session lock held. */
@@ -308,6 +326,6 @@ void srv_sessions_reap(srv *s)
         }
         pthread_mutex_unlock(&s->lock);
         if (dead)
-            session_free(s, dead);
+            session_free(dead);
     }
 }

@@ -1,17 +1,25 @@
 /* ws.c: the WebSocket side (libwebsockets 4.1, one service thread).
  *
- * Runs on the lws service thread, all of it. Other threads reach it only through
- * lws_cancel_service() (srv_ws_wake), which lands here as EVENT_WAIT_CANCELLED: then
- * every client with something new asks for a WRITEABLE callback. Each WRITEABLE makes one
- * lws_write: a queued text reply first, then a reply from the worker (slice, error),
- * then a state message if the session's state changed (clients, driver, pause,
- * parameters; latest-wins too), then the session's newest mesh frame. Delivery is latest-wins: a
- * slow client is sent the newest frame when its socket drains, never a backlog, so it costs at most
- * one frame in flight and never stalls the others. A client whose keyframe is older than the
- * session's gets that keyframe first.
+ * Runs on the lws service thread, all of it, but srv_ws_news. Other threads reach it only
+ * through srv_ws_news (srv.on_news): it notes the session's slot and calls
+ * lws_cancel_service(), which lands here as EVENT_WAIT_CANCELLED; then only the clients of
+ * the sessions with news are looked at (each session's clients are a list of their own,
+ * its "room"): the worker's replies move into their clients' outboxes, and every client
+ * with something new asks for a WRITEABLE callback. Each WRITEABLE makes one lws_write:
+ * the client's outbox first (its own text messages and the replies addressed to it, in
+ * order; bounded, the oldest dropped), then a state message if the session's state changed
+ * (clients, driver, pause, parameters; latest-wins too), then the session's newest mesh
+ * frame. Frames are latest-wins: a slow client is sent the newest frame when its socket
+ * drains, never a backlog, so it costs at most one frame in flight and never stalls the
+ * others. A client whose keyframe is older than the session's gets that keyframe first.
+ *
+ * Messages: the protocol reads the envelope (type, seq); the server's own messages (ping,
+ * request_control, handover, pause, resume) are handled here, every other type is looked
+ * up in the session's scene, whose parser reads the payload once into the small struct the
+ * inbox carries to the worker.
  *
  * Connect: ws://host:port/?session=ID&token=TOKEN. The control token drives; the view
- * token watches; anything else is refused at the handshake. */
+ * token watches; anything else is refused with a reason. */
 #include <libwebsockets.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +29,9 @@
 
 _Static_assert(LWS_PRE <= SRV_FRAME_HEADROOM, "srv_frame headroom must hold LWS_PRE");
 
-#define OUT_TEXT_CAP 16
+#define OUTBOX_CAP 16
 
+typedef struct srv_client srv_client;
 struct srv_client {
     struct lws *wsi;
     srv_session *ss;
@@ -31,7 +40,7 @@ struct srv_client {
     char token[SRV_TOKEN_LEN + 16];
     uint64_t sent_frame; /* newest mesh frame number sent */
     uint64_t have_key;   /* keyframe the client holds (its deltas apply to it) */
-    uint64_t have_table; /* LOD table sent (cloth), by frame number */
+    uint64_t have_table; /* the scene's table frame sent (cloth), by frame number */
     int got_any;
     uint32_t sent_state; /* session state_version last sent */
     int got_state;
@@ -40,50 +49,83 @@ struct srv_client {
     char *rx;
     size_t rx_len;
     int rx_too_big;
-    char *out[OUT_TEXT_CAP];
-    int nout;
-    int closing;
-    srv_client *next;
+    /* The outbox: texts and reply frames for this client alone, oldest first. */
+    struct {
+        srv_frame *frame; /* owned reference, or NULL and text */
+        char *text;
+    } out[OUTBOX_CAP];
+    int out_head, nout;
+    int closing;      /* refused at connect: say why, then close */
+    srv_client *next; /* in its session's room */
 };
+
+/* One session's clients. Service thread only. */
+typedef struct room {
+    srv_session *ss; /* NULL when no client is connected */
+    srv_client *clients;
+} room;
 
 typedef struct ws_ctx {
     struct lws_context *ctx;
     struct lws_vhost *vh;
     pthread_t thread;
-    srv_client *clients; /* service thread only */
-    atomic_int nclients; /* read by HTTP threads for /api/health */
     srv *s;
+    room *rooms;               /* (max_sessions), by slot */
+    pthread_mutex_t news_lock; /* guards news, nnews, queued */
+    uint32_t *news, *taking;   /* (max_sessions) slots with news; the list being handled */
+    uint8_t *queued;           /* (max_sessions) the slot is in news */
+    int nnews;
 } ws_ctx;
 
-static void queue_text(srv_client *c, const char *text)
+/* ------------------------------------------------------------- the outbox */
+
+static void out_push(srv_client *c, srv_frame *f, char *text)
 {
-    if (c->nout == OUT_TEXT_CAP) { /* a peer that does not read loses the oldest reply */
-        free(c->out[0]);
-        memmove(&c->out[0], &c->out[1], (OUT_TEXT_CAP - 1) * sizeof c->out[0]);
+    if (c->nout == OUTBOX_CAP) { /* a peer that does not read loses the oldest */
+        srv_frame_unref(c->out[c->out_head].frame);
+        free(c->out[c->out_head].text);
+        c->out_head = (c->out_head + 1) % OUTBOX_CAP;
         c->nout--;
     }
-    c->out[c->nout++] = strdup(text);
+    int k = (c->out_head + c->nout) % OUTBOX_CAP;
+    c->out[k].frame = f;
+    c->out[k].text = text;
+    c->nout++;
     lws_callback_on_writable(c->wsi);
 }
 
-static void queue_error(srv *s, srv_client *c, uint32_t seq, const char *error, const char *detail)
+static void queue_text(srv_client *c, const char *text)
 {
-    char text[600], clean[400];
-    size_t j = 0;
-    for (const char *d = detail; d && *d && j + 1 < sizeof clean; d++)
-        clean[j++] = (*d == '"' || *d == '\\' || (unsigned char)*d < 0x20) ? '\'' : *d;
-    clean[j] = 0;
-    snprintf(text, sizeof text,
-             "{\"type\":\"error\",\"seq\":%u,\"error\":\"%s\",\"detail\":\"%s\"}", seq, error,
-             clean);
+    char *t = strdup(text);
+    if (t)
+        out_push(c, NULL, t);
+}
+
+static void out_clear(srv_client *c)
+{
+    for (int i = 0; i < c->nout; i++) {
+        int k = (c->out_head + i) % OUTBOX_CAP;
+        srv_frame_unref(c->out[k].frame);
+        free(c->out[k].text);
+    }
+    c->nout = c->out_head = 0;
+}
+
+static void queue_error(ws_ctx *w, srv_client *c, uint32_t seq, const char *error,
+                        const char *detail)
+{
+    char text[1536];
+    srv_error_json(text, sizeof text, seq, error, detail);
     queue_text(c, text);
-    atomic_fetch_add(&s->total_errors, 1);
+    atomic_fetch_add(&w->s->total_errors, 1);
     if (c->ss) {
         pthread_mutex_lock(&c->ss->lock);
         c->ss->errors++;
         pthread_mutex_unlock(&c->ss->lock);
     }
 }
+
+/* ---------------------------------------------------------------- clients */
 
 static int is_driver(srv_client *c)
 {
@@ -93,10 +135,15 @@ static int is_driver(srv_client *c)
     return d;
 }
 
+static room *room_of(ws_ctx *w, const srv_session *ss)
+{
+    return &w->rooms[ss->slot];
+}
+
 static srv_client *find_client(ws_ctx *w, srv_session *ss, uint32_t id)
 {
-    for (srv_client *c = w->clients; c; c = c->next)
-        if (c->ss == ss && c->id == id)
+    for (srv_client *c = room_of(w, ss)->clients; c; c = c->next)
+        if (c->id == id)
             return c;
     return NULL;
 }
@@ -141,7 +188,7 @@ static char *state_text(srv_client *c)
     cJSON_AddStringToObject(j, "session", ss->id);
     cJSON_AddStringToObject(j, "scene", ss->scene->name);
     cJSON_AddStringToObject(j, "client_id", id);
-    ss->scene->describe(ss, j); /* fixed at creation: no lock needed */
+    ss->scene->describe(ss->scene_data, j); /* fixed at creation: no lock needed */
     pthread_mutex_lock(&ss->lock);
     cJSON_AddStringToObject(j, "role", ss->driver == c->id ? "driver" : "viewer");
     if (ss->driver) {
@@ -175,150 +222,265 @@ static void state_changed(ws_ctx *w, srv_session *ss)
     pthread_mutex_lock(&ss->lock);
     ss->state_version++;
     pthread_mutex_unlock(&ss->lock);
-    for (srv_client *k = w->clients; k; k = k->next)
-        if (k->ss == ss)
-            lws_callback_on_writable(k->wsi);
+    for (srv_client *k = room_of(w, ss)->clients; k; k = k->next)
+        lws_callback_on_writable(k->wsi);
 }
 
-static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
+/* ------------------------------------------------- the server's own messages */
+
+static void push_control(ws_ctx *w, srv_client *c, const proto_envelope *env, int kind)
 {
-    srv *s = w->s;
-    proto_event ev;
-    char err[256];
-    proto_status st = proto_parse_event(&ev, msg, len, err, sizeof err);
-    if (st != PROTO_OK) {
-        queue_error(s, c, ev.seq, st == PROTO_ERR_KIND ? "unknown message type" : "bad message",
-                    err);
+    srv_item h;
+    memset(&h, 0, sizeof h);
+    h.client = c->id;
+    h.seq = env->seq;
+    h.kind = (uint8_t)kind;
+    if (srv_session_push(w->s, c->ss, &h, NULL) != 0)
+        queue_error(w, c, env->seq, "busy", "the session's inbox is full");
+}
+
+static void on_pause(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    push_control(w, c, env, SRV_ITEM_PAUSE);
+}
+
+static void on_resume(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    push_control(w, c, env, SRV_ITEM_RESUME);
+}
+
+static void on_ping(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    char text[160], err[160];
+    double t;
+    if (proto_read_number(env->msg, "t", -1e15, 1e15, &t, err, sizeof err) != PROTO_OK) {
+        queue_error(w, c, env->seq, "bad message", err);
         return;
     }
-    /* Token bucket: max_events_per_s a second, bursts up to the same number. */
-    double now = srv_now_ms(), rate = s->cfg.max_events_per_s;
+    snprintf(text, sizeof text, "{\"type\":\"pong\",\"seq\":%u,\"t\":%.17g,\"server_ms\":%.3f}",
+             env->seq, t, srv_now_ms());
+    queue_text(c, text);
+}
+
+/* Nobody drives: the asker does. Otherwise the driver is asked and decides. */
+static void on_request_control(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    pthread_mutex_lock(&c->ss->lock);
+    uint32_t d = c->ss->driver;
+    if (!d)
+        c->ss->driver = c->id;
+    pthread_mutex_unlock(&c->ss->lock);
+    srv_client *dc = d ? find_client(w, c->ss, d) : NULL;
+    if (!d) {
+        send_role(c, "role");
+        state_changed(w, c->ss);
+    } else if (d == c->id) {
+        queue_error(w, c, env->seq, "already the driver", "this client holds control");
+    } else if (dc) {
+        char text[96];
+        snprintf(text, sizeof text, "{\"type\":\"control_request\",\"from\":\"c%u\"}", c->id);
+        queue_text(dc, text);
+    }
+}
+
+static void on_handover(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    char target[64], err[160];
+    if (proto_read_string(env->msg, "to", target, sizeof target, err, sizeof err) != PROTO_OK) {
+        queue_error(w, c, env->seq, "bad message", err);
+        return;
+    }
+    unsigned to = 0;
+    srv_client *t = sscanf(target, "c%u", &to) == 1 ? find_client(w, c->ss, to) : NULL;
+    if (!t) {
+        queue_error(w, c, env->seq, "unknown client", target);
+        return;
+    }
+    pthread_mutex_lock(&c->ss->lock);
+    c->ss->driver = t->id;
+    pthread_mutex_unlock(&c->ss->lock);
+    send_role(c, "role");
+    send_role(t, "role");
+    state_changed(w, c->ss);
+}
+
+static const struct {
+    const char *name;
+    int driver_only;
+    void (*handle)(ws_ctx *w, srv_client *c, const proto_envelope *env);
+} k_server_events[] = {
+    {"ping", 0, on_ping},         {"request_control", 0, on_request_control},
+    {"handover", 1, on_handover}, {"pause", 1, on_pause},
+    {"resume", 1, on_resume},
+};
+#define NSERVER_EVENTS ((int)(sizeof k_server_events / sizeof k_server_events[0]))
+
+/* ----------------------------------------------------------- client messages */
+
+/* A type this scene does not take: another scene's event, or nobody's. */
+static void refuse_type(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    int n;
+    const srv_scene_i *const *all = srv_scenes(&n), *mine = c->ss->scene;
+    char d[512];
+    for (int k = 0; k < n; k++) {
+        if (all[k] == mine || srv_scene_event(all[k], env->type) < 0)
+            continue;
+        size_t at = (size_t)snprintf(d, sizeof d, "the %s scene takes", mine->name);
+        for (int i = 0; i < mine->nevents && at < sizeof d; i++)
+            at += (size_t)snprintf(d + at, sizeof d - at, "%s %s", i ? "," : "",
+                                   mine->events[i].name);
+        for (int i = 0; i < NSERVER_EVENTS && at < sizeof d; i++)
+            at += (size_t)snprintf(d + at, sizeof d - at, ", %s", k_server_events[i].name);
+        queue_error(w, c, env->seq, "not in this scene", d);
+        return;
+    }
+    snprintf(d, sizeof d, "unknown message type \"%s\"", env->type);
+    queue_error(w, c, env->seq, "unknown message type", d);
+}
+
+/* One of the scene's events: its parser reads the payload once, into the inbox item. */
+static void scene_event(ws_ctx *w, srv_client *c, const proto_envelope *env, int i)
+{
+    const srv_event_desc *d = &c->ss->scene->events[i];
+    if (!(d->flags & SRV_EV_QUERY) && !is_driver(c)) { /* a viewer may look, not touch */
+        queue_error(w, c, env->seq, "not the driver", "this client watches; events need control");
+        return;
+    }
+    _Alignas(8) unsigned char payload[SRV_EVENT_MAX];
+    const char *error = "bad message";
+    char err[256] = "";
+    int size = d->parse(env->msg, payload, &error, err, sizeof err);
+    if (size < 0) {
+        queue_error(w, c, env->seq, error, err);
+        return;
+    }
+    srv_item h;
+    memset(&h, 0, sizeof h);
+    h.client = c->id;
+    h.seq = env->seq;
+    h.size = (uint16_t)size;
+    h.kind = (uint8_t)(SRV_ITEM_SCENE + i);
+    h.flags = (uint8_t)d->flags;
+    if (srv_session_push(w->s, c->ss, &h, payload) != 0)
+        queue_error(w, c, env->seq, "busy", "the session's inbox is full");
+}
+
+/* Token bucket: max_events_per_s a second, bursts up to the same number. */
+static int take_token(ws_ctx *w, srv_client *c)
+{
+    double now = srv_now_ms(), rate = w->s->cfg.max_events_per_s;
     c->tokens += (now - c->last_refill_ms) * rate / 1000.0;
     if (c->tokens > rate)
         c->tokens = rate;
     c->last_refill_ms = now;
-    if (c->tokens < 1.0) {
-        queue_error(s, c, ev.seq, "rate limited", "more events a second than the server allows");
-        return;
-    }
+    if (c->tokens < 1.0)
+        return 0;
     c->tokens -= 1.0;
-    if (ev.type == PROTO_EV_PING) {
-        char text[160];
-        snprintf(text, sizeof text, "{\"type\":\"pong\",\"seq\":%u,\"t\":%.17g,\"server_ms\":%.3f}",
-                 ev.seq, ev.client_time_ms, now);
-        queue_text(c, text);
+    return 1;
+}
+
+static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
+{
+    proto_envelope env;
+    char err[256];
+    if (proto_envelope_parse(&env, msg, len, err, sizeof err) != PROTO_OK) {
+        queue_error(w, c, 0, "bad message", err);
         return;
     }
-    if (ev.type == PROTO_EV_REQUEST_CONTROL) {
-        /* Nobody drives: the asker does. Otherwise the driver is asked and decides. */
-        pthread_mutex_lock(&c->ss->lock);
-        uint32_t d = c->ss->driver;
-        if (!d)
-            c->ss->driver = c->id;
-        pthread_mutex_unlock(&c->ss->lock);
-        srv_client *dc = d ? find_client(w, c->ss, d) : NULL;
-        if (!d) {
-            send_role(c, "role");
-            state_changed(w, c->ss);
-        } else if (d == c->id) {
-            queue_error(s, c, ev.seq, "already the driver", "this client holds control");
-        } else if (dc) {
-            char text[96];
-            snprintf(text, sizeof text, "{\"type\":\"control_request\",\"from\":\"c%u\"}", c->id);
-            queue_text(dc, text);
-        }
-        return;
-    }
-    int viewer_ok = ev.type == PROTO_EV_SLICE; /* a viewer may look, not touch */
-    if (!viewer_ok && !is_driver(c)) {
-        queue_error(s, c, ev.seq, "not the driver", "this client watches; events need control");
-        return;
-    }
-    if (ev.type == PROTO_EV_HANDOVER) {
-        unsigned to = 0;
-        srv_client *t = sscanf(ev.target, "c%u", &to) == 1 ? find_client(w, c->ss, to) : NULL;
-        if (!t) {
-            queue_error(s, c, ev.seq, "unknown client", ev.target);
-            return;
-        }
-        pthread_mutex_lock(&c->ss->lock);
-        c->ss->driver = t->id;
-        pthread_mutex_unlock(&c->ss->lock);
-        send_role(c, "role");
-        send_role(t, "role");
-        state_changed(w, c->ss);
-        return;
-    }
-    if (srv_session_push(c->ss, &ev, c->id) != 0)
-        queue_error(s, c, ev.seq, "busy", "the session's inbox is full");
+    int k = 0;
+    while (k < NSERVER_EVENTS && strcmp(env.type, k_server_events[k].name))
+        k++;
+    int i = k < NSERVER_EVENTS ? -1 : srv_scene_event(c->ss->scene, env.type);
+    if (!take_token(w, c))
+        queue_error(w, c, env.seq, "rate limited", "more events a second than the server allows");
+    else if (k < NSERVER_EVENTS && k_server_events[k].driver_only && !is_driver(c))
+        queue_error(w, c, env.seq, "not the driver", "this client watches; events need control");
+    else if (k < NSERVER_EVENTS)
+        k_server_events[k].handle(w, c, &env);
+    else if (i >= 0)
+        scene_event(w, c, &env, i);
     else
-        srv_worker_poke(s, c->ss->slot);
+        refuse_type(w, c, &env);
+    proto_envelope_free(&env);
+}
+
+/* ------------------------------------------------------------- writing */
+
+/* The outbox's oldest item, one lws_write. Returns -1 to close. */
+static int write_out(ws_ctx *w, srv_client *c)
+{
+    srv_frame *f = c->out[c->out_head].frame;
+    char *t = c->out[c->out_head].text;
+    c->out_head = (c->out_head + 1) % OUTBOX_CAP;
+    c->nout--;
+    size_t n = f ? f->len : strlen(t);
+    unsigned char *buf = f ? f->data + SRV_FRAME_HEADROOM : malloc(LWS_PRE + n);
+    int r = -1;
+    if (buf && !f)
+        memcpy(buf + LWS_PRE, t, n);
+    if (buf)
+        r = lws_write(c->wsi, f ? buf : buf + LWS_PRE, n, f ? LWS_WRITE_BINARY : LWS_WRITE_TEXT);
+    note_unsent(c, n);
+    if (f && c->ss) { /* a reply frame (a slice) counts as sent like the others */
+        pthread_mutex_lock(&c->ss->lock);
+        c->ss->frames_sent++;
+        c->ss->bytes_sent += n;
+        pthread_mutex_unlock(&c->ss->lock);
+        atomic_fetch_add(&w->s->total_frames_sent, 1);
+        atomic_fetch_add(&w->s->total_bytes_sent, n);
+    }
+    if (!f)
+        free(buf);
+    srv_frame_unref(f);
+    free(t);
+    if (r < (int)n)
+        return -1;
+    lws_callback_on_writable(c->wsi); /* frames or more replies may be waiting */
+    return 0;
+}
+
+/* The mesh frame the client needs next, referenced (NULL: none); the session lock held. A
+ * joiner, or a client whose deltas no longer apply, gets the keyframe, after the table
+ * that describes it when the scene has one. */
+static srv_frame *next_frame(srv_client *c, int *is_table)
+{
+    srv_session *ss = c->ss;
+    srv_frame *f = NULL, *latest = ss->latest, *key = ss->keyframe, *table = ss->key_table;
+    *is_table = 0;
+    if (key && (!c->got_any || c->have_key != key->frame)) {
+        *is_table = table && c->have_table != table->frame;
+        f = *is_table ? table : key;
+    } else if (latest && (!c->got_any || latest->frame > c->sent_frame)) {
+        f = latest;
+    }
+    if (f)
+        srv_frame_ref(f);
+    return f;
 }
 
 /* One lws_write of whatever is most urgent. Returns -1 to close. */
 static int write_next(ws_ctx *w, srv_client *c)
 {
+    if (c->nout)
+        return write_out(w, c);
     srv_session *ss = c->ss;
-    if (c->nout) {
-        char *t = c->out[0];
-        size_t n = strlen(t);
-        unsigned char *buf = malloc(LWS_PRE + n);
-        if (!buf)
-            return -1;
-        memcpy(buf + LWS_PRE, t, n);
-        int r = lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_TEXT);
-        note_unsent(c, n);
-        free(buf);
-        free(t);
-        memmove(&c->out[0], &c->out[1], (size_t)(c->nout - 1) * sizeof c->out[0]);
-        c->nout--;
-        if (r < (int)n)
-            return -1;
-        lws_callback_on_writable(c->wsi); /* frames or more replies may be waiting */
-        return 0;
-    }
     srv_frame *f = NULL;
-    char *text = NULL;
-    int closing;
+    int is_table = 0;
     pthread_mutex_lock(&ss->lock);
-    closing = ss->closing;
-    for (int i = 0; i < ss->nreplies; i++)
-        if (ss->replies[i].client == c->id) {
-            f = ss->replies[i].frame;
-            text = ss->replies[i].text;
-            memmove(&ss->replies[i], &ss->replies[i + 1],
-                    (size_t)(ss->nreplies - i - 1) * sizeof ss->replies[0]);
-            ss->nreplies--;
-            break;
-        }
-    int state_due =
-        !f && !text && !closing && (!c->got_state || c->sent_state != ss->state_version);
-    int is_mesh = 0, is_table = 0;
-    if (!f && !text && !closing && !state_due) {
-        srv_frame *latest = ss->latest, *key = ss->keyframe, *table = ss->lod_table;
-        if (key && (!c->got_any || c->have_key != key->frame)) {
-            /* Join, or the client's deltas no longer apply: the keyframe, after the LOD
-             * table that describes it when the scene has one. */
-            is_table = table && c->have_table != table->frame;
-            f = is_table ? table : key;
-        } else if (latest && (!c->got_any || latest->frame > c->sent_frame)) {
-            f = latest;
-        }
-        if (f) {
-            srv_frame_ref(f);
-            is_mesh = !is_table;
-        }
-    }
+    int closing = ss->closing;
+    int state_due = !closing && (!c->got_state || c->sent_state != ss->state_version);
+    if (!closing && !state_due)
+        f = next_frame(c, &is_table);
     pthread_mutex_unlock(&ss->lock);
-    if (closing && !f && !text) {
+    if (closing) {
         lws_close_reason(c->wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)"session closed", 14);
         return -1;
     }
-    if (state_due && !text)
-        text = state_text(c);
-    if (text) {
-        queue_text(c, text);
-        free(text);
+    if (state_due) {
+        char *text = state_text(c);
+        if (text)
+            out_push(c, NULL, text);
         return 0;
     }
     if (!f)
@@ -328,7 +490,7 @@ static int write_next(ws_ctx *w, srv_client *c)
     note_unsent(c, flen);
     if (is_table) {
         c->have_table = f->frame;
-    } else if (is_mesh) {
+    } else {
         c->got_any = 1;
         c->sent_frame = f->frame;
         if (f->keyframe)
@@ -357,21 +519,92 @@ static int has_news(srv_client *c)
     int news = ss->closing || (ss->latest && (!c->got_any || ss->latest->frame > c->sent_frame)) ||
                (ss->keyframe && c->have_key != ss->keyframe->frame) || !c->got_state ||
                c->sent_state != ss->state_version;
-    for (int i = 0; !news && i < ss->nreplies; i++)
-        news = ss->replies[i].client == c->id;
     pthread_mutex_unlock(&ss->lock);
     return news;
 }
 
-static void unlink_client(ws_ctx *w, srv_client *c)
+/* ------------------------------------------------------------- wake-ups */
+
+/* The session of room r has news: its mail goes to its clients' outboxes, and each of its
+ * clients with something to send asks to write. Nobody else is looked at. */
+static void visit_room(ws_ctx *w, room *r)
 {
-    for (srv_client **p = &w->clients; *p; p = &(*p)->next)
-        if (*p == c) {
-            *p = c->next;
-            w->nclients--;
-            break;
+    srv_session *ss = r->ss;
+    if (!ss)
+        return;
+    int stop = atomic_load(&w->s->stop);
+    pthread_mutex_lock(&ss->lock);
+    int closing = ss->closing, nmail = ss->nmail;
+    uint32_t to[SRV_MAILBOX];
+    srv_frame *frames[SRV_MAILBOX];
+    char *texts[SRV_MAILBOX];
+    for (int i = 0; i < nmail; i++) {
+        int k = (ss->mail_head + i) % SRV_MAILBOX;
+        to[i] = ss->mail[k].client, frames[i] = ss->mail[k].frame, texts[i] = ss->mail[k].text;
+    }
+    ss->nmail = ss->mail_head = 0;
+    pthread_mutex_unlock(&ss->lock);
+    for (int i = 0; i < nmail; i++) { /* replies to clients that have gone since are dropped */
+        srv_client *c = find_client(w, ss, to[i]);
+        if (c) {
+            out_push(c, frames[i], texts[i]);
+        } else {
+            srv_frame_unref(frames[i]);
+            free(texts[i]);
         }
+    }
+    uint64_t visits = 0;
+    for (srv_client *c = r->clients; c; c = c->next, visits++) {
+        if (stop || has_news(c))
+            lws_callback_on_writable(c->wsi);
+        /* A deleted session must not be held by a client that stopped reading (its
+         * WRITEABLE, where the close is sent, never comes): give it 2 s. */
+        if (closing)
+            lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+    }
+    pthread_mutex_lock(&ss->lock);
+    ss->client_visits += visits;
+    pthread_mutex_unlock(&ss->lock);
 }
+
+static void on_wake(ws_ctx *w)
+{
+    pthread_mutex_lock(&w->news_lock);
+    uint32_t *slots = w->news;
+    int n = w->nnews;
+    w->news = w->taking;
+    w->taking = slots;
+    w->nnews = 0;
+    for (int i = 0; i < n; i++)
+        w->queued[slots[i]] = 0;
+    pthread_mutex_unlock(&w->news_lock);
+    if (atomic_load(&w->s->stop)) { /* shutdown: every client gets its close */
+        for (int i = 0; i < w->s->cfg.max_sessions; i++)
+            visit_room(w, &w->rooms[i]);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        visit_room(w, &w->rooms[slots[i]]);
+}
+
+void srv_ws_news(srv *s, uint32_t slot)
+{
+    ws_ctx *w = s->ws;
+    if (!w || slot >= (uint32_t)s->cfg.max_sessions)
+        return;
+    pthread_mutex_lock(&w->news_lock);
+    int wake = 0;
+    if (!w->queued[slot]) {
+        w->queued[slot] = 1;
+        w->news[w->nnews++] = slot;
+        wake = w->nnews == 1; /* otherwise a wake-up is on its way already */
+    }
+    pthread_mutex_unlock(&w->news_lock);
+    if (wake)
+        lws_cancel_service(w->ctx);
+}
+
+/* ------------------------------------------------------ connection events */
 
 /* A URL argument's value: lws copies the whole "name=value" into buf and points at the
  * value inside it. */
@@ -384,6 +617,146 @@ static int url_arg(struct lws *wsi, const char *name, char *buf, int len)
     return buf[0] != 0;
 }
 
+/* Credentials against the session; NULL when accepted (c joins), else why not. */
+static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
+{
+    srv *s = w->s;
+    const char *why = NULL;
+    pthread_mutex_lock(&ss->lock);
+    int driver = !strcmp(c->token, ss->control_token);
+    int viewer = !strcmp(c->token, ss->view_token);
+    if (!driver && !viewer)
+        why = "wrong or missing token";
+    else if (ss->nclients >= s->cfg.max_clients_per_session)
+        why = "the session holds its limit of clients";
+    if (!why) {
+        c->id = atomic_fetch_add(&s->next_client, 1) + 1;
+        ss->nclients++;
+        if (driver)
+            ss->driver = c->id; /* the newest holder of the control token drives */
+        /* A joiner starts from the session's keyframe (deltas are relative to it); only a
+         * session that has none yet must make one. */
+        if (!ss->keyframe)
+            ss->want_keyframe = 1;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    return why;
+}
+
+static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
+{
+    srv *s = w->s;
+    c->wsi = wsi;
+    srv_session *ss = c->session_id[0] ? srv_session_get(s, c->session_id) : NULL;
+    const char *why = !c->session_id[0] ? "the URL needs ?session=ID&token=TOKEN"
+                      : !ss             ? "unknown session"
+                                        : admit(w, c, ss);
+    memset(c->token, 0, sizeof c->token);
+    if (why) {
+        srv_session_put(s, ss);
+        c->closing = 1;
+        char text[256];
+        srv_error_json(text, sizeof text, 0, "refused", why);
+        queue_text(c, text);
+        atomic_fetch_add(&s->total_errors, 1);
+        return;
+    }
+    c->ss = ss;
+    c->tokens = s->cfg.max_events_per_s;
+    c->last_refill_ms = srv_now_ms();
+    room *r = room_of(w, ss);
+    r->ss = ss;
+    c->next = r->clients;
+    r->clients = c;
+    atomic_fetch_add(&s->nclients, 1);
+    atomic_fetch_add(&s->total_clients, 1);
+    send_role(c, "welcome");
+    state_changed(w, ss);
+}
+
+static int on_receive(ws_ctx *w, srv_client *c, struct lws *wsi, const void *in, size_t len)
+{
+    srv *s = w->s;
+    if (c->closing)
+        return 0;
+    if (!c->ss)
+        return -1;
+    if (lws_frame_is_binary(wsi)) {
+        if (lws_is_final_fragment(wsi))
+            queue_error(w, c, 0, "bad message", "binary messages are not accepted");
+        return 0;
+    }
+    if (c->rx_len + len > (size_t)s->cfg.max_message_bytes) {
+        c->rx_too_big = 1;
+    } else {
+        char *nb = realloc(c->rx, c->rx_len + len + 1);
+        if (!nb)
+            return -1;
+        c->rx = nb;
+        memcpy(c->rx + c->rx_len, in, len);
+        c->rx_len += len;
+    }
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
+        return 0;
+    if (c->rx_too_big) {
+        char d[96];
+        snprintf(d, sizeof d, "messages are limited to %d bytes", s->cfg.max_message_bytes);
+        queue_error(w, c, 0, "message too large", d);
+    } else {
+        handle_text(w, c, c->rx, c->rx_len);
+    }
+    free(c->rx);
+    c->rx = NULL;
+    c->rx_len = 0;
+    c->rx_too_big = 0;
+    return 0;
+}
+
+static int on_writeable(ws_ctx *w, srv_client *c, struct lws *wsi)
+{
+    if (c->closing) { /* refused: say why, then close */
+        if (c->nout)
+            return write_next(w, c) < 0 ? -1 : (lws_callback_on_writable(wsi), 0);
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
+        return -1;
+    }
+    if (!c->ss)
+        return -1;
+    if (atomic_load(&w->s->stop)) {
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)"shutdown", 8);
+        return -1;
+    }
+    c->unsent = 0; /* lws holds nothing for it now */
+    return write_next(w, c);
+}
+
+static void on_closed(ws_ctx *w, srv_client *c)
+{
+    srv_session *ss = c->ss;
+    if (ss) {
+        room *r = room_of(w, ss);
+        for (srv_client **p = &r->clients; *p; p = &(*p)->next)
+            if (*p == c) {
+                *p = c->next;
+                break;
+            }
+        if (!r->clients)
+            r->ss = NULL;
+        atomic_fetch_sub(&w->s->nclients, 1);
+        pthread_mutex_lock(&ss->lock);
+        ss->nclients--;
+        if (ss->driver == c->id)
+            ss->driver = 0;
+        pthread_mutex_unlock(&ss->lock);
+        state_changed(w, ss); /* the others hear that one left */
+        srv_session_put(w->s, ss);
+        c->ss = NULL;
+    }
+    free(c->rx);
+    c->rx = NULL;
+    out_clear(c);
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                     size_t len)
 {
@@ -392,7 +765,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     srv_client *c = user;
     if (!w)
         return 0;
-    srv *s = w->s;
     switch (reason) {
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
         /* Accept the handshake and judge the credentials once established, so a refused
@@ -401,159 +773,18 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         url_arg(wsi, "session=", c->session_id, sizeof c->session_id);
         url_arg(wsi, "token=", c->token, sizeof c->token);
         return 0;
-    case LWS_CALLBACK_ESTABLISHED: {
-        c->wsi = wsi;
-        const char *why = NULL;
-        srv_session *ss = c->session_id[0] ? srv_session_get(s, c->session_id) : NULL;
-        if (!c->session_id[0])
-            why = "the URL needs ?session=ID&token=TOKEN";
-        else if (!ss)
-            why = "unknown session";
-        if (ss) {
-            pthread_mutex_lock(&ss->lock);
-            int driver = !strcmp(c->token, ss->control_token);
-            int viewer = !strcmp(c->token, ss->view_token);
-            if (!driver && !viewer)
-                why = "wrong or missing token";
-            else if (ss->nclients >= s->cfg.max_clients_per_session)
-                why = "the session holds its limit of clients";
-            if (!why) {
-                c->id = atomic_fetch_add(&s->next_client, 1) + 1;
-                ss->nclients++;
-                if (driver)
-                    ss->driver = c->id; /* the newest holder of the control token drives */
-                /* A joiner starts from the session's keyframe (deltas are relative to it);
-                 * only a session that has none yet must make one. */
-                if (!ss->keyframe)
-                    ss->want_keyframe = 1;
-            }
-            pthread_mutex_unlock(&ss->lock);
-            if (why)
-                srv_session_put(s, ss);
-        }
-        memset(c->token, 0, sizeof c->token);
-        if (why) {
-            char text[200];
-            snprintf(text, sizeof text,
-                     "{\"type\":\"error\",\"seq\":0,\"error\":\"refused\",\"detail\":\"%s\"}", why);
-            c->closing = 1;
-            queue_text(c, text);
-            atomic_fetch_add(&s->total_errors, 1);
-            return 0;
-        }
-        c->ss = ss;
-        c->tokens = s->cfg.max_events_per_s;
-        c->last_refill_ms = srv_now_ms();
-        c->next = w->clients;
-        w->clients = c;
-        w->nclients++;
-        atomic_fetch_add(&s->total_clients, 1);
-        send_role(c, "welcome");
-        state_changed(w, ss);
+    case LWS_CALLBACK_ESTABLISHED:
+        on_established(w, c, wsi);
         return 0;
-    }
-    case LWS_CALLBACK_RECEIVE: {
-        if (c->closing)
-            return 0;
-        if (!c->ss)
-            return -1;
-        if (lws_frame_is_binary(wsi)) {
-            if (lws_is_final_fragment(wsi))
-                queue_error(s, c, 0, "bad message", "binary messages are not accepted");
-            return 0;
-        }
-        if (c->rx_len + len > (size_t)s->cfg.max_message_bytes) {
-            c->rx_too_big = 1;
-        } else {
-            char *nb = realloc(c->rx, c->rx_len + len + 1);
-            if (!nb)
-                return -1;
-            c->rx = nb;
-            memcpy(c->rx + c->rx_len, in, len);
-            c->rx_len += len;
-        }
-        if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi))
-            return 0;
-        if (c->rx_too_big) {
-            char d[96];
-            snprintf(d, sizeof d, "messages are limited to %d bytes", s->cfg.max_message_bytes);
-            queue_error(s, c, 0, "message too large", d);
-        } else {
-            handle_text(w, c, c->rx, c->rx_len);
-        }
-        free(c->rx);
-        c->rx = NULL;
-        c->rx_len = 0;
-        c->rx_too_big = 0;
-        return 0;
-    }
+    case LWS_CALLBACK_RECEIVE:
+        return on_receive(w, c, wsi, in, len);
     case LWS_CALLBACK_SERVER_WRITEABLE:
-        if (c->closing) { /* refused: say why, then close */
-            if (c->nout)
-                return write_next(w, c) < 0 ? -1 : (lws_callback_on_writable(wsi), 0);
-            lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
-            return -1;
-        }
-        if (!c->ss)
-            return -1;
-        if (atomic_load(&s->stop)) {
-            lws_close_reason(wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)"shutdown", 8);
-            return -1;
-        }
-        c->unsent = 0; /* lws holds nothing for it now */
-        return write_next(w, c);
+        return on_writeable(w, c, wsi);
     case LWS_CALLBACK_CLOSED:
-        if (c->ss) {
-            unlink_client(w, c);
-            pthread_mutex_lock(&c->ss->lock);
-            c->ss->nclients--;
-            if (c->ss->driver == c->id)
-                c->ss->driver = 0;
-            for (int i = 0; i < c->ss->nreplies;)
-                if (c->ss->replies[i].client == c->id) {
-                    srv_frame_unref(c->ss->replies[i].frame);
-                    free(c->ss->replies[i].text);
-                    memmove(&c->ss->replies[i], &c->ss->replies[i + 1],
-                            (size_t)(c->ss->nreplies - i - 1) * sizeof c->ss->replies[0]);
-                    c->ss->nreplies--;
-                } else {
-                    i++;
-                }
-            pthread_mutex_unlock(&c->ss->lock);
-            state_changed(w, c->ss); /* the others hear that one left */
-            srv_session_put(s, c->ss);
-            c->ss = NULL;
-        }
-        free(c->rx);
-        c->rx = NULL;
-        for (int i = 0; i < c->nout; i++)
-            free(c->out[i]);
-        c->nout = 0;
+        on_closed(w, c);
         return 0;
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-        for (srv_client *k = w->clients; k; k = k->next) {
-            if (atomic_load(&s->stop) || has_news(k))
-                lws_callback_on_writable(k->wsi);
-            /* A deleted session must not be held by a client that stopped reading (its
-             * WRITEABLE, where the close is sent, never comes): give it 2 s. Replies the
-             * worker made for clients that have gone since are dropped here. */
-            pthread_mutex_lock(&k->ss->lock);
-            int closing = k->ss->closing;
-            for (int i = 0; i < k->ss->nreplies;) {
-                if (find_client(w, k->ss, k->ss->replies[i].client)) {
-                    i++;
-                    continue;
-                }
-                srv_frame_unref(k->ss->replies[i].frame);
-                free(k->ss->replies[i].text);
-                memmove(&k->ss->replies[i], &k->ss->replies[i + 1],
-                        (size_t)(k->ss->nreplies - i - 1) * sizeof k->ss->replies[0]);
-                k->ss->nreplies--;
-            }
-            pthread_mutex_unlock(&k->ss->lock);
-            if (closing)
-                lws_set_timeout(k->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
-        }
+        on_wake(w);
         return 0;
     default:
         return 0;
@@ -571,19 +802,35 @@ static void *ws_main(void *arg)
     while (!atomic_load(&w->s->stop))
         lws_service(w->ctx, 0);
     /* Shutdown: every client gets a close frame; a few rounds let them go out. */
-    for (int i = 0; i < 50 && w->clients; i++) {
+    for (int i = 0; i < 50 && atomic_load(&w->s->nclients) > 0; i++) {
         lws_cancel_service(w->ctx);
         lws_service(w->ctx, 0);
     }
     return NULL;
 }
 
+static void ws_free(ws_ctx *w)
+{
+    free(w->rooms);
+    free(w->news);
+    free(w->taking);
+    free(w->queued);
+    pthread_mutex_destroy(&w->news_lock);
+    free(w);
+}
+
 int srv_ws_start(srv *s, char *err, size_t err_sz)
 {
     ws_ctx *w = calloc(1, sizeof *w);
+    size_t n = (size_t)s->cfg.max_sessions;
     if (!w)
         return -1;
+    pthread_mutex_init(&w->news_lock, NULL);
     w->s = s;
+    w->rooms = calloc(n, sizeof *w->rooms);
+    w->news = calloc(n, sizeof *w->news);
+    w->taking = calloc(n, sizeof *w->taking);
+    w->queued = calloc(n, 1);
     lws_set_log_level(
         getenv("SOFTCAST_LWS_DEBUG") ? LLL_ERR | LLL_WARN | LLL_NOTICE | LLL_INFO : LLL_ERR, NULL);
     struct lws_context_creation_info info;
@@ -593,10 +840,10 @@ int srv_ws_start(srv *s, char *err, size_t err_sz)
     info.protocols = k_protocols;
     info.user = w;
     info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
-    w->ctx = lws_create_context(&info);
+    w->ctx = w->rooms && w->news && w->taking && w->queued ? lws_create_context(&info) : NULL;
     if (!w->ctx) {
         snprintf(err, err_sz, "WebSocket: cannot listen on %s:%d", s->cfg.bind, s->cfg.ws_port);
-        free(w);
+        ws_free(w);
         return -1;
     }
     w->vh = lws_get_vhost_by_name(w->ctx, "default");
@@ -604,25 +851,12 @@ int srv_ws_start(srv *s, char *err, size_t err_sz)
     s->ws = w;
     if (pthread_create(&w->thread, NULL, ws_main, w) != 0) {
         lws_context_destroy(w->ctx);
-        free(w);
+        ws_free(w);
         s->ws = NULL;
         snprintf(err, err_sz, "WebSocket: cannot start its thread");
         return -1;
     }
     return 0;
-}
-
-void srv_ws_wake(srv *s)
-{
-    ws_ctx *w = s->ws;
-    if (w)
-        lws_cancel_service(w->ctx);
-}
-
-int srv_ws_clients(srv *s)
-{
-    ws_ctx *w = s->ws;
-    return w ? atomic_load(&w->nclients) : 0;
 }
 
 void srv_ws_stop(srv *s)
@@ -634,6 +868,6 @@ void srv_ws_stop(srv *s)
     lws_cancel_service(w->ctx);
     pthread_join(w->thread, NULL);
     lws_context_destroy(w->ctx);
-    free(w);
     s->ws = NULL;
+    ws_free(w);
 }

@@ -156,7 +156,12 @@ sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s);
 /// CPU threads for the next steps, at most the backend's (0: the backend's). Results do
 /// not depend on it.
 void sim_cloth_set_threads(sim_cloth_scene *s, int threads);
-/// Check an event; queue it for the next frame boundary.
+/// Check an event and apply it now, at the frame boundary (between two steps); the scene
+/// is unchanged when the check fails (SIM_ERR_ARG, the field named in err).
+sim_status sim_cloth_apply_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                 size_t err_sz);
+/// Check an event; queue it for the next step, which applies it as sim_cloth_apply_event
+/// would.
 sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
                                 size_t err_sz);
 sim_status sim_cloth_step(sim_cloth_scene *s, sim_cloth_metrics *mt, char *err, size_t err_sz);

@@ -123,22 +123,10 @@ static int colour_constraints(cloth_lod *l, int32_t *ca, int32_t *cb, float *cre
     return ok ? 0 : -1;
 }
 
-static sim_status build_lod(const sim_cloth_model_options *o, int k, cloth_lod *l, char *err,
-                            size_t err_sz)
+/* LOD k's rest positions, pins and triangles (l's arrays allocated). */
+static void grid_and_triangles(const sim_cloth_model_options *o, int k, cloth_lod *l)
 {
-    int cols = o->cols[k], rows = o->rows[k];
-    l->cols = cols;
-    l->rows = rows;
-    l->n = cols * rows;
-    l->ntri = 2 * (cols - 1) * (rows - 1);
-    l->rest = sc_calloc((size_t)l->n * 3, sizeof(float));
-    l->w = sc_calloc((size_t)l->n, sizeof(float));
-    l->tri = sc_calloc((size_t)l->ntri * 3, sizeof(uint32_t));
-    half_edge *he = sc_calloc((size_t)l->ntri * 3, sizeof *he);
-    if (!l->rest || !l->w || !l->tri || !he) {
-        free(he);
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth model: out of memory");
-    }
+    int cols = l->cols, rows = l->rows;
     for (int j = 0; j < rows; j++)
         for (int i = 0; i < cols; i++) {
             int v = j * cols + i;
@@ -165,6 +153,25 @@ static sim_status build_lod(const sim_cloth_model_options *o, int k, cloth_lod *
             memcpy(&l->tri[t * 3], q, sizeof q);
             t += 2;
         }
+}
+
+static sim_status build_lod(const sim_cloth_model_options *o, int k, cloth_lod *l, char *err,
+                            size_t err_sz)
+{
+    int cols = o->cols[k], rows = o->rows[k];
+    l->cols = cols;
+    l->rows = rows;
+    l->n = cols * rows;
+    l->ntri = 2 * (cols - 1) * (rows - 1);
+    l->rest = sc_calloc((size_t)l->n * 3, sizeof(float));
+    l->w = sc_calloc((size_t)l->n, sizeof(float));
+    l->tri = sc_calloc((size_t)l->ntri * 3, sizeof(uint32_t));
+    half_edge *he = sc_calloc((size_t)l->ntri * 3, sizeof *he);
+    if (!l->rest || !l->w || !l->tri || !he) {
+        free(he);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cloth model: out of memory");
+    }
+    grid_and_triangles(o, k, l);
     for (int tr = 0; tr < l->ntri; tr++)
         for (int e = 0; e < 3; e++) {
             int32_t p = (int32_t)l->tri[tr * 3 + e], q = (int32_t)l->tri[tr * 3 + (e + 1) % 3];

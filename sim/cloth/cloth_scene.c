@@ -113,7 +113,7 @@ struct sim_cloth_scene {
     cloth_character *ch;
     float camera[3];
     uint64_t frame;
-    sim_cloth_event queue[CLOTH_QUEUE_CAP];
+    sim_cloth_event *queue; /* (CLOTH_QUEUE_CAP) push_event's, allocated by the first push */
     int qcount;
     int threads;          /* 1 to be->threads */
     map_scratch *scratch; /* (be->threads): one per thread of a step, made with the scene */
@@ -388,25 +388,14 @@ static float max_dv(const float *a, const float *b, int n)
     return mx;
 }
 
-/* Switch character c to LOD `to` at the frame boundary. */
-static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratch *ms)
+/* The target garment dst of a switch of c to LOD `to`: every vertex from the source
+ * through the mapping (pinned ones at their attachment, unmapped ones at rest with their
+ * valid neighbours' mean velocity). Returns how many vertices had no valid mapping. */
+static int map_into(const sim_cloth_model *m, const sim_cloth_params *prm, cloth_character *c,
+                    int to, map_scratch *ms, cloth_garment *g)
 {
-    const sim_cloth_model *m = sc->m;
-    const sim_cloth_params *prm = &sc->prm;
     const cloth_pose *p = &c->pose;
-    cloth_garment dst;
-    if (garment_alloc(m, to, &dst) != 0)
-        return -1;
-    float *vlast = sc_calloc((size_t)dst.n * 3, sizeof(float));
-    if (!vlast) {
-        garment_free(&dst);
-        return -1;
-    }
-    /* A switch during a blend finishes the blend first: the shown garment is the source. */
-    if (c->blend) {
-        garment_free(&c->src);
-        c->blend = 0;
-    }
+    const cloth_garment dst = *g; /* writes go to g's arrays */
     map_state(m, &c->g, to, p, prm->map_max_distance, ms->xm, ms->vm, ms->valid, ms->xr, ms->vr);
     const cloth_lod *lt = &m->lod[to];
     cloth_body b;
@@ -447,6 +436,72 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
         else
             rigid_velocity(p, &dst.x[j * 3], &dst.v[j * 3]);
     }
+    return invalid;
+}
+
+/* The switch's record: E_pos, E_vel and the rest (c->last), and the watch for its
+ * settle. */
+static void record_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratch *ms,
+                          const cloth_garment *g, int invalid)
+{
+    const sim_cloth_model *m = sc->m;
+    const sim_cloth_params *prm = &sc->prm;
+    const cloth_garment dst = *g;
+    /* E_pos, E_vel at the same material points (valid mappings; pinned vertices too),
+     * against the source interpolated in world space: x = sum w x_src + offset n_world,
+     * v = sum w v_src. One frame later: character_frame. */
+    sim_cloth_switch *r = &c->last;
+    memset(r, 0, sizeof *r);
+    r->frame = sc->frame;
+    r->character = (int)(c - sc->ch);
+    r->from = c->g.lod;
+    r->to = to;
+    r->strategy = prm->strategy;
+    r->invalid_mappings = invalid;
+    sim_cloth_model_map_world(m, c->g.lod, to, c->g.x, c->g.v, prm->map_max_distance, ms->xr,
+                              ms->vr, ms->valid);
+    for (int j = 0; j < dst.n; j++) {
+        if (!ms->valid[j])
+            continue;
+        float dp = 0.0f, dv = 0.0f;
+        for (int q = 0; q < 3; q++) {
+            float a = dst.x[j * 3 + q] - ms->xr[j * 3 + q],
+                  v = dst.v[j * 3 + q] - ms->vr[j * 3 + q];
+            dp += a * a;
+            dv += v * v;
+        }
+        r->e_pos = sqrtf(dp) > r->e_pos ? sqrtf(dp) : r->e_pos;
+        r->e_vel = sqrtf(dv) > r->e_vel ? sqrtf(dv) : r->e_vel;
+    }
+    r->settle_frames = -1;
+    c->has_switch = 1;
+    float base = 0.0f;
+    for (int k = 0; k < CLOTH_ACCEL_HIST; k++)
+        base += c->accel[k];
+    c->accel_base = base / CLOTH_ACCEL_HIST;
+    c->watching = 1;
+}
+
+/* Switch character c to LOD `to` at the frame boundary. */
+static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratch *ms)
+{
+    const sim_cloth_model *m = sc->m;
+    const sim_cloth_params *prm = &sc->prm;
+    const cloth_pose *p = &c->pose;
+    cloth_garment dst;
+    if (garment_alloc(m, to, &dst) != 0)
+        return -1;
+    float *vlast = sc_calloc((size_t)dst.n * 3, sizeof(float));
+    if (!vlast) {
+        garment_free(&dst);
+        return -1;
+    }
+    /* A switch during a blend finishes the blend first: the shown garment is the source. */
+    if (c->blend) {
+        garment_free(&c->src);
+        c->blend = 0;
+    }
+    int invalid = map_into(m, prm, c, to, ms, &dst);
     switch (prm->strategy) {
     case SIM_SWITCH_HANDOFF:
         for (int j = 0; j < dst.n; j++) { /* clamp only abnormal velocities */
@@ -483,39 +538,7 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
     /* Multipliers: constraint ids of different LODs never match (their topologies
      * differ), and the solver resets them every substep anyway: nothing to carry
      * (test_cloth.c shows the reset makes them irrelevant). */
-    /* E_pos, E_vel at the same material points (valid mappings; pinned vertices too),
-     * against the source interpolated in world space: x = sum w x_src + offset n_world,
-     * v = sum w v_src. One frame later: character_frame. */
-    sim_cloth_switch *r = &c->last;
-    memset(r, 0, sizeof *r);
-    r->frame = sc->frame;
-    r->character = (int)(c - sc->ch);
-    r->from = c->g.lod;
-    r->to = to;
-    r->strategy = prm->strategy;
-    r->invalid_mappings = invalid;
-    sim_cloth_model_map_world(m, c->g.lod, to, c->g.x, c->g.v, prm->map_max_distance, ms->xr,
-                              ms->vr, ms->valid);
-    for (int j = 0; j < dst.n; j++) {
-        if (!ms->valid[j])
-            continue;
-        float dp = 0.0f, dv = 0.0f;
-        for (int q = 0; q < 3; q++) {
-            float a = dst.x[j * 3 + q] - ms->xr[j * 3 + q],
-                  v = dst.v[j * 3 + q] - ms->vr[j * 3 + q];
-            dp += a * a;
-            dv += v * v;
-        }
-        r->e_pos = sqrtf(dp) > r->e_pos ? sqrtf(dp) : r->e_pos;
-        r->e_vel = sqrtf(dv) > r->e_vel ? sqrtf(dv) : r->e_vel;
-    }
-    r->settle_frames = -1;
-    c->has_switch = 1;
-    float base = 0.0f;
-    for (int k = 0; k < CLOTH_ACCEL_HIST; k++)
-        base += c->accel[k];
-    c->accel_base = base / CLOTH_ACCEL_HIST;
-    c->watching = 1;
+    record_switch(sc, c, to, ms, &dst, invalid);
     memcpy(vlast, dst.v, (size_t)dst.n * 3 * sizeof(float));
     free(c->v_last);
     c->v_last = vlast;
@@ -526,7 +549,7 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
         c->blend = 1;
     } else {
         garment_free(&c->g);
-        r->e_pos_next = r->e_vel_next = -1.0f;
+        c->last.e_pos_next = c->last.e_vel_next = -1.0f;
     }
     c->g = dst;
     c->hold = 0;
@@ -601,6 +624,7 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
     for (int t = 0; s->scratch && t < s->be->threads; t++)
         scratch_free(&s->scratch[t]);
     free(s->scratch);
+    free(s->queue);
     free(s);
 }
 
@@ -614,8 +638,9 @@ void sim_cloth_set_threads(sim_cloth_scene *s, int threads)
     s->threads = threads > 0 && threads < s->be->threads ? threads : s->be->threads;
 }
 
-sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
-                                size_t err_sz)
+/* The checks every event passes, queued or applied at once; the scene is not touched. */
+static sim_status check_event(const sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                              size_t err_sz)
 {
     int nl = s->m->nlod;
     if (ev->type != SIM_CLOTH_EV_CAMERA && ev->type != SIM_CLOTH_EV_WIND &&
@@ -634,35 +659,54 @@ sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, c
         if (ev->lod < -1 || ev->lod >= nl)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
                                        "lod %d: 0 to %d, or -1 (automatic)", ev->lod, nl - 1);
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_MOTION:
         if ((unsigned)ev->motion >= SIM_NMOTION)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "motion %d unknown",
                                        (int)ev->motion);
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_GRAB:
         if (ev->vertex < 0 || ev->vertex >= s->m->lod[0].n)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "vertex %d out of range",
                                        ev->vertex);
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_SET_PARAMS:
         if (sim_cloth_params_validate(&ev->params, err, err_sz) != SIM_OK)
             return SIM_ERR_ARG;
-        break;
+        return SIM_OK;
     case SIM_CLOTH_EV_CAMERA:
     case SIM_CLOTH_EV_WIND:
     case SIM_CLOTH_EV_MOVE:
     case SIM_CLOTH_EV_RELEASE:
-        break;
-    default:
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown",
-                                   (int)ev->type);
+        return SIM_OK;
     }
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown", (int)ev->type);
+}
+
+sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                size_t err_sz)
+{
+    sim_status st = check_event(s, ev, err, err_sz);
+    if (st != SIM_OK)
+        return st;
     if (s->qcount >= CLOTH_QUEUE_CAP)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "event queue full (%d)",
                                    CLOTH_QUEUE_CAP);
+    if (!s->queue && !(s->queue = sc_calloc(CLOTH_QUEUE_CAP, sizeof *s->queue)))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "event queue: out of memory");
     s->queue[s->qcount++] = *ev;
     return SIM_OK;
+}
+
+static void apply_event(sim_cloth_scene *s, const sim_cloth_event *ev);
+
+sim_status sim_cloth_apply_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                                 size_t err_sz)
+{
+    sim_status st = check_event(s, ev, err, err_sz);
+    if (st == SIM_OK)
+        apply_event(s, ev);
+    return st;
 }
 
 static void apply_event(sim_cloth_scene *s, const sim_cloth_event *ev)

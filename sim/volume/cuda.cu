@@ -315,6 +315,55 @@ template <typename T> void swap_ptr(T *&a, T *&b)
     b = t;
 }
 
+/* The propagation wave of a frame, from the seeded grab or the rigid tissue that went
+ * home: passes until nothing moves or max_passes, then the violation it left. */
+sim_status cuda_wave(sim_volume_state *s, vol_cuda *d, const cm_kparams &kp, unsigned grid,
+                     sim_volume_metrics *mt, char *err, size_t err_sz)
+{
+    int64_t n = s->nelem;
+    d->rigid_maybe = 1;
+    CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
+    /* Passes run in batches between read-backs of the counter: a pass after the wave
+     * has stopped (nothing moved or waiting) changes nothing, so up to
+     * kPassBatch - 1 spare passes cost time, never results. */
+    int passes = 0;
+    unsigned long long active = 1, newly = 0;
+    while (active && passes < s->params.max_passes) {
+        int batch =
+            s->params.max_passes - passes < kPassBatch ? s->params.max_passes - passes : kPassBatch;
+        for (int k = 0; k < batch; k++) {
+            CU(cudaMemsetAsync(&d->ctr->active, 0, sizeof(unsigned long long)),
+               "clear pass counter");
+            k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags,
+                                            d->t_reach, d->t_alt, (float)(passes + 1), d->ctr);
+            CU(cudaGetLastError(), "propagate");
+            swap_ptr(d->pos, d->pos_alt);
+            swap_ptr(d->t_reach, d->t_alt);
+            passes++;
+        }
+        sim_status st = read_counters(d, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+        active = d->h_ctr->active; /* of the batch's last pass */
+        newly = d->h_ctr->newly;
+    }
+    k_violation<<<grid, kThreads>>>(kp, n, d->pos, d->flags, d->t_reach, d->ctr);
+    CU(cudaGetLastError(), "violation");
+    k_fill<<<grid, kThreads>>>(d->t_reach, CM_UNREACHED, n);
+    CU(cudaGetLastError(), "reset wave");
+    sim_status st = read_counters(d, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    float viol;
+    memcpy(&viol, &d->h_ctr->max_viol_bits, sizeof viol);
+    mt->passes = passes;
+    mt->propagation_capped = active > 0;
+    mt->max_violation = viol;
+    /* The grabbed elements were seeded as reached: count only what the wave moved. */
+    mt->moved_elements = (int64_t)newly;
+    return SIM_OK;
+}
+
 sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt,
                       char *err, size_t err_sz)
 {
@@ -344,46 +393,9 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
                                                      d->t_reach);
             CU(cudaGetLastError(), "seed wave");
         }
-        d->rigid_maybe = 1;
-        CU(cudaMemset(d->ctr, 0, sizeof(counters)), "clear counters");
-        /* Passes run in batches between read-backs of the counter: a pass after the wave
-         * has stopped (nothing moved or waiting) changes nothing, so up to
-         * kPassBatch - 1 spare passes cost time, never results. */
-        int passes = 0;
-        unsigned long long active = 1, newly = 0;
-        while (active && passes < s->params.max_passes) {
-            int batch = s->params.max_passes - passes < kPassBatch ? s->params.max_passes - passes
-                                                                   : kPassBatch;
-            for (int k = 0; k < batch; k++) {
-                CU(cudaMemsetAsync(&d->ctr->active, 0, sizeof(unsigned long long)),
-                   "clear pass counter");
-                k_propagate<<<grid, kThreads>>>(kp, n, d->pos, d->pos_alt, d->pos_prev, d->flags,
-                                                d->t_reach, d->t_alt, (float)(passes + 1), d->ctr);
-                CU(cudaGetLastError(), "propagate");
-                swap_ptr(d->pos, d->pos_alt);
-                swap_ptr(d->t_reach, d->t_alt);
-                passes++;
-            }
-            sim_status st = read_counters(d, err, err_sz);
-            if (st != SIM_OK)
-                return st;
-            active = d->h_ctr->active; /* of the batch's last pass */
-            newly = d->h_ctr->newly;
-        }
-        k_violation<<<grid, kThreads>>>(kp, n, d->pos, d->flags, d->t_reach, d->ctr);
-        CU(cudaGetLastError(), "violation");
-        k_fill<<<grid, kThreads>>>(d->t_reach, CM_UNREACHED, n);
-        CU(cudaGetLastError(), "reset wave");
-        sim_status st = read_counters(d, err, err_sz);
+        sim_status st = cuda_wave(s, d, kp, grid, mt, err, err_sz);
         if (st != SIM_OK)
             return st;
-        float viol;
-        memcpy(&viol, &d->h_ctr->max_viol_bits, sizeof viol);
-        mt->passes = passes;
-        mt->propagation_capped = active > 0;
-        mt->max_violation = viol;
-        /* The grabbed elements were seeded as reached: count only what the wave moved. */
-        mt->moved_elements = (int64_t)newly;
     }
     double t1 = sc_now_ms();
     /* Every iteration runs without a read-back: once relaxation has converged an

@@ -150,6 +150,42 @@ static void sn_build_free(sn_build *b)
     memset(b, 0, sizeof(*b));
 }
 
+/* The quads of the edges leaving cell (x, y, z)'s corner 0, whose vertex is m; cur and
+ * prev are this and the previous layer's cell-to-vertex maps (cw cells a row). */
+static sim_status sn_cell_quads(sn_build *b, uint32_t m, int mask, const uint32_t *cur,
+                                const uint32_t *prev, size_t cw, size_t x, size_t y, size_t z,
+                                char *err, size_t err_sz)
+{
+    sim_status st;
+    /* Edges leaving corner 0 along x, y, z (corners 1, 2, 4). For the edge along
+     * axis d, with u = d+1, v = d+2 (cyclic), the quad m, m-u, m-u-v, m-v is
+     * counter-clockwise seen from +d: right when corner 0 is inside. */
+    const int in0 = mask & 1;
+    const size_t i = cw * y + x;
+    if (y >= 1 && z >= 1 && in0 != ((mask >> 1) & 1)) { /* x: u = y, v = z */
+        uint32_t mu = cur[i - cw], muv = prev[i - cw], mv = prev[i];
+        st = in0 ? sn_add_quad(b, m, mu, muv, mv, err, err_sz)
+                 : sn_add_quad(b, m, mv, muv, mu, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+    }
+    if (z >= 1 && x >= 1 && in0 != ((mask >> 2) & 1)) { /* y: u = z, v = x */
+        uint32_t mu = prev[i], muv = prev[i - 1], mv = cur[i - 1];
+        st = in0 ? sn_add_quad(b, m, mu, muv, mv, err, err_sz)
+                 : sn_add_quad(b, m, mv, muv, mu, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+    }
+    if (x >= 1 && y >= 1 && in0 != ((mask >> 4) & 1)) { /* z: u = x, v = y */
+        uint32_t mu = cur[i - 1], muv = cur[i - 1 - cw], mv = cur[i - cw];
+        st = in0 ? sn_add_quad(b, m, mu, muv, mv, err, err_sz)
+                 : sn_add_quad(b, m, mv, muv, mu, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+    }
+    return SIM_OK;
+}
+
 sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float iso_hu, char *err,
                                size_t err_sz)
 {
@@ -219,32 +255,9 @@ sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float
                     goto done;
                 crow[x] = m;
 
-                /* Edges leaving corner 0 along x, y, z (corners 1, 2, 4). For the edge along
-                 * axis d, with u = d+1, v = d+2 (cyclic), the quad m, m-u, m-u-v, m-v is
-                 * counter-clockwise seen from +d: right when corner 0 is inside. */
-                const int in0 = mask & 1;
-                const size_t i = cw * y + x;
-                if (y >= 1 && z >= 1 && in0 != ((mask >> 1) & 1)) { /* x: u = y, v = z */
-                    uint32_t mu = cur[i - cw], muv = prev[i - cw], mv = prev[i];
-                    st = in0 ? sn_add_quad(&b, m, mu, muv, mv, err, err_sz)
-                             : sn_add_quad(&b, m, mv, muv, mu, err, err_sz);
-                    if (st != SIM_OK)
-                        goto done;
-                }
-                if (z >= 1 && x >= 1 && in0 != ((mask >> 2) & 1)) { /* y: u = z, v = x */
-                    uint32_t mu = prev[i], muv = prev[i - 1], mv = cur[i - 1];
-                    st = in0 ? sn_add_quad(&b, m, mu, muv, mv, err, err_sz)
-                             : sn_add_quad(&b, m, mv, muv, mu, err, err_sz);
-                    if (st != SIM_OK)
-                        goto done;
-                }
-                if (x >= 1 && y >= 1 && in0 != ((mask >> 4) & 1)) { /* z: u = x, v = y */
-                    uint32_t mu = cur[i - 1], muv = cur[i - 1 - cw], mv = cur[i - cw];
-                    st = in0 ? sn_add_quad(&b, m, mu, muv, mv, err, err_sz)
-                             : sn_add_quad(&b, m, mv, muv, mu, err, err_sz);
-                    if (st != SIM_OK)
-                        goto done;
-                }
+                st = sn_cell_quads(&b, m, mask, cur, prev, cw, x, y, z, err, err_sz);
+                if (st != SIM_OK)
+                    goto done;
             }
         }
     }

@@ -193,8 +193,14 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
                                    sim_backend *b, char *err, size_t err_sz);
 void sim_volume_state_destroy(sim_volume_state *s);
 
-/// Queue an event for the next step. Fails with SIM_ERR_ARG (bad field, named in
-/// err) or SIM_ERR_LIMIT (queue full); the state is unchanged on failure.
+/// Apply an event now, at the frame boundary (between two steps): the next step runs the
+/// frame it starts. Fails with SIM_ERR_ARG (bad field, named in err, the state unchanged)
+/// or with what applying it met (SIM_ERR_LIMIT: a grab that selects too many elements).
+sim_status sim_volume_apply_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                                  size_t err_sz);
+/// Queue an event for the next step, which applies it as sim_volume_apply_event would.
+/// Fails with SIM_ERR_ARG (bad field, named in err) or SIM_ERR_LIMIT (queue full); the
+/// state is unchanged on failure.
 sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
                                  size_t err_sz);
 /// Apply queued events, then advance one frame. metrics may be NULL.

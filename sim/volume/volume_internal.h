@@ -93,8 +93,9 @@ struct sim_volume_state {
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
     int64_t *blk_nonfinite; /* (nblocks) elements found NaN or infinite */
 
-    /* Events. */
-    sim_volume_event queue[VOL_QUEUE_CAP];
+    /* Events queued by push_event for the next step (VOL_QUEUE_CAP, allocated by the first
+     * push: a caller that applies its events at once, as the server does, never pays). */
+    sim_volume_event *queue;
     int qhead, qcount;
 
     uint64_t frame;

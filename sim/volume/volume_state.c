@@ -1,7 +1,8 @@
-/* volume_state.c: a session's volume state. Events are queued by push_event and applied
- * at the next frame boundary by step, on the host arrays; the backend then runs the
- * frame (propagation, relaxation, velocity layer). Everything here runs on the
- * state's thread. */
+/* volume_state.c: a session's volume state. An event is applied on the host arrays at a
+ * frame boundary: at once by apply_event (the caller is at the boundary), or queued by
+ * push_event and applied by the next step; both go through the same check and apply.
+ * The backend then runs the frame (propagation, relaxation, velocity layer). Everything
+ * here runs on the state's thread. */
 #include <math.h>
 #include <string.h>
 
@@ -152,6 +153,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_maxdisp);
     free(s->blk_speed);
     free(s->blk_nonfinite);
+    free(s->queue);
     free(s);
 }
 
@@ -162,13 +164,9 @@ static int finite3(const float *p)
     return isfinite(p[0]) && isfinite(p[1]) && isfinite(p[2]);
 }
 
-sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
-                                 size_t err_sz)
+/* The checks every event passes, queued or applied at once; the state is not touched. */
+static sim_status check_event(const sim_volume_event *ev, char *err, size_t err_sz)
 {
-    if (s->qcount >= VOL_QUEUE_CAP)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "event queue full (%d events): step before pushing more",
-                                   VOL_QUEUE_CAP);
     switch (ev->type) {
     case SIM_EV_GRAB:
         if (!(isfinite(ev->radius) && ev->radius > 0.0f))
@@ -183,26 +181,34 @@ sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev
         if (ev->space != SIM_SPACE_LATTICE && ev->space != SIM_SPACE_WORLD)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
                                        "space %d: must be lattice or world", (int)ev->space);
-        break;
-    case SIM_EV_SET_PARAMS: {
-        sim_status st = sim_volume_params_validate(&ev->params, err, err_sz);
-        if (st != SIM_OK)
-            return st;
-        break;
-    }
+        return SIM_OK;
+    case SIM_EV_SET_PARAMS:
+        return sim_volume_params_validate(&ev->params, err, err_sz);
     case SIM_EV_SET_CONDITION:
         if (ev->condition != SIM_CONDITION_A && ev->condition != SIM_CONDITION_B &&
             ev->condition != SIM_CONDITION_C)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "condition %d: must be A, B or C",
                                        (int)ev->condition);
-        break;
+        return SIM_OK;
     case SIM_EV_RELEASE:
     case SIM_EV_RESET:
-        break;
-    default:
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown",
-                                   (int)ev->type);
+        return SIM_OK;
     }
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "event type %d unknown", (int)ev->type);
+}
+
+sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                                 size_t err_sz)
+{
+    if (s->qcount >= VOL_QUEUE_CAP)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                                   "event queue full (%d events): step before pushing more",
+                                   VOL_QUEUE_CAP);
+    sim_status st = check_event(ev, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    if (!s->queue && !(s->queue = sc_calloc(VOL_QUEUE_CAP, sizeof *s->queue)))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "event queue: out of memory");
     s->queue[(s->qhead + s->qcount) % VOL_QUEUE_CAP] = *ev;
     s->qcount++;
     return SIM_OK;
@@ -406,13 +412,18 @@ static sim_status apply_event(sim_volume_state *s, const sim_volume_event *ev, c
     return st;
 }
 
+sim_status sim_volume_apply_event(sim_volume_state *s, const sim_volume_event *ev, char *err,
+                                  size_t err_sz)
+{
+    sim_status st = check_event(ev, err, err_sz);
+    return st == SIM_OK ? apply_event(s, ev, err, err_sz) : st;
+}
+
 sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
                            size_t err_sz)
 {
     double t0 = sc_now_ms();
     int had_events = s->qcount > 0;
-    s->grab_moved = 0;
-    s->grab_clamped = 0;
     sim_status st = SIM_OK;
     /* Events apply in order; one that fails stops the loop and the rest wait for the
      * next step. */
@@ -457,6 +468,9 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
     s->last = mt;
     if (metrics)
         *metrics = mt;
+    /* The next frame's events, applied at once or queued, start from here. */
+    s->grab_moved = 0;
+    s->grab_clamped = 0;
     return st;
 }
 
