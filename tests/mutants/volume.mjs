@@ -47,9 +47,9 @@ export default [
   },
   {
     name: 'skin and muscle parameters swapped',
-    file: 'sim/volume/volume_model.c',
-    find: 'p.tissue[SIM_TISSUE_SKIN_FAT] = skin;\n    p.tissue[SIM_TISSUE_MUSCLE_ORGAN] = muscle;',
-    replace: 'p.tissue[SIM_TISSUE_SKIN_FAT] = muscle;\n    p.tissue[SIM_TISSUE_MUSCLE_ORGAN] = skin;',
+    file: 'sim/volume/volume_model.c', // the table's defaults: skin gets muscle's column and back
+    find: "T1(1, \"skin_fat\", type, f, d1, lo, hi, unit, doc)     \\\n    T1(2, \"muscle_organ\", type, f, d2, lo, hi, unit, doc) \\",
+    replace: "T1(1, \"skin_fat\", type, f, d2, lo, hi, unit, doc)     \\\n    T1(2, \"muscle_organ\", type, f, d1, lo, hi, unit, doc) \\",
     build: tests, test: run('skin_rings_wider'), caught_by: 'skin_rings_wider_than_muscle_in_the_same_geometry',
   },
   {
