@@ -151,16 +151,20 @@ typedef struct proto_object_in {
     const uint32_t *elem;  ///< (nelem x 3) or (nelem x 2) vertex indices, each below nvert
     uint32_t topo_version; ///< change it whenever elem or nvert change: the encoder then
                            ///< appends (old elements a prefix of the new) or re-keys
-    proto_transform xf;    ///< local to world, this frame
-    int force_key;         ///< 1: key this object in this frame whatever else holds
+    proto_transform xf;    ///< local to world, this frame (the encoder normalises r)
+    float tstep;   ///< the position step of this object's frame transforms, scene units (0: the
+                   ///< box's largest extent / 65535); a change re-keys
+    int force_key; ///< 1: key this object in this frame whatever else holds
 } proto_object_in;
 
 typedef struct proto_encoder_options {
-    int zstd_level;     ///< 1 is fast and good (DESIGN.md)
+    int zstd_level;     ///< 1 is fast and good (DESIGN.md; higher levels gain 2-7% here)
     uint32_t key_every; ///< re-key an object at least every this many frames (0: never)
+    float rekey_ratio;  ///< re-key an object when its delta's coded vertex stream is longer
+                        ///< than this times its key's coded streams (0: never on size)
 } proto_encoder_options;
 
-/// zstd level 1, no timed re-key.
+/// zstd level 1, no timed re-key, re-key when a delta codes longer than the key.
 proto_encoder_options proto_default_encoder_options(void);
 
 /// What one encoded frame holds (counts of records with each part).
@@ -185,7 +189,7 @@ void proto_encoder_reset(proto_encoder *e);
 /// order; an object of the last frame that is not among them is removed. The encoder keys
 /// an object when it is new, when its primitive, qbits, lod, box, scalar range or topology
 /// (other than by appending) change, when force_key is set, after key_every frames, and when
-/// its delta would cost more than half its key; otherwise it sends an append (topology that
+/// its delta would cost more than rekey_ratio keys; otherwise it sends an append (topology that
 /// grew), a transform (one that differs from the key's) and a delta (vertices that differ
 /// from the base), or nothing. On error the encoder's state is unchanged. stats may be NULL.
 proto_status proto_encode_frame2(proto_encoder *e, proto_buf *out, const proto_header *h,
@@ -210,6 +214,7 @@ typedef struct proto_object {
     float info[PROTO_MAX_INFO];
     float bmin[3], bmax[3]; ///< the local quantisation box
     float smin, smax;       ///< the scalar's range (has_scalar)
+    float tstep;            ///< the position step of frame transforms
     proto_transform key_xf; ///< the key's transform
     proto_transform xf;     ///< this frame's transform
     uint32_t nvert, nelem;

@@ -232,6 +232,73 @@ void proto_transform_apply(const proto_transform *xf, const float *local, uint32
     }
 }
 
+/* A frame's rotation in 16 bits a component: the largest component is left out (and made
+ * positive, q and -q being the same rotation); the other three lie in [-1/sqrt 2, 1/sqrt 2]
+ * and are scaled by 32767 sqrt 2. Decoding is in double, rounded to float at the end, so
+ * every decoder (C, JavaScript) gets the same bits. */
+#define XF_SCALE (32767.0 * 1.41421356237309504880)
+
+int wire_xf_encode(const proto_transform *key, float tstep, const proto_transform *xf,
+                   wire_xf_code *code)
+{
+    for (int k = 0; k < 3; k++) {
+        double dt = rint(((double)xf->t[k] - (double)key->t[k]) / (double)tstep);
+        if (!(fabs(dt) <= 2147483647.0))
+            return 0;
+        code->dt[k] = (int32_t)dt;
+    }
+    unsigned big = 0;
+    for (unsigned k = 1; k < 4; k++)
+        if (fabsf(xf->r[k]) > fabsf(xf->r[big]))
+            big = k;
+    double sign = xf->r[big] < 0.0f ? -1.0 : 1.0;
+    for (unsigned k = 0, j = 0; k < 4; k++) {
+        if (k == big)
+            continue;
+        double v = rint((double)xf->r[k] * sign * XF_SCALE);
+        code->c[j++] = (int16_t)(v > 32767.0 ? 32767.0 : v < -32767.0 ? -32767.0 : v);
+    }
+    code->largest = (uint8_t)big;
+    return 1;
+}
+
+int wire_xf_decode(const proto_transform *key, float tstep, const wire_xf_code *code,
+                   proto_transform *out)
+{
+    if (code->largest > 3)
+        return 0;
+    double c[3], s = 0.0;
+    for (int k = 0; k < 3; k++) {
+        c[k] = (double)code->c[k] / XF_SCALE;
+        s += c[k] * c[k];
+    }
+    if (s > 1.0)
+        return 0;
+    for (int k = 0; k < 3; k++)
+        out->t[k] = (float)((double)key->t[k] + (double)code->dt[k] * (double)tstep);
+    for (unsigned k = 0, j = 0; k < 4; k++)
+        out->r[k] = k == code->largest ? (float)sqrt(1.0 - s) : (float)c[j++];
+    return 1;
+}
+
+void wire_xf_put(uint8_t *p, const wire_xf_code *code)
+{
+    for (int k = 0; k < 3; k++)
+        wire_put_u32(p + 4 * k, (uint32_t)code->dt[k]);
+    for (int k = 0; k < 3; k++)
+        wire_put_u16(p + 12 + 2 * k, (uint16_t)code->c[k]);
+    p[18] = code->largest;
+}
+
+void wire_xf_get(const uint8_t *p, wire_xf_code *code)
+{
+    for (int k = 0; k < 3; k++)
+        code->dt[k] = (int32_t)wire_get_u32(p + 4 * k);
+    for (int k = 0; k < 3; k++)
+        code->c[k] = (int16_t)wire_get_u16(p + 12 + 2 * k);
+    code->largest = p[18];
+}
+
 /* -------------------------------------------------------------------- slices */
 
 proto_status proto_encode_slice(proto_buf *out, const proto_header *h, const proto_slice *s,

@@ -213,13 +213,28 @@ static proto_status read_xf(ctx *x, proto_transform *xf, uint16_t id)
     return PROTO_OK;
 }
 
+/* TRANSFORM: a frame's transform, coded against t's key. */
+static proto_status read_xf_code(ctx *x, rec *r, const dobj *t)
+{
+    const uint8_t *p = wire_take(&x->c, OBJ_XF_CODE);
+    if (!p)
+        return fail(x, PROTO_ERR_CORRUPT, "object %u: truncated transform", r->id);
+    wire_xf_code code;
+    wire_xf_get(p, &code);
+    if (!wire_xf_decode(&t->pub.key_xf, t->pub.tstep, &code, &r->xf))
+        return fail(x, PROTO_ERR_CORRUPT, "object %u: transform code names no rotation", r->id);
+    return PROTO_OK;
+}
+
 /* A vertex stream of n vertices into v (n x 4, malloc'd), each x, y, z at most top and the
- * scalar 0 unless scalar. base (NULL, or n x 4): the values are differences from it and the
+ * scalar 0 unless scalar. base given: the values are zigzag-coded differences from it (the
+ * first split vertices from base, the rest from base2), v gets the differences and the
  * check is on base + difference. */
 static proto_status read_verts(ctx *x, uint32_t n, uint16_t **v, uint16_t top, int scalar,
                                const uint16_t *base, const uint16_t *base2, uint32_t split,
                                uint16_t id)
 {
+    int delta = base != NULL;
     *v = NULL;
     uint32_t bytes = wire_take_u32(&x->c);
     const uint8_t *p = wire_take(&x->c, bytes);
@@ -240,6 +255,8 @@ static proto_status read_verts(ctx *x, uint32_t n, uint16_t **v, uint16_t top, i
         out[i] = wire_get_u16(raw + 2 * i); /* little-endian on the wire, any host */
         const uint16_t *b = i < (size_t)split * 4 ? base : base2;
         size_t bi = i < (size_t)split * 4 ? i : i - (size_t)split * 4;
+        if (delta)
+            out[i] = wire_unzigzag(out[i]);
         uint16_t val = b ? (uint16_t)(b[bi] + out[i]) : out[i];
         if ((i % 4 == 3) ? (!scalar && val) : val > top) {
             free(out);
@@ -254,8 +271,8 @@ static proto_status read_verts(ctx *x, uint32_t n, uint16_t **v, uint16_t top, i
 
 /* An element stream of n elements (triangles or segments) into e (malloc'd); each index
  * below nvert. */
-static proto_status read_elems(ctx *x, unsigned primitive, uint32_t n, uint32_t nvert,
-                               uint32_t **e, uint16_t id)
+static proto_status read_elems(ctx *x, unsigned primitive, uint32_t n, uint32_t nvert, uint32_t **e,
+                               uint16_t id)
 {
     *e = NULL;
     uint32_t bytes = wire_take_u32(&x->c);
@@ -325,23 +342,24 @@ static proto_status read_key(ctx *x, rec *r)
     }
     k->smin = wire_get_f32(b + 24);
     k->smax = wire_get_f32(b + 28);
-    k->nvert = wire_get_u32(b + 32);
-    k->nelem = wire_get_u32(b + 36);
+    k->tstep = wire_get_f32(b + 32);
+    k->nvert = wire_get_u32(b + 36);
+    k->nelem = wire_get_u32(b + 40);
     int box_ok = finite_n(k->bmin, 3) && finite_n(k->bmax, 3) && finite_n(k->info, PROTO_MAX_INFO);
     for (int i = 0; i < 3; i++)
         box_ok = box_ok && k->bmax[i] >= k->bmin[i];
-    box_ok = box_ok && (k->has_scalar ? isfinite(k->smin) && isfinite(k->smax) &&
-                                            k->smax >= k->smin
+    box_ok = box_ok && isfinite(k->tstep) && k->tstep > 0.0f;
+    box_ok = box_ok && (k->has_scalar ? isfinite(k->smin) && isfinite(k->smax) && k->smax >= k->smin
                                       : k->smin == 0.0f && k->smax == 0.0f);
     if (!box_ok)
-        return fail(x, PROTO_ERR_CORRUPT, "object %u: bad box, scalar range or info", r->id);
+        return fail(x, PROTO_ERR_CORRUPT, "object %u: bad box, scalar range, step or info", r->id);
     if (k->nvert > PROTO_MAX_OBJECT_VERTS || k->nelem > PROTO_MAX_OBJECT_ELEMS)
         return fail(x, PROTO_ERR_LIMIT, "object %u: %u vertices, %u elements", r->id, k->nvert,
                     k->nelem);
     k->xf = k->key_xf;
     if ((st = read_elems(x, prim, k->nelem, k->nvert, &o->elem, r->id)) != PROTO_OK ||
-        (st = read_verts(x, k->nvert, &o->base, (uint16_t)((1u << qbits) - 1u), k->has_scalar,
-                         NULL, NULL, 0, r->id)) != PROTO_OK)
+        (st = read_verts(x, k->nvert, &o->base, (uint16_t)((1u << qbits) - 1u), k->has_scalar, NULL,
+                         NULL, 0, r->id)) != PROTO_OK)
         return st;
     o->cap_vert = k->nvert;
     o->cap_elem = k->nelem;
@@ -414,8 +432,7 @@ static proto_status read_delta(ctx *x, rec *r, dobj *t)
     uint16_t top = (uint16_t)((1u << k->qbits) - 1u);
     const uint16_t *b2 = t == r->fresh ? NULL : r->a_v;
     uint16_t *d;
-    proto_status st =
-        read_verts(x, n, &d, top, k->has_scalar, t->base, b2, k->nvert, r->id);
+    proto_status st = read_verts(x, n, &d, top, k->has_scalar, t->base, b2, k->nvert, r->id);
     if (st != PROTO_OK || t != r->fresh) {
         r->d = d;
         return st;
@@ -448,8 +465,8 @@ static proto_status read_record(ctx *x, rec *r, int prev_id)
     if (!(r->parts & PROTO_PART_KEY) && (!r->held || r->held->pub.key != r->key)) {
         if (!r->held)
             return fail(x, PROTO_ERR_STATE, "object %u: not held", r->id);
-        return fail(x, PROTO_ERR_STATE, "object %u: for key %u; the key held is %u", r->id,
-                    r->key, r->held->pub.key);
+        return fail(x, PROTO_ERR_STATE, "object %u: for key %u; the key held is %u", r->id, r->key,
+                    r->held->pub.key);
     }
     proto_status st = PROTO_OK;
     if (r->parts & PROTO_PART_KEY)
@@ -458,7 +475,7 @@ static proto_status read_record(ctx *x, rec *r, int prev_id)
     if (st == PROTO_OK && (r->parts & PROTO_PART_APPEND))
         st = read_append(x, r, t);
     if (st == PROTO_OK && (r->parts & PROTO_PART_TRANSFORM))
-        st = read_xf(x, &r->xf, r->id);
+        st = read_xf_code(x, r, t);
     if (st == PROTO_OK && (r->parts & PROTO_PART_DELTA))
         st = read_delta(x, r, t);
     if (st == PROTO_OK && r->fresh) {
@@ -614,14 +631,16 @@ proto_status proto_decoder_apply(proto_decoder *d, const uint8_t *buf, size_t le
     int structural = (hh.flags & PROTO_FLAG_SNAPSHOT) != 0;
     for (; st == PROTO_OK && nread < n; nread++) {
         st = read_record(&x, &r[nread], nread ? r[nread - 1].id : -1);
-        structural |= (r[nread].parts & (PROTO_PART_REMOVE | PROTO_PART_KEY | PROTO_PART_APPEND)) != 0;
+        structural |=
+            (r[nread].parts & (PROTO_PART_REMOVE | PROTO_PART_KEY | PROTO_PART_APPEND)) != 0;
     }
     if (st == PROTO_OK && x.c.p != x.c.end)
         st = fail(&x, PROTO_ERR_CORRUPT, "%zu bytes after the last record",
                   (size_t)(x.c.end - x.c.p));
     if (st == PROTO_OK && structural != ((hh.flags & PROTO_FLAG_STRUCTURAL) != 0))
         st = fail(&x, PROTO_ERR_CORRUPT, "structural flag %s, records say %s",
-                  (hh.flags & PROTO_FLAG_STRUCTURAL) ? "set" : "clear", structural ? "set" : "clear");
+                  (hh.flags & PROTO_FLAG_STRUCTURAL) ? "set" : "clear",
+                  structural ? "set" : "clear");
     dobj **next = NULL;
     if (st == PROTO_OK)
         st = check_totals(&x, r, n, &next);

@@ -6,8 +6,9 @@
  * topology or when a delta would cost more than half the key (as v1 decided for the whole
  * frame, now per object: one character's LOD switch re-keys that character only); else an
  * append for topology that grew, the transform when it differs from the key's, and the
- * vertices as wrapping u16 differences from the base, through meshoptimizer's vertex codec
- * and zstd (what v1 did well: a cape that only moves rigidly sends no vertex at all).
+ * vertices as zigzag-coded differences from the base, through meshoptimizer's vertex codec
+ * and zstd (what v1 did well; zigzag keeps the high bytes of small differences of either
+ * sign at 0). A cape that only moves rigidly sends no vertex at all.
  *
  * State changes only when a frame is complete: quantised vertices go to a spare array (alt)
  * and appended ones past the held count, both invisible until the commit; a key builds new
@@ -25,8 +26,10 @@ typedef struct enc_obj {
     uint16_t id, key;
     uint8_t primitive, qbits, lod, has_scalar, ninfo;
     float info[PROTO_MAX_INFO];
-    float bmin[3], bmax[3], smin, smax;
-    proto_transform key_xf, xf;
+    float bmin[3], bmax[3], smin, smax, tstep;
+    proto_transform key_xf;
+    wire_xf_code xf; /* this frame's transform, when has_xf (else the key's) */
+    int has_xf;
     uint32_t nvert, nelem, topo_version;
     uint32_t cap_vert, cap_elem;
     uint16_t *base, *cur, *alt; /* (cap_vert x 4): base, the last frame's, spare */
@@ -48,7 +51,7 @@ struct proto_encoder {
 
 proto_encoder_options proto_default_encoder_options(void)
 {
-    proto_encoder_options o = {1, 0};
+    proto_encoder_options o = {1, 0, 1.0f};
     return o;
 }
 
@@ -116,7 +119,7 @@ static proto_status put_verts(proto_encoder *e, proto_buf *raw, const uint16_t *
         e->vbytes_cap = need;
     }
     for (size_t i = 0; i < (size_t)n * 4; i++)
-        wire_put_u16(e->vbytes + i * 2, base ? (uint16_t)(v[i] - base[i]) : v[i]);
+        wire_put_u16(e->vbytes + i * 2, base ? wire_zigzag((uint16_t)(v[i] - base[i])) : v[i]);
     size_t bound = meshopt_encodeVertexBufferBound(n, OBJ_VERTEX);
     if (!wire_reserve(raw, bound))
         return PROTO_ERR_NOMEM;
@@ -153,6 +156,15 @@ static proto_status put_elems(proto_buf *raw, unsigned primitive, const uint32_t
     wire_put_u32(raw->data + raw->len - 4, (uint32_t)enc);
     raw->len += enc;
     *bytes = enc;
+    return PROTO_OK;
+}
+
+static proto_status put_xf_code(proto_buf *raw, const wire_xf_code *code)
+{
+    uint8_t *p = wire_put(raw, NULL, OBJ_XF_CODE);
+    if (!p)
+        return PROTO_ERR_NOMEM;
+    wire_xf_put(p, code);
     return PROTO_OK;
 }
 
@@ -203,8 +215,9 @@ static proto_status put_key(proto_encoder *e, proto_buf *raw, const enc_obj *o, 
     }
     wire_put_f32(p + 24, o->smin);
     wire_put_f32(p + 28, o->smax);
-    wire_put_u32(p + 32, o->nvert);
-    wire_put_u32(p + 36, o->nelem);
+    wire_put_f32(p + 32, o->tstep);
+    wire_put_u32(p + 36, o->nvert);
+    wire_put_u32(p + 40, o->nelem);
     size_t ib, vb;
     if ((st = put_elems(raw, o->primitive, o->elem, o->nelem, o->nvert, &ib)) != PROTO_OK ||
         (st = put_verts(e, raw, o->base, NULL, o->nvert, &vb)) != PROTO_OK)
@@ -228,8 +241,8 @@ static int unit_xf(const proto_transform *in, proto_transform *out)
 {
     if (!finite_n(in->t, 3) || !finite_n(in->r, 4))
         return 0;
-    float n2 = in->r[0] * in->r[0] + in->r[1] * in->r[1] + in->r[2] * in->r[2] +
-               in->r[3] * in->r[3];
+    float n2 =
+        in->r[0] * in->r[0] + in->r[1] * in->r[1] + in->r[2] * in->r[2] + in->r[3] * in->r[3];
     if (!(n2 > 1e-12f) || !isfinite(n2))
         return 0;
     *out = *in;
@@ -241,12 +254,24 @@ static int unit_xf(const proto_transform *in, proto_transform *out)
     return 1;
 }
 
+/* The input's transform step, defaulted. */
+static float tstep_of(const proto_object_in *o)
+{
+    if (o->tstep > 0.0f)
+        return o->tstep;
+    float ext = 0.0f;
+    for (int k = 0; k < 3; k++)
+        ext = fmaxf(ext, o->bmax[k] - o->bmin[k]);
+    return ext > 0.0f ? ext / 65535.0f : 1e-6f;
+}
+
 static int input_ok(const proto_object_in *o)
 {
     uint32_t es = wire_elem_size(o->primitive);
     proto_transform xf;
     if (!es || o->qbits > 16 || o->ninfo > PROTO_MAX_INFO || !finite_n(o->info, o->ninfo) ||
         !finite_n(o->bmin, 3) || !finite_n(o->bmax, 3) || !unit_xf(&o->xf, &xf) ||
+        !isfinite(o->tstep) || o->tstep < 0.0f || !isfinite(tstep_of(o)) ||
         o->nvert > PROTO_MAX_OBJECT_VERTS || o->nelem > PROTO_MAX_OBJECT_ELEMS ||
         (o->nvert && !o->pos) || (o->nelem && !o->elem))
         return 0;
@@ -293,8 +318,8 @@ static void quantise_in(const proto_object_in *in, unsigned qbits, uint16_t *v)
 /* What the encoder will do with one input. */
 typedef struct plan {
     const proto_object_in *in;
-    enc_obj *old;  /* the held object, or NULL */
-    enc_obj next;  /* the state after the commit */
+    enc_obj *old; /* the held object, or NULL */
+    enc_obj next; /* the state after the commit */
     unsigned parts;
     int new_arrays; /* next owns freshly allocated arrays (a key) */
 } plan;
@@ -348,7 +373,8 @@ static proto_status plan_key(proto_encoder *e, plan *p, const proto_transform *x
     memcpy(n->bmax, in->bmax, sizeof n->bmax);
     n->smin = in->scalar ? in->smin : 0.0f;
     n->smax = in->scalar ? in->smax : 0.0f;
-    n->key_xf = n->xf = *xf;
+    n->tstep = tstep_of(in);
+    n->key_xf = *xf;
     n->nvert = in->nvert;
     n->nelem = in->nelem;
     n->topo_version = in->topo_version;
@@ -373,7 +399,8 @@ static int must_key(const proto_encoder *e, const enc_obj *o, const proto_object
            (in->qbits ? in->qbits : 16) != o->qbits || in->lod != o->lod ||
            (in->scalar != NULL) != o->has_scalar ||
            (in->scalar && (in->smin != o->smin || in->smax != o->smax)) ||
-           memcmp(in->bmin, o->bmin, sizeof o->bmin) || memcmp(in->bmax, o->bmax, sizeof o->bmax) ||
+           tstep_of(in) != o->tstep || memcmp(in->bmin, o->bmin, sizeof o->bmin) ||
+           memcmp(in->bmax, o->bmax, sizeof o->bmax) ||
            (e->o.key_every && e->frames - o->keyed_at >= e->o.key_every);
 }
 
@@ -403,8 +430,12 @@ static proto_status plan_update(proto_encoder *e, plan *p, const proto_transform
         return PROTO_ERR_NOMEM;
     p->next = *o;
     p->next.topo_version = in->topo_version;
-    p->next.xf = *xf;
-    p->parts = 0;
+    p->next.has_xf = memcmp(xf, &o->key_xf, sizeof *xf) != 0;
+    if (p->next.has_xf && !wire_xf_encode(&o->key_xf, o->tstep, xf, &p->next.xf)) {
+        *rekey = 1; /* so far from the key's position that the steps overflow */
+        return PROTO_OK;
+    }
+    p->parts = p->next.has_xf ? PROTO_PART_TRANSFORM : 0;
     quantise_in(in, o->qbits, o->alt);
     if (topo > 0) {
         if (!elems_below(in->elem + (size_t)o->nelem * es, (size_t)(in->nelem - o->nelem) * es,
@@ -418,8 +449,6 @@ static proto_status plan_update(proto_encoder *e, plan *p, const proto_transform
         p->next.nelem = in->nelem;
         p->parts |= PROTO_PART_APPEND;
     }
-    if (memcmp(xf, &o->key_xf, sizeof *xf))
-        p->parts |= PROTO_PART_TRANSFORM;
     p->next.cur = o->alt; /* swapped at the commit */
     p->next.alt = o->cur;
     *delta_bytes = 0;
@@ -429,7 +458,8 @@ static proto_status plan_update(proto_encoder *e, plan *p, const proto_transform
         proto_status st = put_verts(e, tmp, o->alt, o->base, in->nvert, delta_bytes);
         if (st != PROTO_OK)
             return st;
-        *rekey = *delta_bytes * 2 > o->key_bytes;
+        *rekey = e->o.rekey_ratio > 0.0f &&
+                 (double)*delta_bytes > (double)e->o.rekey_ratio * (double)o->key_bytes;
     }
     return PROTO_OK;
 }
@@ -453,14 +483,14 @@ static proto_status put_record(proto_encoder *e, proto_buf *raw, plan *p, const 
         wire_put_u32(h + 8, n->nvert - o->nvert);
         wire_put_u32(h + 12, n->nelem - o->nelem);
         size_t ib, vb, es = wire_elem_size(n->primitive);
-        if ((st = put_elems(raw, n->primitive, n->elem + (size_t)o->nelem * es,
-                            n->nelem - o->nelem, n->nvert, &ib)) != PROTO_OK ||
+        if ((st = put_elems(raw, n->primitive, n->elem + (size_t)o->nelem * es, n->nelem - o->nelem,
+                            n->nvert, &ib)) != PROTO_OK ||
             (st = put_verts(e, raw, n->base + (size_t)o->nvert * 4, NULL, n->nvert - o->nvert,
                             &vb)) != PROTO_OK)
             return st;
         n->key_bytes += ib + vb;
     }
-    if ((p->parts & PROTO_PART_TRANSFORM) && (st = put_xf(raw, &n->xf)) != PROTO_OK)
+    if ((p->parts & PROTO_PART_TRANSFORM) && (st = put_xf_code(raw, &n->xf)) != PROTO_OK)
         return st;
     if (p->parts & PROTO_PART_DELTA) {
         if (!wire_put(raw, NULL, 4) || !wire_put(raw, tmp->data, tmp->len))
@@ -644,7 +674,7 @@ proto_status proto_encode_snapshot(proto_encoder *e, proto_buf *out, const proto
     for (uint32_t i = 0; i < e->nobj && st == PROTO_OK; i++) {
         enc_obj *o = &e->obj[i];
         unsigned parts = PROTO_PART_KEY;
-        if (memcmp(&o->xf, &o->key_xf, sizeof o->xf))
+        if (o->has_xf)
             parts |= PROTO_PART_TRANSFORM;
         if (memcmp(o->cur, o->base, (size_t)o->nvert * 4 * sizeof(uint16_t)))
             parts |= PROTO_PART_DELTA;
@@ -654,7 +684,7 @@ proto_status proto_encode_snapshot(proto_encoder *e, proto_buf *out, const proto
         if (st == PROTO_OK)
             st = put_key(e, &raw, o, &bytes);
         if (st == PROTO_OK && (parts & PROTO_PART_TRANSFORM))
-            st = put_xf(&raw, &o->xf);
+            st = put_xf_code(&raw, &o->xf);
         if (st == PROTO_OK && (parts & PROTO_PART_DELTA)) {
             uint8_t *p = wire_put(&raw, NULL, 4);
             st = p ? PROTO_OK : PROTO_ERR_NOMEM;

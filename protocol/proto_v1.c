@@ -170,7 +170,8 @@ proto_status proto_decode_mesh(proto_decoded_mesh *out, const uint8_t *buf, size
 {
     memset(out, 0, sizeof *out);
     uint8_t *raw;
-    proto_status st = wire_open(&out->h, &raw, buf, len, 1u << PROTO_KIND_MESH_KEY | 1u << PROTO_KIND_MESH_DELTA);
+    proto_status st =
+        wire_open(&out->h, &raw, buf, len, 1u << PROTO_KIND_MESH_KEY | 1u << PROTO_KIND_MESH_DELTA);
     if (st != PROTO_OK)
         return st;
     wire_cursor c = {raw, raw + out->h.raw_size, 0};

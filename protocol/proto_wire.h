@@ -89,13 +89,44 @@ proto_status wire_open(proto_header *h, uint8_t **raw, const uint8_t *buf, size_
 /* Object frames (kind 5, README "Object frames"): byte sizes of the fixed parts. */
 #define OBJ_RECORD_HEAD 6  /* u16 id, u16 key, u8 parts, u8 0 */
 #define OBJ_KEY_HEAD    8  /* u8 primitive, qbits, flags, lod, ninfo, u8 0 x 3 */
-#define OBJ_XF          28 /* f32 t[3], r[4] */
-#define OBJ_KEY_BODY    40 /* f32 bmin[3], bmax[3], smin, smax, u32 nvert, nelem */
+#define OBJ_XF          28 /* the key's transform: f32 t[3], r[4] */
+#define OBJ_XF_CODE     19 /* a frame's transform: i32 dt[3], i16 c[3], u8 largest */
+#define OBJ_KEY_BODY    44 /* f32 bmin[3], bmax[3], smin, smax, tstep, u32 nvert, nelem */
 #define OBJ_APPEND_HEAD 16 /* u32 first_vertex, first_elem, nvert, nelem */
 #define OBJ_VERTEX      8  /* u16 x, y, z, s on the wire; (n x 4) u16 in memory */
 #define OBJ_KEY_SCALAR  1u /* key flags: the vertices carry a scalar */
 /* A transform's rotation is a unit quaternion: |r|^2 within this of 1. */
 #define OBJ_UNIT_TOL 1e-3f
+
+/* A frame's transform relative to its key (README "Transforms"): the position in steps of
+ * tstep from the key's, the rotation as its smallest three components in 16 bits. */
+typedef struct wire_xf_code {
+    int32_t dt[3];
+    int16_t c[3];
+    uint8_t largest; /* 0-3: the component left out (x, y, z, w), made positive */
+} wire_xf_code;
+
+/// Code xf (a unit rotation) against the key; 0 when a step count passes the i32 range.
+int wire_xf_encode(const proto_transform *key, float tstep, const proto_transform *xf,
+                   wire_xf_code *code);
+/// The transform a code stands for; 0 when it stands for none (largest > 3, or three
+/// components whose squares pass 1).
+int wire_xf_decode(const proto_transform *key, float tstep, const wire_xf_code *code,
+                   proto_transform *out);
+void wire_xf_put(uint8_t *p, const wire_xf_code *code);
+void wire_xf_get(const uint8_t *p, wire_xf_code *code);
+
+/// A difference (q - base) mod 2^16, read as int16, zigzag-coded: 0, -1, 1, -2... as 0, 1, 2,
+/// 3... (small differences of either sign keep their high byte 0 for the vertex codec).
+static inline uint16_t wire_zigzag(uint16_t d)
+{
+    return (uint16_t)((uint16_t)(d << 1) ^ (uint16_t)((d & 0x8000u) ? 0xffffu : 0u));
+}
+/// The inverse: the difference mod 2^16.
+static inline uint16_t wire_unzigzag(uint16_t z)
+{
+    return (uint16_t)((z >> 1) ^ (uint16_t)((z & 1u) ? 0xffffu : 0u));
+}
 
 /// Elements per primitive: 3 (triangles), 2 (lines), 0 (neither).
 static inline uint32_t wire_elem_size(unsigned primitive)
