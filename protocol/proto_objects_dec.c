@@ -456,8 +456,9 @@ static proto_status read_record(ctx *x, rec *r, int prev_id)
     if ((int)r->id <= prev_id)
         return fail(x, PROTO_ERR_CORRUPT, "object %u after object %d: ids must increase", r->id,
                     prev_id);
-    if (!r->parts || (r->parts & ~0x1fu) || p[5] ||
-        ((r->parts & PROTO_PART_REMOVE) && r->parts != PROTO_PART_REMOVE))
+    if (!r->parts || (r->parts & ~0x3fu) || p[5] ||
+        ((r->parts & PROTO_PART_REMOVE) && r->parts != PROTO_PART_REMOVE) ||
+        ((r->parts & PROTO_PART_HOLD) && r->parts != PROTO_PART_HOLD))
         return fail(x, PROTO_ERR_CORRUPT, "object %u: bad parts %u", r->id, r->parts);
     if ((x->h->flags & PROTO_FLAG_SNAPSHOT) && !(r->parts & PROTO_PART_KEY))
         return fail(x, PROTO_ERR_CORRUPT, "object %u: a snapshot keys every object", r->id);
@@ -502,6 +503,9 @@ static void rec_free(rec *r)
 static void update_held(dobj *o, rec *r)
 {
     proto_object *k = &o->pub;
+    k->parts = (uint8_t)r->parts;
+    if (r->parts == PROTO_PART_HOLD)
+        return; /* it shows what it showed */
     if (r->parts & PROTO_PART_APPEND) {
         size_t es = wire_elem_size(k->primitive);
         if (r->a_nvert)

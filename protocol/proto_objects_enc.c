@@ -469,7 +469,7 @@ static proto_status put_record(proto_encoder *e, proto_buf *raw, plan *p, const 
 {
     enc_obj *n = &p->next;
     proto_status st = put_record_head(raw, n->id, n->key, p->parts);
-    if (st != PROTO_OK)
+    if (st != PROTO_OK || p->parts == PROTO_PART_HOLD)
         return st;
     if (p->parts & PROTO_PART_KEY)
         return put_key(e, raw, n, &n->key_bytes);
@@ -531,6 +531,7 @@ static void count_parts(proto_frame_stats *s, unsigned parts)
     s->ntransform += !!(parts & PROTO_PART_TRANSFORM);
     s->ndelta += !!(parts & PROTO_PART_DELTA);
     s->nremove += !!(parts & PROTO_PART_REMOVE);
+    s->nhold += !!(parts & PROTO_PART_HOLD);
 }
 
 /* Sorted inputs, checked: unique ids, every field in range, totals within the limits. */
@@ -577,8 +578,18 @@ static proto_status plan_all(proto_encoder *e, proto_buf *raw, const proto_objec
         unit_xf(&p->in->xf, &xf);
         int topo = p->old ? topology_change(p->old, p->in) : -1, rekey = 1;
         size_t delta_bytes = 0;
-        if (!must_key(e, p->old, p->in) && topo >= 0)
+        if (!must_key(e, p->old, p->in) && topo == 0 && p->in->hold) {
+            /* Clients keep what they show: the state stays the last frame's. */
+            p->next = *p->old;
+            p->next.topo_version = p->in->topo_version;
+            p->parts = p->old->has_xf || memcmp(p->old->cur, p->old->base,
+                                                (size_t)p->old->nvert * 4 * sizeof(uint16_t))
+                           ? PROTO_PART_HOLD
+                           : 0;
+            rekey = 0;
+        } else if (!must_key(e, p->old, p->in) && topo >= 0) {
             st = plan_update(e, p, &xf, topo, &rekey, &delta_bytes, &tmp);
+        }
         if (st == PROTO_OK && rekey) {
             st = plan_key(e, p, &xf);
             e->next_key++;

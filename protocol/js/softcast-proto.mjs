@@ -14,7 +14,7 @@ export const VERSION_V1 = 1;
 export const HEADER_SIZE = 40;
 export const KIND = { MESH_KEY: 1, MESH_DELTA: 2, SLICE: 3, LOD_TABLE: 4, OBJECTS: 5 };
 export const FLAG = { SNAPSHOT: 1, STRUCTURAL: 2 };
-export const PART = { REMOVE: 1, KEY: 2, APPEND: 4, TRANSFORM: 8, DELTA: 16 };
+export const PART = { REMOVE: 1, KEY: 2, APPEND: 4, TRANSFORM: 8, DELTA: 16, HOLD: 32 };
 export const PRIM = { TRIANGLES: 1, LINES: 2 };
 /** The limits every decoder keeps (protocol/README.md "Limits"; proto.h PROTO_MAX_*). */
 export const LIMITS = {
@@ -417,7 +417,8 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
       const id = c.u16(), key = c.u16(), parts = c.u8(), pad = c.u8();
       const rec = { id, key, parts };
       if (id <= prevId) throw new ProtocolError(`object ${id} after object ${prevId}: ids must increase`);
-      if (!parts || (parts & ~0x1f) || pad || ((parts & PART.REMOVE) && parts !== PART.REMOVE))
+      if (!parts || (parts & ~0x3f) || pad || ((parts & PART.REMOVE) && parts !== PART.REMOVE) ||
+          ((parts & PART.HOLD) && parts !== PART.HOLD))
         throw new ProtocolError(`object ${id}: bad parts ${parts}`);
       if ((h.flags & FLAG.SNAPSHOT) && !(parts & PART.KEY))
         throw new ProtocolError(`object ${id}: a snapshot keys every object`);
@@ -457,6 +458,10 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
     function commitRecord(rec) {
       const o = rec.fresh ?? rec.held;
       const es = elemSize(o.primitive);
+      if (rec.parts === PART.HOLD) {
+        o.parts = rec.parts; // it shows what it showed
+        return o;
+      }
       if (rec.append) {
         const a = rec.append, nv = o.nvert + a.nvert, ne = o.nelem + a.nelem;
         o._base = grown(o._base, nv, 4, o.nvert * 4, Uint16Array);

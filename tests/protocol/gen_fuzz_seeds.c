@@ -4,9 +4,9 @@
  * frame of the sequences below), slices, and the deprecated version 1 mesh keyframe, delta and
  * LOD table; tests/fuzz/corpus/delta/seed-*: frame sequences for fuzz_delta.c (each frame a
  * u32 LE length and its bytes): a crowd keyed, moved, re-keyed and thinned; a line set that
- * grows; a joiner's snapshot; sequences that miss a structural frame or repeat an append
- * (refused); and the version 1 keyframe and delta pairs (the pair that applies and pairs that
- * must be refused). `make fuzz` grows the corpora from these; test_fuzz_corpus.c checks that
+ * grows; far objects held; a joiner's snapshot; sequences that miss a structural frame or repeat an
+ * append (refused); and the version 1 keyframe and delta pairs (the pair that applies and pairs
+ * that must be refused). `make fuzz` grows the corpora from these; test_fuzz_corpus.c checks that
  * every kind, primitive and part is still there. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,10 +233,13 @@ static void objects(const char *fdir, const char *ddir)
             o[3].scalar[0] = 4.0f, o[3].pos[1] = 0.05f;
             o[3].in.xf.t[2] = 1.0f;
             break;
-        case 7: /* object 3 goes */
+        case 7: /* object 3 goes; object 2 is far: held while it moves on */
             live[2] = 0;
+            o[1].in.hold = 1, o[1].in.xf.t[2] += 0.2f, o[1].pos[5] += 0.01f;
+            o[3].in.hold = 1, o[3].in.xf.t[0] += 0.1f;
             break;
-        case 8: /* object 1 moves again, against its new key */
+        case 8: /* object 1 moves again, against its new key; 2 and the line set shown again */
+            o[1].in.hold = 0, o[3].in.hold = 0;
             o[0].pos[4] += 0.03f, o[0].in.xf.t[0] += 0.5f;
             break;
         case 9: /* the line set goes */

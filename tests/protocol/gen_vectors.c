@@ -3,9 +3,9 @@
  * browser's decoder check them, so a decoder change that breaks old bytes shows up.
  *
  * The object frames (version 2) are a sequence a client receives: two triangle objects keyed,
- * a transform-only frame, vertex deltas, one object re-keyed (a LOD switch), a line set with
- * scalars, its growth (an append), a removal, then a snapshot a joiner starts from; and frames
- * that must be refused by a decoder in a given state. The values vectors.json states are
+ * a transform-only frame, vertex deltas, a hold, one object re-keyed (a LOD switch), a line set
+ * with scalars, its growth (an append), a removal, then a snapshot a joiner starts from; and
+ * frames that must be refused by a decoder in a given state. The values vectors.json states are
  * computed here from the encoder's inputs by the formulas of protocol/README.md (quantisation,
  * the transform code), not by the decoder, so the decoders are checked against the spec. */
 #include <math.h>
@@ -85,7 +85,17 @@ typedef struct vobj {
     uint8_t ninfo;
     uint16_t base[MAXV * 4];
     uint32_t nbase, nbase_elem;
+    /* what a client shows: the input of the last frame that did not hold the object */
+    float shown_pos[MAXV * 3], shown_scalar[MAXV];
+    proto_transform shown_xf;
 } vobj;
+
+static void show(vobj *o)
+{
+    memcpy(o->shown_pos, o->pos, sizeof o->pos);
+    memcpy(o->shown_scalar, o->scalar, sizeof o->scalar);
+    o->shown_xf = o->in.xf;
+}
 
 static float tstep_of(const proto_object_in *o)
 {
@@ -107,6 +117,13 @@ static void quant_vertex(const vobj *o, uint32_t v, uint16_t *q)
     for (int b = 0; b < 3; b++)
         q[b] = quant(o->pos[v * 3 + b], o->in.bmin[b], o->in.bmax[b], bits_of(o));
     q[3] = o->in.scalar ? quant(o->scalar[v], o->in.smin, o->in.smax, 16) : 0;
+}
+
+static void quant_shown(const vobj *o, uint32_t v, uint16_t *q)
+{
+    for (int b = 0; b < 3; b++)
+        q[b] = quant(o->shown_pos[v * 3 + b], o->in.bmin[b], o->in.bmax[b], bits_of(o));
+    q[3] = o->in.scalar ? quant(o->shown_scalar[v], o->in.smin, o->in.smax, 16) : 0;
 }
 
 /* The object is keyed in this step: its base is its vertices now. */
@@ -197,8 +214,9 @@ static void j_object(const vobj *o)
             (double)s[1], (double)s[2]);
     j_xf("key_transform", &o->key_xf);
     fprintf(g_json, ", ");
-    proto_transform xf =
-        memcmp(&in->xf, &o->key_xf, sizeof xf) ? coded(&o->key_xf, o->tstep, &in->xf) : o->key_xf;
+    proto_transform xf = memcmp(&o->shown_xf, &o->key_xf, sizeof xf)
+                             ? coded(&o->key_xf, o->tstep, &o->shown_xf)
+                             : o->key_xf;
     j_xf("transform", &xf);
     fprintf(g_json, ",\n         \"nvert\": %u, \"nelem\": %u, ", in->nvert, in->nelem);
     j_u32s("elements", in->elem, (size_t)in->nelem * es);
@@ -206,7 +224,7 @@ static void j_object(const vobj *o)
     j_u16s("base_q", o->base, (size_t)o->nbase * 4);
     uint16_t q[MAXV * 4];
     for (uint32_t v = 0; v < in->nvert; v++)
-        quant_vertex(o, v, &q[v * 4]);
+        quant_shown(o, v, &q[v * 4]);
     fprintf(g_json, ",\n         ");
     j_u16s("q", q, (size_t)in->nvert * 4);
     fprintf(g_json, "}");
@@ -278,6 +296,7 @@ static void objects_sequence(void)
     memcpy(a->in.bmin, abox, 12);
     memcpy(a->in.bmax, abox + 3, 12);
     a->in.xf = proto_transform_identity();
+    show(a);
     /* B: a quad with a scalar (stress in [-1, 1]), 12 bits, turned 90 degrees, 1 mm steps. */
     static const float b_pos[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0};
     static const uint32_t b_tri[6] = {0, 1, 2, 2, 1, 3};
@@ -296,6 +315,7 @@ static void objects_sequence(void)
     b->in.scalar = b->scalar;
     b->in.bmax[0] = b->in.bmax[1] = b->in.bmax[2] = 1.0f;
     b->in.xf = yaw(90.0f, 10.0f, 0.0f, 0.0f);
+    show(b);
     /* C: a stem of 4 vertices and 3 segments with an energy in [0, 2], 10 bits. */
     static const float c_pos[12] = {0, 0, 0, 0, 0, 1, 0.2f, 0, 2, 0.3f, 0.1f, 3};
     static const uint32_t c_seg[6] = {0, 1, 1, 2, 2, 3};
@@ -315,6 +335,7 @@ static void objects_sequence(void)
     memcpy(c->in.bmin, cbox, 12);
     memcpy(c->in.bmax, cbox + 3, 12);
     c->in.xf = yaw(0.0f, 0.0f, 5.0f, 0.0f);
+    show(c);
     for (int i = 0; i < 3; i++) {
         o[i].in.pos = o[i].pos;
         o[i].in.elem = o[i].elem;
@@ -335,8 +356,11 @@ static void objects_sequence(void)
     do {                                                                                        \
         int n = 0;                                                                              \
         for (int i = 0; i < 3; i++)                                                             \
-            if (o[i].live)                                                                      \
+            if (o[i].live) {                                                                    \
+                if (!o[i].in.hold)                                                              \
+                    show(&o[i]);                                                                \
                 in[n++] = o[i].in;                                                              \
+            }                                                                                   \
         proto_header h = hdr(frame, (uint32_t)(frame)-90u);                                     \
         proto_status s = proto_encode_frame2(e, &buf, &h, in, (uint32_t)n, &st);                \
         write_bin(file, &buf, s);                                                               \
@@ -365,6 +389,16 @@ static void objects_sequence(void)
     b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
     ENCODE("objects-03-delta.bin", 102, "vertex deltas on A and B, B still moved", 0);
 
+    /* B is far: the server updates it every other frame and holds it between. */
+    b->in.xf = yaw(110.0f, 10.75f, 0.5f, 0.0f);
+    b->pos[3] = 0.8f;
+    b->in.hold = 1;
+    b->parts = PROTO_PART_HOLD;
+    ENCODE("objects-04-hold.bin", 103,
+           "B held: it shows frame 102's state while the server's B moved on", 0);
+    b->in.hold = 0;
+    b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
+
     /* A's LOD switch: another topology, lod 1, the switch's E_pos and E_vel. */
     static const float a1[9] = {-40, -40, 10, 40, -40, 10, 0, 40, 60};
     static const uint32_t a1_tri[3] = {0, 1, 2};
@@ -374,7 +408,7 @@ static void objects_sequence(void)
     a->in.ninfo = 2, a->in.info[0] = 0.0125f, a->in.info[1] = 0.5f;
     expect_key(a, 2);
     a->parts = PROTO_PART_KEY;
-    ENCODE("objects-04-rekey.bin", 103, "A re-keyed alone (a LOD switch); B goes on as a delta", 0);
+    ENCODE("objects-05-rekey.bin", 104, "A re-keyed alone (a LOD switch); B goes on as a delta", 0);
     j_refusal("objects-03-delta.bin", "empty", "state", "a delta for objects a decoder never held");
     j_refusal("objects-03-delta.bin", "main", "state",
               "a delta for A's first key (0) after its re-key (2)");
@@ -383,7 +417,7 @@ static void objects_sequence(void)
     expect_key(c, 3);
     a->parts = 0;
     c->parts = PROTO_PART_KEY;
-    ENCODE("objects-05-lines.bin", 104, "a line set with a scalar per vertex keyed", 0);
+    ENCODE("objects-06-lines.bin", 105, "a line set with a scalar per vertex keyed", 0);
 
     /* Growth: two vertices, two segments; the root's energy changes. */
     static const float c_new[6] = {0.5f, 0.2f, 3.5f, 0.1f, -0.2f, 3.6f};
@@ -393,25 +427,25 @@ static void objects_sequence(void)
     c->in.nvert = 6, c->in.nelem = 5, c->in.topo_version = 1;
     expect_append(c);
     c->parts = PROTO_PART_APPEND | PROTO_PART_DELTA;
-    ENCODE("objects-06-append.bin", 105, "the line set grows: two vertices, two segments", 0);
-    j_refusal("objects-06-append.bin", "main", "state",
+    ENCODE("objects-07-append.bin", 106, "the line set grows: two vertices, two segments", 0);
+    j_refusal("objects-07-append.bin", "main", "state",
               "the same append again: it starts at vertex 4, the line set has 6");
 
     b->live = 0;
     removed[0] = 2;
     c->parts = PROTO_PART_DELTA;
-    ENCODE("objects-07-remove.bin", 106, "B removed", 1);
+    ENCODE("objects-08-remove.bin", 107, "B removed", 1);
 
-    /* The snapshot of frame 106, for a joiner. */
-    proto_header h = hdr(106, 16);
+    /* The snapshot of frame 107, for a joiner. */
+    proto_header h = hdr(107, 17);
     proto_status s = proto_encode_snapshot(e, &buf, &h, &st);
-    write_bin("objects-08-snapshot.bin", &buf, s);
+    write_bin("objects-09-snapshot.bin", &buf, s);
     a->parts = PROTO_PART_KEY;
     c->parts = PROTO_PART_KEY | PROTO_PART_DELTA;
-    j_step("objects-08-snapshot.bin", "joiner", &h, st.flags, o, 3, removed, 0,
-           "a joiner starts from the snapshot of frame 106: what main holds");
+    j_step("objects-09-snapshot.bin", "joiner", &h, st.flags, o, 3, removed, 0,
+           "a joiner starts from the snapshot of frame 107: what main holds");
     /* The main client may take it too; B is gone already. */
-    j_step("objects-08-snapshot.bin", "main", &h, st.flags, o, 3, removed, 0,
+    j_step("objects-09-snapshot.bin", "main", &h, st.flags, o, 3, removed, 0,
            "the snapshot applied by a client that has everything changes nothing but parts");
 
     proto_buf_free(&buf);

@@ -62,7 +62,17 @@ typedef struct mobj {
     proto_object_in in;
     float pos[MAXV * 3], scalar[MAXV];
     uint32_t elem[MAXE * 3];
+    /* what a client shows: the input of the last frame that did not hold the object */
+    float shown_pos[MAXV * 3], shown_scalar[MAXV];
+    proto_transform shown_xf;
 } mobj;
+
+static void show(mobj *m)
+{
+    memcpy(m->shown_pos, m->pos, sizeof m->pos);
+    memcpy(m->shown_scalar, m->scalar, sizeof m->scalar);
+    m->shown_xf = m->in.xf;
+}
 
 static void make_grid(mobj *m, int nx, int ny)
 {
@@ -134,6 +144,7 @@ static void make_obj(mobj *m, uint16_t id)
     in->ninfo = (uint8_t)(rnd() % 3);
     for (int k = 0; k < in->ninfo; k++)
         in->info[k] = frand(0.0f, 1.0f);
+    show(m);
 }
 
 /* One frame of change for a live object. */
@@ -141,6 +152,8 @@ static void step_obj(mobj *m)
 {
     proto_object_in *in = &m->in;
     uint32_t r = rnd() % 100;
+    uint32_t topo0 = in->topo_version;
+    uint8_t lod0 = in->lod;
     if (r < 30) { /* rigid motion */
         for (int k = 0; k < 3; k++)
             in->xf.t[k] += frand(-0.05f, 0.05f);
@@ -185,6 +198,9 @@ static void step_obj(mobj *m)
         for (uint32_t v = 0; v < in->nvert * 3; v++)
             m->pos[v] += frand(-0.4f, 0.4f);
     in->force_key = r == 99;
+    /* Far objects are updated less often: held now and then (never while the topology or
+     * LOD changes, which key or append whatever the hold says). */
+    in->hold = in->topo_version == topo0 && in->lod == lod0 && !in->force_key && rnd() % 5 == 0;
 }
 
 /* A frame's transform as decoded: the position within half a step, the rotation within
@@ -223,11 +239,12 @@ static int decoder_matches(const proto_decoder *d, const mobj *m, int nm, const 
         }
         for (uint32_t v = 0; v < in->nvert; v++) {
             for (int b = 0; b < 3; b++)
-                if (o->q[v * 4 + b] != quant(in->pos[v * 3 + b], in->bmin[b], in->bmax[b], bits)) {
+                if (o->q[v * 4 + b] !=
+                    quant(m[i].shown_pos[v * 3 + b], in->bmin[b], in->bmax[b], bits)) {
                     *why = "a position differs";
                     return 0;
                 }
-            uint16_t s = in->scalar ? quant(in->scalar[v], in->smin, in->smax, 16) : 0;
+            uint16_t s = in->scalar ? quant(m[i].shown_scalar[v], in->smin, in->smax, 16) : 0;
             if (o->q[v * 4 + 3] != s) {
                 *why = "a scalar differs";
                 return 0;
@@ -239,7 +256,7 @@ static int decoder_matches(const proto_decoder *d, const mobj *m, int nm, const 
                 *why = "an element differs";
                 return 0;
             }
-        if (!near_xf(&o->xf, &in->xf, o->tstep)) {
+        if (!near_xf(&o->xf, &m[i].shown_xf, o->tstep)) {
             *why = "the transform differs";
             return 0;
         }
@@ -289,19 +306,22 @@ TEST(proto_objects_random_round_trips_and_snapshots)
     REQUIRE(proto_encoder_create(&e, NULL) == PROTO_OK);
     REQUIRE(proto_decoder_create(&d) == PROTO_OK);
     proto_buf b = {0}, snap = {0};
-    uint32_t totals[6] = {0};
+    uint32_t totals[7] = {0};
     size_t bytes = 0;
     for (int f = 0; f < FRAMES; f++) {
         int n = 0;
         for (int i = 0; i < NM; i++) {
+            int born = 0;
             if (f && rnd() % 60 == 0) { /* an object comes or goes */
                 if (m[i].live)
                     m[i].live = 0;
                 else
-                    make_obj(&m[i], m[i].in.id);
+                    make_obj(&m[i], m[i].in.id), born = 1;
             }
-            if (m[i].live && f)
+            if (m[i].live && f && !born)
                 step_obj(&m[i]);
+            if (m[i].live && !m[i].in.hold)
+                show(&m[i]);
             if (m[i].live)
                 in[n++] = m[i].in;
         }
@@ -311,13 +331,15 @@ TEST(proto_objects_random_round_trips_and_snapshots)
         bytes += b.len;
         totals[0] += s.nkey, totals[1] += s.nappend, totals[2] += s.ntransform;
         totals[3] += s.ndelta, totals[4] += s.nremove, totals[5] += s.nrecords;
+        totals[6] += s.nhold;
         char err[160];
         proto_header got;
         proto_status st = proto_decoder_apply(d, b.data, b.len, &got, err, sizeof err);
         CHECKF(st == PROTO_OK, "frame %d: %s (%s)", f, proto_status_str(st), err);
         CHECK(got.frame == h.frame && got.kind == PROTO_KIND_OBJECTS && got.flags == s.flags);
         const char *why = "";
-        CHECKF(decoder_matches(d, m, NM, &why), "frame %d: %s", f, why);
+        int matches = decoder_matches(d, m, NM, &why);
+        CHECKF(matches, "frame %d: %s", f, why);
         if (joiner) {
             st = proto_decoder_apply(joiner, b.data, b.len, NULL, err, sizeof err);
             CHECKF(st == PROTO_OK && decoders_same(d, joiner), "frame %d: the joiner: %s", f, err);
@@ -332,13 +354,15 @@ TEST(proto_objects_random_round_trips_and_snapshots)
             CHECKF(decoders_same(d, joiner), "snapshot at frame %d differs", f);
             /* The old client may take it too: nothing changes. */
             CHECK(proto_decoder_apply(d, snap.data, snap.len, NULL, NULL, 0) == PROTO_OK);
-            CHECK(decoder_matches(d, m, NM, &why));
+            matches = decoder_matches(d, m, NM, &why);
+            CHECKF(matches, "after the snapshot at frame %d: %s", f, why);
         }
     }
     th_note("%d frames, %zu bytes: %u records (%u keys, %u appends, %u transforms, %u deltas, "
-            "%u removals)",
-            FRAMES, bytes, totals[5], totals[0], totals[1], totals[2], totals[3], totals[4]);
-    for (int k = 0; k < 5; k++)
+            "%u removals, %u holds)",
+            FRAMES, bytes, totals[5], totals[0], totals[1], totals[2], totals[3], totals[4],
+            totals[6]);
+    for (int k = 0; k < 7; k++)
         CHECKF(totals[k] > 0, "the random run never made part %d", k);
     proto_buf_free(&b);
     proto_buf_free(&snap);
@@ -379,6 +403,15 @@ TEST(proto_objects_encoder_sends_only_what_changed)
     CHECK(s.nrecords == 1 && s.ntransform == 1 && s.ndelta == 0 && s.flags == 0);
     th_note("two objects: keyframe %zu bytes, a transform-only frame %zu bytes", key_bytes, b.len);
     CHECK(b.len < 100);
+    /* held: it moved on, clients keep what they show (one small record) */
+    in[0].xf.t[0] = 4.0f;
+    in[0].hold = 1;
+    h = hdr(31);
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 0 && s.flags == 0);
+    in[0].hold = 0;
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 1 && s.ntransform == 1 && s.nhold == 0);
     /* growth */
     c.pos[30] = 0.5f, c.pos[31] = 0.0f, c.pos[32] = 1.0f;
     c.scalar[10] = 2.0f;
@@ -1099,8 +1132,8 @@ typedef struct real_bytes {
     float lo[3], hi[3];        /* the capes' local extent seen */
 } real_bytes;
 
-static sim_status real_crowd(int nchar, int force_lod0, const unsigned qbits[3], int warm,
-                             int frames, real_bytes *out)
+static sim_status real_crowd(int nchar, int force_lod0, const unsigned qbits[3], const int every[3],
+                             int warm, int frames, real_bytes *out)
 {
     char err[256];
     sim_cloth_model *m = NULL;
@@ -1171,7 +1204,7 @@ static sim_status real_crowd(int nchar, int force_lod0, const unsigned qbits[3],
             o->primitive = PROTO_PRIM_TRIANGLES;
             o->qbits = (uint8_t)qbits[lod < 3 ? lod : 2];
             o->lod = (uint8_t)lod;
-            float lo[3] = {-0.75f, -0.5f, 0.3f}, hi[3] = {0.05f, 0.5f, 1.5f};
+            float lo[3] = {-0.75f, -0.5f, 0.3f}, hi[3] = {0.15f, 0.5f, 1.5f};
             memcpy(o->bmin, lo, sizeof lo);
             memcpy(o->bmax, hi, sizeof hi);
             o->nvert = (uint32_t)n;
@@ -1179,6 +1212,8 @@ static sim_status real_crowd(int nchar, int force_lod0, const unsigned qbits[3],
             o->nelem = (uint32_t)nt;
             o->elem = tri;
             o->topo_version = (uint32_t)lod;
+            /* Far capes updated every every[lod] frames, staggered; held between. */
+            o->hold = (f + c) % every[lod < 3 ? lod : 2] != 0;
             o->xf.t[0] = p[0], o->xf.t[1] = p[1], o->xf.t[2] = p[2];
             o->xf.r[0] = 0.0f, o->xf.r[1] = 0.0f;
             o->xf.r[2] = sinf(yaw / 2), o->xf.r[3] = cosf(yaw / 2);
@@ -1243,19 +1278,24 @@ TEST(proto_objects_real_walking_crowd_bytes)
     static const struct {
         int lod0;
         unsigned qbits[3];
-    } runs[] = {{1, {16, 16, 16}}, {1, {10, 10, 10}}, {0, {16, 16, 16}},
-                {0, {10, 9, 8}},   {0, {9, 8, 7}},    {0, {8, 7, 6}}};
-    for (size_t i = full ? 0 : 3; i < (full ? sizeof runs / sizeof runs[0] : 4); i++) {
+        int every[3];
+    } runs[] = {
+        {1, {16, 16, 16}, {1, 1, 1}}, {1, {10, 10, 10}, {1, 1, 1}}, {0, {16, 16, 16}, {1, 1, 1}},
+        {0, {10, 9, 8}, {1, 1, 1}},   {0, {10, 9, 8}, {1, 2, 4}},   {0, {9, 8, 7}, {1, 1, 1}},
+        {0, {9, 8, 7}, {1, 2, 4}},    {0, {8, 7, 6}, {1, 1, 1}},    {0, {8, 7, 6}, {1, 2, 4}}};
+    for (size_t i = full ? 0 : 4; i < (full ? sizeof runs / sizeof runs[0] : 5); i++) {
         real_bytes r;
-        REQUIRE(real_crowd(n, runs[i].lod0, runs[i].qbits, full ? 60 : 30, full ? 60 : 20, &r) ==
-                SIM_OK);
-        th_note("%d characters walking, %s, %u/%u/%u bits (LOD 0/1/2): v2 %.0f B a frame (%.0f "
-                "KB/s at 60 Hz, %u objects keyed), v1 %.0f B a frame (%.0f KB/s, %u keyframes); "
-                "capes' local extent [%.2f %.2f %.2f]..[%.2f %.2f %.2f] m",
+        REQUIRE(real_crowd(n, runs[i].lod0, runs[i].qbits, runs[i].every, full ? 60 : 30,
+                           full ? 60 : 20, &r) == SIM_OK);
+        th_note("%d characters walking, %s, %u/%u/%u bits, updated every %d/%d/%d frames (LOD "
+                "0/1/2): v2 %.0f B a frame (%.0f KB/s at 60 Hz, %u objects keyed), v1 %.0f B a "
+                "frame (%.0f KB/s, %u keyframes); capes' local extent [%.2f %.2f %.2f]..[%.2f "
+                "%.2f %.2f] m",
                 n, runs[i].lod0 ? "all at LOD 0" : "LODs by camera distance", runs[i].qbits[0],
-                runs[i].qbits[1], runs[i].qbits[2], r.v2, r.v2 * 0.06, r.v2_keys, r.v1, r.v1 * 0.06,
-                r.v1_keys, (double)r.lo[0], (double)r.lo[1], (double)r.lo[2], (double)r.hi[0],
-                (double)r.hi[1], (double)r.hi[2]);
+                runs[i].qbits[1], runs[i].qbits[2], runs[i].every[0], runs[i].every[1],
+                runs[i].every[2], r.v2, r.v2 * 0.06, r.v2_keys, r.v1, r.v1 * 0.06, r.v1_keys,
+                (double)r.lo[0], (double)r.lo[1], (double)r.lo[2], (double)r.hi[0], (double)r.hi[1],
+                (double)r.hi[2]);
         CHECK(runs[i].qbits[0] == 16 || r.v2 < r.v1);
     }
 }

@@ -104,7 +104,8 @@ test('applyTransform turns local positions to world', () => {
   // An object of the sequence: the stem after its growth, in world.
   const dec = d.createObjectDecoder();
   for (const n of ['objects-01-key.bin', 'objects-02-transform.bin', 'objects-03-delta.bin',
-    'objects-04-rekey.bin', 'objects-05-lines.bin', 'objects-06-append.bin']) dec.apply(bin(n));
+    'objects-04-hold.bin', 'objects-05-rekey.bin', 'objects-06-lines.bin', 'objects-07-append.bin'])
+    dec.apply(bin(n));
   const stem = dec.get(7);
   const world = applyTransform(stem.positions, stem.transform);
   assert.equal(world.length, 18);
