@@ -399,12 +399,13 @@ static void objects_sequence(void)
     b->in.hold = 0;
     b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
 
-    /* A's LOD switch: another topology, lod 1, the switch's E_pos and E_vel. */
-    static const float a1[9] = {-40, -40, 10, 40, -40, 10, 0, 40, 60};
-    static const uint32_t a1_tri[3] = {0, 1, 2};
+    /* A's LOD switch: another topology (a quad: as many vertices as before, so only the key's
+     * serial tells a stale delta), lod 1, the switch's E_pos and E_vel. */
+    static const float a1[12] = {-40, -40, 10, 40, -40, 10, -40, 40, 60, 40, 40, 60};
+    static const uint32_t a1_tri[6] = {0, 1, 2, 2, 1, 3};
     memcpy(a->pos, a1, sizeof a1);
     memcpy(a->elem, a1_tri, sizeof a1_tri);
-    a->in.nvert = 3, a->in.nelem = 1, a->in.lod = 1, a->in.topo_version = 1;
+    a->in.nvert = 4, a->in.nelem = 2, a->in.lod = 1, a->in.topo_version = 1;
     a->in.ninfo = 2, a->in.info[0] = 0.0125f, a->in.info[1] = 0.5f;
     expect_key(a, 2);
     a->parts = PROTO_PART_KEY;
@@ -418,6 +419,9 @@ static void objects_sequence(void)
     a->parts = 0;
     c->parts = PROTO_PART_KEY;
     ENCODE("objects-06-lines.bin", 105, "a line set with a scalar per vertex keyed", 0);
+    j_refusal("objects-08-remove.bin", "main", "state",
+              "a frame of after the growth: the line set's delta has 6 vertices, it holds 4 "
+              "(nothing of it applies: B stays)");
 
     /* Growth: two vertices, two segments; the root's energy changes. */
     static const float c_new[6] = {0.5f, 0.2f, 3.5f, 0.1f, -0.2f, 3.6f};
