@@ -423,22 +423,24 @@ static void objects_sequence(void)
               "a frame of after the growth: the line set's delta has 6 vertices, it holds 4 "
               "(nothing of it applies: B stays)");
 
-    /* Growth: two vertices, two segments; the root's energy changes. */
+    /* Growth: two vertices, two segments, nothing else (an append alone: only its start
+     * tells it was applied already). */
     static const float c_new[6] = {0.5f, 0.2f, 3.5f, 0.1f, -0.2f, 3.6f};
     memcpy(c->pos + 12, c_new, sizeof c_new);
-    c->scalar[4] = 0.25f, c->scalar[5] = 0.1f, c->scalar[0] = 1.8f;
+    c->scalar[4] = 0.25f, c->scalar[5] = 0.1f;
     c->elem[6] = 3, c->elem[7] = 4, c->elem[8] = 3, c->elem[9] = 5;
     c->in.nvert = 6, c->in.nelem = 5, c->in.topo_version = 1;
     expect_append(c);
-    c->parts = PROTO_PART_APPEND | PROTO_PART_DELTA;
+    c->parts = PROTO_PART_APPEND;
     ENCODE("objects-07-append.bin", 106, "the line set grows: two vertices, two segments", 0);
     j_refusal("objects-07-append.bin", "main", "state",
               "the same append again: it starts at vertex 4, the line set has 6");
 
     b->live = 0;
     removed[0] = 2;
+    c->scalar[0] = 1.8f; /* the root's energy changes */
     c->parts = PROTO_PART_DELTA;
-    ENCODE("objects-08-remove.bin", 107, "B removed", 1);
+    ENCODE("objects-08-remove.bin", 107, "B removed; the line set's root energy changes", 1);
 
     /* The snapshot of frame 107, for a joiner. */
     proto_header h = hdr(107, 17);
