@@ -376,6 +376,9 @@ static void objects_sequence(void)
     expect_key(b, 1);
     a->parts = b->parts = PROTO_PART_KEY;
     ENCODE("objects-01-key.bin", 100, "two triangle objects keyed (a first frame: a snapshot)", 0);
+    proto_header h1 = hdr(100, 10);
+    j_step("objects-01-key.bin", "late", &h1, PROTO_FLAG_SNAPSHOT | PROTO_FLAG_STRUCTURAL, o, 3,
+           removed, 0, "a client that will miss everything until the snapshot");
 
     b->in.xf = yaw(100.0f, 10.5f, 0.25f, 0.0f);
     a->parts = 0;
@@ -453,6 +456,10 @@ static void objects_sequence(void)
     /* The main client may take it too; B is gone already. */
     j_step("objects-09-snapshot.bin", "main", &h, st.flags, o, 3, removed, 0,
            "the snapshot applied by a client that has everything changes nothing but parts");
+    static const uint16_t gone[1] = {2};
+    j_step("objects-09-snapshot.bin", "late", &h, st.flags, o, 3, gone, 1,
+           "the client that missed frames 101-107 takes the snapshot: B, which it still held, is "
+           "dropped, A re-keyed, the line set added");
 
     proto_buf_free(&buf);
     proto_encoder_destroy(e);
