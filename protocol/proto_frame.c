@@ -1,15 +1,11 @@
-/* proto_frame.c: binary frames (header, mesh keyframes and deltas, slices).
- *
- * Topology travels through meshoptimizer's index codec. Positions travel as u16 triples
- * quantised in a fixed box, padded to 8-byte vertices and run through its vertex codec (which
- * predicts each vertex from the previous one, byte-plane wise), then zstd. Deltas carry (q_now -
- * q_key) mod 2^16 against the session's last keyframe: a local dent leaves most deltas zero, which
- * the codec and zstd shrink to almost nothing (DESIGN.md measured 3-4 KB a frame for a 40k-vertex
- * surface). Every read is bounds-checked: this is the code that meets hostile bytes. */
+/* proto_frame.c: what every frame kind shares (the 40-byte header, the zstd envelope,
+ * buffers, quantisation, transforms) and the slice frame. Object frames live in
+ * proto_objects_enc.c and proto_objects_dec.c, the deprecated v1 mesh frames in proto_v1.c.
+ * Every read is bounds-checked: this is the code that meets hostile bytes. */
 #include "proto.h"
+#include "proto_wire.h"
 
 #include <math.h>
-#include <meshoptimizer.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -35,64 +31,10 @@ const char *proto_status_str(proto_status s)
         return "out of memory";
     case PROTO_ERR_ARG:
         return "bad argument";
+    case PROTO_ERR_STATE:
+        return "frame does not fit the objects held";
     }
     return "unknown status";
-}
-
-/* ------------------------------------------------------- little-endian bytes */
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_f32(uint8_t *p, float f)
-{
-    uint32_t v;
-    memcpy(&v, &f, 4);
-    put_u32(p, v);
-}
-static void put_f64(uint8_t *p, double f)
-{
-    uint64_t v;
-    memcpy(&v, &f, 8);
-    put_u64(p, v);
-}
-static uint16_t get_u16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    return get_u32(p) | ((uint64_t)get_u32(p + 4) << 32);
-}
-static float get_f32(const uint8_t *p)
-{
-    uint32_t v = get_u32(p);
-    float f;
-    memcpy(&f, &v, 4);
-    return f;
-}
-static double get_f64(const uint8_t *p)
-{
-    uint64_t v = get_u64(p);
-    double f;
-    memcpy(&f, &v, 8);
-    return f;
 }
 
 /* ------------------------------------------------------------------ buffers */
@@ -103,7 +45,7 @@ void proto_buf_free(proto_buf *b)
     memset(b, 0, sizeof *b);
 }
 
-static int buf_reserve(proto_buf *b, size_t extra)
+int wire_reserve(proto_buf *b, size_t extra)
 {
     if (extra > PROTO_MAX_PAYLOAD * 2u || b->len + extra <= b->cap)
         return extra <= PROTO_MAX_PAYLOAD * 2u;
@@ -118,10 +60,9 @@ static int buf_reserve(proto_buf *b, size_t extra)
     return 1;
 }
 
-/* Append n bytes (NULL: zeros); returns where they went or NULL. */
-static uint8_t *buf_put(proto_buf *b, const void *src, size_t n)
+uint8_t *wire_put(proto_buf *b, const void *src, size_t n)
 {
-    if (!buf_reserve(b, n))
+    if (!wire_reserve(b, n))
         return NULL;
     uint8_t *p = b->data + b->len;
     if (src)
@@ -132,42 +73,29 @@ static uint8_t *buf_put(proto_buf *b, const void *src, size_t n)
     return p;
 }
 
-/* A read cursor that never passes its end. */
-typedef struct cursor {
-    const uint8_t *p, *end;
-    int bad;
-} cursor;
-
-static const uint8_t *take(cursor *c, size_t n)
-{
-    if (c->bad || (size_t)(c->end - c->p) < n) {
-        c->bad = 1;
-        return NULL;
-    }
-    const uint8_t *r = c->p;
-    c->p += n;
-    return r;
-}
-static uint32_t take_u32(cursor *c)
-{
-    const uint8_t *p = take(c, 4);
-    return p ? get_u32(p) : 0;
-}
-
 /* ------------------------------------------------------------------- header */
+
+static int is_v1_kind(unsigned kind)
+{
+    return kind == PROTO_KIND_MESH_KEY || kind == PROTO_KIND_MESH_DELTA ||
+           kind == PROTO_KIND_LOD_TABLE;
+}
 
 void proto_header_write(uint8_t out[PROTO_HEADER_SIZE], const proto_header *h)
 {
+    uint64_t t;
+    memcpy(&t, &h->sim_time_s, 8);
     memset(out, 0, PROTO_HEADER_SIZE);
-    put_u32(out, PROTO_MAGIC);
-    out[4] = PROTO_VERSION;
+    wire_put_u32(out, PROTO_MAGIC);
+    out[4] = is_v1_kind(h->kind) ? PROTO_VERSION_V1 : PROTO_VERSION;
     out[5] = h->kind;
-    put_u16(out + 6, PROTO_HEADER_SIZE);
-    put_u64(out + 8, h->frame);
-    put_u32(out + 16, h->last_seq);
-    put_u32(out + 20, h->raw_size);
-    put_f64(out + 24, h->sim_time_s);
-    put_u32(out + 32, h->payload_size);
+    wire_put_u16(out + 6, PROTO_HEADER_SIZE);
+    wire_put_u64(out + 8, h->frame);
+    wire_put_u32(out + 16, h->last_seq);
+    wire_put_u32(out + 20, h->raw_size);
+    wire_put_u64(out + 24, t);
+    wire_put_u32(out + 32, h->payload_size);
+    wire_put_u32(out + 36, h->kind == PROTO_KIND_OBJECTS ? h->flags : 0);
 }
 
 proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
@@ -175,23 +103,38 @@ proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
     memset(h, 0, sizeof *h);
     if (len < 8)
         return PROTO_ERR_SHORT;
-    if (get_u32(buf) != PROTO_MAGIC)
+    if (wire_get_u32(buf) != PROTO_MAGIC)
         return PROTO_ERR_MAGIC;
-    if (buf[4] != PROTO_VERSION)
+    if (buf[4] != PROTO_VERSION && buf[4] != PROTO_VERSION_V1)
         return PROTO_ERR_VERSION;
-    if (get_u16(buf + 6) != PROTO_HEADER_SIZE)
+    if (wire_get_u16(buf + 6) != PROTO_HEADER_SIZE)
         return PROTO_ERR_CORRUPT;
     if (len < PROTO_HEADER_SIZE)
         return PROTO_ERR_SHORT;
+    uint64_t t = wire_get_u64(buf + 24);
     h->version = buf[4];
     h->kind = buf[5];
-    h->frame = get_u64(buf + 8);
-    h->last_seq = get_u32(buf + 16);
-    h->raw_size = get_u32(buf + 20);
-    h->sim_time_s = get_f64(buf + 24);
-    h->payload_size = get_u32(buf + 32);
-    if (h->kind < PROTO_KIND_MESH_KEY || h->kind > PROTO_KIND_LOD_TABLE)
+    h->frame = wire_get_u64(buf + 8);
+    h->last_seq = wire_get_u32(buf + 16);
+    h->raw_size = wire_get_u32(buf + 20);
+    memcpy(&h->sim_time_s, &t, 8);
+    h->payload_size = wire_get_u32(buf + 32);
+    h->flags = wire_get_u32(buf + 36);
+    /* Version 1 has kinds 1, 2 and 4 (its reserved word unread, as it always was); version
+     * 2 has slices and object frames, and flags only on the latter. */
+    if (h->version == PROTO_VERSION_V1) {
+        if (!is_v1_kind(h->kind))
+            return PROTO_ERR_KIND;
+        h->flags = 0;
+    } else if (h->kind != PROTO_KIND_SLICE && h->kind != PROTO_KIND_OBJECTS) {
         return PROTO_ERR_KIND;
+    } else if (h->flags &
+               ~(h->kind == PROTO_KIND_OBJECTS ? PROTO_FLAG_SNAPSHOT | PROTO_FLAG_STRUCTURAL
+                                               : 0u)) {
+        return PROTO_ERR_CORRUPT;
+    } else if ((h->flags & PROTO_FLAG_SNAPSHOT) && !(h->flags & PROTO_FLAG_STRUCTURAL)) {
+        return PROTO_ERR_CORRUPT; /* a snapshot keys every object it names */
+    }
     if (h->raw_size > PROTO_MAX_PAYLOAD || h->payload_size > PROTO_MAX_PAYLOAD)
         return PROTO_ERR_LIMIT;
     if ((size_t)h->payload_size != len - PROTO_HEADER_SIZE)
@@ -199,15 +142,14 @@ proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
     return PROTO_OK;
 }
 
-/* Header + zstd(raw) into out. */
-static proto_status finish_frame(proto_buf *out, const proto_header *h0, uint8_t kind,
-                                 const proto_buf *raw, int level)
+proto_status wire_finish(proto_buf *out, const proto_header *h0, uint8_t kind, uint32_t flags,
+                         const proto_buf *raw, int level)
 {
     if (raw->len > PROTO_MAX_PAYLOAD)
         return PROTO_ERR_LIMIT;
     size_t bound = ZSTD_compressBound(raw->len);
     out->len = 0;
-    if (!buf_reserve(out, PROTO_HEADER_SIZE + bound))
+    if (!wire_reserve(out, PROTO_HEADER_SIZE + bound))
         return PROTO_ERR_NOMEM;
     size_t z = ZSTD_compress(out->data + PROTO_HEADER_SIZE, bound,
                              raw->data ? raw->data : (const void *)"", raw->len, level);
@@ -215,6 +157,7 @@ static proto_status finish_frame(proto_buf *out, const proto_header *h0, uint8_t
         return PROTO_ERR_CORRUPT;
     proto_header h = *h0;
     h.kind = kind;
+    h.flags = flags;
     h.raw_size = (uint32_t)raw->len;
     h.payload_size = (uint32_t)z;
     proto_header_write(out->data, &h);
@@ -222,16 +165,14 @@ static proto_status finish_frame(proto_buf *out, const proto_header *h0, uint8_t
     return PROTO_OK;
 }
 
-/* Decompress a frame's payload into a fresh buffer of exactly raw_size bytes. */
-static proto_status open_frame(proto_header *h, uint8_t **raw, const uint8_t *buf, size_t len,
-                               uint8_t want_kind)
+proto_status wire_open(proto_header *h, uint8_t **raw, const uint8_t *buf, size_t len,
+                       unsigned kinds)
 {
     *raw = NULL;
     proto_status st = proto_header_read(h, buf, len);
     if (st != PROTO_OK)
         return st;
-    if (h->kind != want_kind &&
-        !(want_kind == PROTO_KIND_MESH_KEY && h->kind == PROTO_KIND_MESH_DELTA))
+    if (!(kinds & (1u << h->kind)))
         return PROTO_ERR_KIND;
     const uint8_t *z = buf + PROTO_HEADER_SIZE;
     unsigned long long content = ZSTD_getFrameContentSize(z, h->payload_size);
@@ -249,7 +190,7 @@ static proto_status open_frame(proto_header *h, uint8_t **raw, const uint8_t *bu
     return PROTO_OK;
 }
 
-/* -------------------------------------------------------------------- meshes */
+/* ------------------------------------------------------- quantisation, transforms */
 
 void proto_quantise(const float *p, uint32_t n, const float bmin[3], const float bmax[3],
                     uint16_t *q)
@@ -271,238 +212,91 @@ void proto_dequantise(const uint16_t *q, uint32_t n, const float bmin[3], const 
             p[i * 3 + b] = bmin[b] + (bmax[b] - bmin[b]) * ((float)q[i * 3 + b] / 65535.0f);
 }
 
-/* Vertex stream: n vertices of 8 bytes (x, y, z, 0 as u16), meshopt-encoded, prefixed
- * with its byte length. The u16 values are laid out little-endian. */
-static proto_status put_vertices(proto_buf *raw, const uint16_t *q, const uint16_t *base,
-                                 uint32_t n)
+proto_transform proto_transform_identity(void)
 {
-    uint8_t *v = malloc((size_t)n * 8 + 1);
-    if (!v)
-        return PROTO_ERR_NOMEM;
+    proto_transform xf = {{0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 1.0f}};
+    return xf;
+}
+
+void proto_transform_apply(const proto_transform *xf, const float *local, uint32_t n, float *world)
+{
+    /* v' = v + 2w (u x v) + 2 u x (u x v), u = (x, y, z): the unit quaternion's rotation. */
+    const float x = xf->r[0], y = xf->r[1], z = xf->r[2], w = xf->r[3];
     for (uint32_t i = 0; i < n; i++) {
-        for (int b = 0; b < 3; b++) {
-            uint16_t x = base ? (uint16_t)(q[i * 3 + b] - base[i * 3 + b]) : q[i * 3 + b];
-            put_u16(v + (size_t)i * 8 + (size_t)b * 2, x);
-        }
-        put_u16(v + (size_t)i * 8 + 6, 0);
+        float vx = local[i * 3], vy = local[i * 3 + 1], vz = local[i * 3 + 2];
+        float cx = 2.0f * (y * vz - z * vy), cy = 2.0f * (z * vx - x * vz),
+              cz = 2.0f * (x * vy - y * vx);
+        world[i * 3] = vx + w * cx + (y * cz - z * cy) + xf->t[0];
+        world[i * 3 + 1] = vy + w * cy + (z * cx - x * cz) + xf->t[1];
+        world[i * 3 + 2] = vz + w * cz + (x * cy - y * cx) + xf->t[2];
     }
-    size_t bound = meshopt_encodeVertexBufferBound(n, 8);
-    if (!buf_put(raw, NULL, 4) || !buf_reserve(raw, bound)) {
-        free(v);
-        return PROTO_ERR_NOMEM;
-    }
-    size_t enc = meshopt_encodeVertexBuffer(raw->data + raw->len, bound, v, n, 8);
-    free(v);
-    if (enc == 0 && n > 0)
-        return PROTO_ERR_CORRUPT;
-    put_u32(raw->data + raw->len - 4, (uint32_t)enc);
-    raw->len += enc;
-    return PROTO_OK;
 }
 
-static proto_status take_vertices(cursor *c, uint32_t n, uint16_t **out)
-{
-    uint32_t enc = take_u32(c);
-    const uint8_t *p = take(c, enc);
-    if (!p)
-        return PROTO_ERR_CORRUPT;
-    if ((uint64_t)n * 8 > PROTO_MAX_PAYLOAD)
-        return PROTO_ERR_LIMIT;
-    uint8_t *v = malloc((size_t)n * 8 + 1);
-    *out = malloc((size_t)n * 6 + 1);
-    if (!v || !*out) {
-        free(v);
-        return PROTO_ERR_NOMEM;
-    }
-    if (n > 0 && meshopt_decodeVertexBuffer(v, n, 8, p, enc) != 0) {
-        free(v);
-        return PROTO_ERR_CORRUPT;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        for (int b = 0; b < 3; b++)
-            (*out)[i * 3 + b] = get_u16(v + (size_t)i * 8 + (size_t)b * 2);
-    free(v);
-    return PROTO_OK;
-}
+/* A frame's rotation in 16 bits a component: the largest component is left out (and made
+ * positive, q and -q being the same rotation); the other three lie in [-1/sqrt 2, 1/sqrt 2]
+ * and are scaled by 32767 sqrt 2. Decoding is in double, rounded to float at the end, so
+ * every decoder (C, JavaScript) gets the same bits. */
+#define XF_SCALE (32767.0 * 1.41421356237309504880)
 
-static int mesh_ok(const proto_mesh *m)
+int wire_xf_encode(const proto_transform *key, float tstep, const proto_transform *xf,
+                   wire_xf_code *code)
 {
-    if (m->nsurf < 0 || m->nsurf > PROTO_MAX_SURFACES)
-        return 0;
-    for (int k = 0; k < m->nsurf; k++)
-        if (!m->surf[k].q && m->surf[k].nvert)
+    for (int k = 0; k < 3; k++) {
+        double dt = rint(((double)xf->t[k] - (double)key->t[k]) / (double)tstep);
+        if (!(fabs(dt) <= 2147483647.0))
             return 0;
+        code->dt[k] = (int32_t)dt;
+    }
+    unsigned big = 0;
+    for (unsigned k = 1; k < 4; k++)
+        if (fabsf(xf->r[k]) > fabsf(xf->r[big]))
+            big = k;
+    double sign = xf->r[big] < 0.0f ? -1.0 : 1.0;
+    for (unsigned k = 0, j = 0; k < 4; k++) {
+        if (k == big)
+            continue;
+        double v = rint((double)xf->r[k] * sign * XF_SCALE);
+        code->c[j++] = (int16_t)(v > 32767.0 ? 32767.0 : v < -32767.0 ? -32767.0 : v);
+    }
+    code->largest = (uint8_t)big;
     return 1;
 }
 
-proto_status proto_encode_mesh_key(proto_buf *out, const proto_header *h, const proto_mesh *m,
-                                   int zstd_level)
+int wire_xf_decode(const proto_transform *key, float tstep, const wire_xf_code *code,
+                   proto_transform *out)
 {
-    if (!mesh_ok(m))
-        return PROTO_ERR_ARG;
-    proto_buf raw = {0};
-    proto_status st = PROTO_OK;
-    uint8_t *p = buf_put(&raw, NULL, 4 + 24);
-    if (!p)
-        return PROTO_ERR_NOMEM;
-    put_u32(p, (uint32_t)m->nsurf);
-    for (int b = 0; b < 3; b++) {
-        put_f32(p + 4 + 4 * b, m->bmin[b]);
-        put_f32(p + 16 + 4 * b, m->bmax[b]);
+    if (code->largest > 3)
+        return 0;
+    double c[3], s = 0.0;
+    for (int k = 0; k < 3; k++) {
+        c[k] = (double)code->c[k] / XF_SCALE;
+        s += c[k] * c[k];
     }
-    for (int k = 0; k < m->nsurf && st == PROTO_OK; k++) {
-        const proto_surface *s = &m->surf[k];
-        if ((uint64_t)s->ntri * 12 > PROTO_MAX_PAYLOAD || (s->ntri && !s->tri)) {
-            st = PROTO_ERR_ARG;
-            break;
-        }
-        /* Topology through meshoptimizer's index codec (the browser decoder reads it). */
-        size_t ibound = meshopt_encodeIndexBufferBound((size_t)s->ntri * 3, s->nvert);
-        size_t at = raw.len;
-        if (!buf_put(&raw, NULL, 16) || !buf_reserve(&raw, ibound)) {
-            st = PROTO_ERR_NOMEM;
-            break;
-        }
-        size_t ienc =
-            meshopt_encodeIndexBuffer(raw.data + raw.len, ibound, s->tri, (size_t)s->ntri * 3);
-        if (ienc == 0 && s->ntri) {
-            st = PROTO_ERR_ARG;
-            break;
-        }
-        raw.len += ienc;
-        uint8_t *sp = raw.data + at;
-        sp[0] = s->id;
-        put_u32(sp + 4, s->nvert);
-        put_u32(sp + 8, s->ntri);
-        put_u32(sp + 12, (uint32_t)ienc);
-        st = put_vertices(&raw, s->q, NULL, s->nvert);
-    }
-    if (st == PROTO_OK)
-        st = finish_frame(out, h, PROTO_KIND_MESH_KEY, &raw, zstd_level);
-    proto_buf_free(&raw);
-    return st;
+    if (s > 1.0)
+        return 0;
+    for (int k = 0; k < 3; k++)
+        out->t[k] = (float)((double)key->t[k] + (double)code->dt[k] * (double)tstep);
+    for (unsigned k = 0, j = 0; k < 4; k++)
+        out->r[k] = k == code->largest ? (float)sqrt(1.0 - s) : (float)c[j++];
+    return 1;
 }
 
-proto_status proto_encode_mesh_delta(proto_buf *out, const proto_header *h, const proto_mesh *key,
-                                     const proto_mesh *cur, int zstd_level)
+void wire_xf_put(uint8_t *p, const wire_xf_code *code)
 {
-    if (!mesh_ok(key) || !mesh_ok(cur) || key->nsurf != cur->nsurf)
-        return PROTO_ERR_ARG;
-    for (int k = 0; k < cur->nsurf; k++)
-        if (key->surf[k].nvert != cur->surf[k].nvert || key->surf[k].id != cur->surf[k].id)
-            return PROTO_ERR_ARG;
-    proto_buf raw = {0};
-    proto_status st = PROTO_OK;
-    uint8_t *p = buf_put(&raw, NULL, 4 + 8);
-    if (!p)
-        return PROTO_ERR_NOMEM;
-    put_u32(p, (uint32_t)cur->nsurf);
-    put_u64(p + 4, cur->key_frame);
-    for (int k = 0; k < cur->nsurf && st == PROTO_OK; k++) {
-        uint8_t *sp = buf_put(&raw, NULL, 8);
-        if (!sp) {
-            st = PROTO_ERR_NOMEM;
-            break;
-        }
-        sp[0] = cur->surf[k].id;
-        put_u32(sp + 4, cur->surf[k].nvert);
-        st = put_vertices(&raw, cur->surf[k].q, key->surf[k].q, cur->surf[k].nvert);
-    }
-    if (st == PROTO_OK)
-        st = finish_frame(out, h, PROTO_KIND_MESH_DELTA, &raw, zstd_level);
-    proto_buf_free(&raw);
-    return st;
+    for (int k = 0; k < 3; k++)
+        wire_put_u32(p + 4 * k, (uint32_t)code->dt[k]);
+    for (int k = 0; k < 3; k++)
+        wire_put_u16(p + 12 + 2 * k, (uint16_t)code->c[k]);
+    p[18] = code->largest;
 }
 
-void proto_decoded_mesh_free(proto_decoded_mesh *m)
+void wire_xf_get(const uint8_t *p, wire_xf_code *code)
 {
-    for (int k = 0; k < PROTO_MAX_SURFACES; k++) {
-        free(m->surf[k].tri);
-        free(m->surf[k].q);
-    }
-    memset(m, 0, sizeof *m);
-}
-
-proto_status proto_decode_mesh(proto_decoded_mesh *out, const uint8_t *buf, size_t len)
-{
-    memset(out, 0, sizeof *out);
-    uint8_t *raw;
-    proto_status st = open_frame(&out->h, &raw, buf, len, PROTO_KIND_MESH_KEY);
-    if (st != PROTO_OK)
-        return st;
-    cursor c = {raw, raw + out->h.raw_size, 0};
-    int key = out->h.kind == PROTO_KIND_MESH_KEY;
-    uint32_t nsurf = take_u32(&c);
-    if (nsurf > PROTO_MAX_SURFACES)
-        st = PROTO_ERR_LIMIT;
-    if (key) {
-        const uint8_t *b = take(&c, 24);
-        for (int i = 0; b && i < 3; i++) {
-            out->bmin[i] = get_f32(b + 4 * i);
-            out->bmax[i] = get_f32(b + 12 + 4 * i);
-            if (!isfinite(out->bmin[i]) || !isfinite(out->bmax[i]))
-                st = PROTO_ERR_CORRUPT;
-        }
-    } else {
-        const uint8_t *b = take(&c, 8);
-        out->key_frame = b ? get_u64(b) : 0;
-    }
-    for (uint32_t k = 0; k < nsurf && st == PROTO_OK && !c.bad; k++) {
-        const uint8_t *sp = take(&c, key ? 16 : 8);
-        if (!sp)
-            break;
-        out->nsurf = (int)k + 1;
-        out->surf[k].id = sp[0];
-        out->surf[k].nvert = get_u32(sp + 4);
-        if ((uint64_t)out->surf[k].nvert * 8 > PROTO_MAX_PAYLOAD) {
-            st = PROTO_ERR_LIMIT;
-            break;
-        }
-        if (key) {
-            uint32_t ntri = get_u32(sp + 8), ib = get_u32(sp + 12);
-            if ((uint64_t)ntri * 12 > PROTO_MAX_PAYLOAD) {
-                st = PROTO_ERR_LIMIT;
-                break;
-            }
-            const uint8_t *ip = take(&c, ib);
-            if (!ip)
-                break;
-            out->surf[k].ntri = ntri;
-            out->surf[k].tri = malloc((size_t)ntri * 12 + 1);
-            if (!out->surf[k].tri) {
-                st = PROTO_ERR_NOMEM;
-                break;
-            }
-            if (ntri &&
-                meshopt_decodeIndexBuffer(out->surf[k].tri, (size_t)ntri * 3, 4, ip, ib) != 0) {
-                st = PROTO_ERR_CORRUPT;
-                break;
-            }
-            for (size_t i = 0; i < (size_t)ntri * 3; i++)
-                if (out->surf[k].tri[i] >= out->surf[k].nvert)
-                    st = PROTO_ERR_CORRUPT;
-        }
-        if (st == PROTO_OK)
-            st = take_vertices(&c, out->surf[k].nvert, &out->surf[k].q);
-    }
-    if (st == PROTO_OK && (c.bad || c.p != c.end))
-        st = PROTO_ERR_CORRUPT; /* short, or trailing bytes the format does not have */
-    free(raw);
-    if (st != PROTO_OK)
-        proto_decoded_mesh_free(out);
-    return st;
-}
-
-proto_status proto_apply_delta(const proto_decoded_mesh *key, const proto_decoded_mesh *delta,
-                               int surface, uint16_t *out)
-{
-    if (key->h.kind != PROTO_KIND_MESH_KEY || delta->h.kind != PROTO_KIND_MESH_DELTA ||
-        surface < 0 || surface >= key->nsurf || surface >= delta->nsurf ||
-        delta->key_frame != key->h.frame || key->surf[surface].nvert != delta->surf[surface].nvert)
-        return PROTO_ERR_ARG;
-    for (size_t i = 0; i < (size_t)key->surf[surface].nvert * 3; i++)
-        out[i] = (uint16_t)(key->surf[surface].q[i] + delta->surf[surface].q[i]);
-    return PROTO_OK;
+    for (int k = 0; k < 3; k++)
+        code->dt[k] = (int32_t)wire_get_u32(p + 4 * k);
+    for (int k = 0; k < 3; k++)
+        code->c[k] = (int16_t)wire_get_u16(p + 12 + 2 * k);
+    code->largest = p[18];
 }
 
 /* -------------------------------------------------------------------- slices */
@@ -514,18 +308,18 @@ proto_status proto_encode_slice(proto_buf *out, const proto_header *h, const pro
     if (s->plane > 2 || npx > PROTO_MAX_PAYLOAD - 28 || (npx && !s->pixels))
         return PROTO_ERR_ARG;
     proto_buf raw = {0};
-    uint8_t *p = buf_put(&raw, NULL, 24 + (size_t)npx);
+    uint8_t *p = wire_put(&raw, NULL, 24 + (size_t)npx);
     if (!p)
         return PROTO_ERR_NOMEM;
     p[0] = s->plane;
-    put_u32(p + 4, s->index);
-    put_u32(p + 8, s->width);
-    put_u32(p + 12, s->height);
-    put_f32(p + 16, s->level_hu);
-    put_f32(p + 20, s->width_hu);
+    wire_put_u32(p + 4, s->index);
+    wire_put_u32(p + 8, s->width);
+    wire_put_u32(p + 12, s->height);
+    wire_put_f32(p + 16, s->level_hu);
+    wire_put_f32(p + 20, s->width_hu);
     if (npx)
         memcpy(p + 24, s->pixels, (size_t)npx);
-    proto_status st = finish_frame(out, h, PROTO_KIND_SLICE, &raw, zstd_level);
+    proto_status st = wire_finish(out, h, PROTO_KIND_SLICE, 0, &raw, zstd_level);
     proto_buf_free(&raw);
     return st;
 }
@@ -534,7 +328,7 @@ proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t
 {
     memset(out, 0, sizeof *out);
     uint8_t *raw;
-    proto_status st = open_frame(h, &raw, buf, len, PROTO_KIND_SLICE);
+    proto_status st = wire_open(h, &raw, buf, len, 1u << PROTO_KIND_SLICE);
     if (st != PROTO_OK)
         return st;
     if (h->raw_size < 24) {
@@ -542,11 +336,11 @@ proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t
         return PROTO_ERR_CORRUPT;
     }
     out->plane = raw[0];
-    out->index = get_u32(raw + 4);
-    out->width = get_u32(raw + 8);
-    out->height = get_u32(raw + 12);
-    out->level_hu = get_f32(raw + 16);
-    out->width_hu = get_f32(raw + 20);
+    out->index = wire_get_u32(raw + 4);
+    out->width = wire_get_u32(raw + 8);
+    out->height = wire_get_u32(raw + 12);
+    out->level_hu = wire_get_f32(raw + 16);
+    out->width_hu = wire_get_f32(raw + 20);
     uint64_t npx = (uint64_t)out->width * out->height;
     if (out->plane > 2 || npx != (uint64_t)h->raw_size - 24 || !isfinite(out->level_hu) ||
         !isfinite(out->width_hu)) {
@@ -562,75 +356,5 @@ proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t
     memcpy(px, raw + 24, (size_t)npx);
     out->pixels = px;
     free(raw);
-    return PROTO_OK;
-}
-
-/* ----------------------------------------------------------------- LOD table */
-
-#define LOD_ENTRY 20 /* bytes per character */
-
-proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const proto_lod_entry *e,
-                                    uint32_t n, int zstd_level)
-{
-    if ((uint64_t)n * LOD_ENTRY + 4 > PROTO_MAX_PAYLOAD || (n && !e))
-        return PROTO_ERR_ARG;
-    for (uint32_t i = 0; i < n; i++)
-        if (!isfinite(e[i].e_pos) || !isfinite(e[i].e_vel))
-            return PROTO_ERR_ARG;
-    proto_buf raw = {0};
-    uint8_t *p = buf_put(&raw, NULL, 4 + (size_t)n * LOD_ENTRY);
-    if (!p)
-        return PROTO_ERR_NOMEM;
-    put_u32(p, n);
-    for (uint32_t i = 0; i < n; i++) {
-        uint8_t *q = p + 4 + (size_t)i * LOD_ENTRY;
-        q[0] = e[i].lod;
-        q[1] = q[2] = q[3] = 0;
-        put_u32(q + 4, e[i].first_vertex);
-        put_u32(q + 8, e[i].nvert);
-        put_f32(q + 12, e[i].e_pos);
-        put_f32(q + 16, e[i].e_vel);
-    }
-    proto_status st = finish_frame(out, h, PROTO_KIND_LOD_TABLE, &raw, zstd_level);
-    proto_buf_free(&raw);
-    return st;
-}
-
-proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, uint32_t *n,
-                                    const uint8_t *buf, size_t len)
-{
-    *entries = NULL;
-    *n = 0;
-    uint8_t *raw;
-    proto_status st = open_frame(h, &raw, buf, len, PROTO_KIND_LOD_TABLE);
-    if (st != PROTO_OK)
-        return st;
-    uint32_t cnt = h->raw_size >= 4 ? get_u32(raw) : 0;
-    if (h->raw_size < 4 || (uint64_t)cnt * LOD_ENTRY + 4 != h->raw_size) {
-        free(raw);
-        return PROTO_ERR_CORRUPT;
-    }
-    proto_lod_entry *e = malloc((size_t)cnt * sizeof *e + 1);
-    if (!e) {
-        free(raw);
-        return PROTO_ERR_NOMEM;
-    }
-    for (uint32_t i = 0; i < cnt; i++) {
-        const uint8_t *q = raw + 4 + (size_t)i * LOD_ENTRY;
-        e[i].lod = q[0];
-        e[i].first_vertex = get_u32(q + 4);
-        e[i].nvert = get_u32(q + 8);
-        e[i].e_pos = get_f32(q + 12);
-        e[i].e_vel = get_f32(q + 16);
-        if (q[1] || q[2] || q[3] || (uint64_t)e[i].first_vertex + e[i].nvert > UINT32_MAX ||
-            !isfinite(e[i].e_pos) || !isfinite(e[i].e_vel)) {
-            free(e);
-            free(raw);
-            return PROTO_ERR_CORRUPT;
-        }
-    }
-    free(raw);
-    *entries = e;
-    *n = cnt;
     return PROTO_OK;
 }

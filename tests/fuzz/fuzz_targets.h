@@ -7,12 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decode the bytes as a frame of every kind; never crash, leak or read out of bounds. */
+/* Decode the bytes as a frame of every kind (an object frame on a fresh decoder); never
+ * crash, leak or read out of bounds; leave a consistent decoder or none changed. */
 int fuzz_frame_one(const uint8_t *data, size_t size);
 /* Parse the bytes as a client JSON event; same promise. */
 int fuzz_event_one(const uint8_t *data, size_t size);
-/* A keyframe and a delta (u32 LE length of the first, then both): apply every surface;
- * never write past the keyframe's surface, refuse what does not match, add correctly. */
+/* Frames in order to one object decoder (each a u32 LE length and its bytes; the last may
+ * take the rest): consistent after each, unchanged by a refusal. The first two, when they are
+ * version 1 mesh frames, as a keyframe and delta pair (the target's older format). */
 int fuzz_delta_one(const uint8_t *data, size_t size);
+/* The frames of a fuzz_delta input: pointers into data, lengths; returns how many (<= 32). */
+int fuzz_split_frames(const uint8_t *data, size_t size, const uint8_t **f, size_t *len);
 
 #endif

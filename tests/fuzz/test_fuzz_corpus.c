@@ -1,9 +1,11 @@
 /* test_fuzz_corpus.c: replay the committed fuzz corpora (tests/fuzz/corpus/) through the
  * fuzz targets under ASan and UBSan, so every input a fuzzer once found interesting is
  * checked on every test run; and check that the corpora still hold what the fuzzers need
- * to start from (a frame of every kind that decodes, a keyframe and delta pair that
- * applies and pairs that must be refused), so a corpus left behind by a format change
- * fails here instead of fuzzing nothing but the header checks. */
+ * to start from (a frame of every kind that decodes; sequences in which every object part,
+ * key, append, transform, delta, hold and removal, is applied for both primitives, and frames
+ * refused for not fitting what the decoder holds; the version 1 keyframe and delta pairs),
+ * so a corpus left behind by a format change fails here instead of fuzzing nothing but the
+ * header checks. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +85,7 @@ TEST(fuzz_corpus_deltas_replay_clean)
 }
 
 /* The kinds the protocol has (proto.h): a new kind belongs here and in the corpus. */
-#define NKINDS 4
+#define NKINDS 5
 
 static void count_kind(const uint8_t *data, size_t len, void *arg)
 {
@@ -92,7 +94,12 @@ static void count_kind(const uint8_t *data, size_t len, void *arg)
     if (proto_header_read(&h, data, len) != PROTO_OK || h.kind < 1 || h.kind > NKINDS)
         return;
     int ok = 0;
-    if (h.kind == PROTO_KIND_MESH_KEY || h.kind == PROTO_KIND_MESH_DELTA) {
+    if (h.kind == PROTO_KIND_OBJECTS) {
+        proto_decoder *d;
+        ok = proto_decoder_create(&d) == PROTO_OK &&
+             proto_decoder_apply(d, data, len, NULL, NULL, 0) == PROTO_OK;
+        proto_decoder_destroy(d);
+    } else if (h.kind == PROTO_KIND_MESH_KEY || h.kind == PROTO_KIND_MESH_DELTA) {
         proto_decoded_mesh m;
         ok = proto_decode_mesh(&m, data, len) == PROTO_OK;
         proto_decoded_mesh_free(&m);
@@ -116,16 +123,67 @@ TEST(fuzz_corpus_frames_decode_as_every_kind)
     int decoded[NKINDS + 1] = {0};
     int n = each_input("tests/fuzz/corpus/frame", count_kind, decoded);
     REQUIRE(n > 0);
-    static const char *const names[NKINDS + 1] = {"", "mesh keyframe", "mesh delta", "slice",
-                                                  "LOD table"};
+    static const char *const names[NKINDS + 1] = {"",      "v1 mesh keyframe", "v1 mesh delta",
+                                                  "slice", "v1 LOD table",     "objects"};
     for (int k = 1; k <= NKINDS; k++) {
         th_note("kind %d (%s): %d of %d inputs decode", k, names[k], decoded[k], n);
         CHECKF(decoded[k] > 0, "no input of kind %d (%s) decodes", k, names[k]);
     }
 }
 
-/* Pairs whose keyframe and delta both decode: those that apply to some surface, and those
- * refused for every surface. */
+/* Sequences through one object decoder: which parts were applied, per primitive (from the
+ * objects' parts after each frame, and the removed ids), and how many frames were refused
+ * for not fitting the state. counts[prim - 1][bit] for PROTO_PART_* bit (0-5); counts[2][0]: state
+ * refusals. */
+static void count_parts(const uint8_t *data, size_t size, void *arg)
+{
+    int(*counts)[6] = arg;
+    const uint8_t *f[32];
+    size_t len[32];
+    int n = fuzz_split_frames(data, size, f, len);
+    proto_decoder *d;
+    if (proto_decoder_create(&d) != PROTO_OK)
+        return;
+    uint8_t prim_of[65536] = {0};
+    for (int i = 0; i < n; i++) {
+        proto_status st = proto_decoder_apply(d, f[i], len[i], NULL, NULL, 0);
+        counts[2][0] += st == PROTO_ERR_STATE;
+        if (st != PROTO_OK)
+            continue;
+        const uint16_t *ids;
+        uint32_t nrm = proto_decoder_removed(d, &ids);
+        for (uint32_t r = 0; r < nrm; r++)
+            if (prim_of[ids[r]])
+                counts[prim_of[ids[r]] - 1][0]++; /* PROTO_PART_REMOVE is bit 0 */
+        for (uint32_t k = 0; k < proto_decoder_count(d); k++) {
+            const proto_object *o = proto_decoder_object(d, k);
+            prim_of[o->id] = o->primitive;
+            for (int b = 1; b < 6; b++)
+                counts[o->primitive - 1][b] += (o->parts >> b) & 1;
+        }
+    }
+    proto_decoder_destroy(d);
+}
+
+TEST(fuzz_corpus_deltas_apply_every_part_of_both_primitives)
+{
+    int counts[3][6];
+    memset(counts, 0, sizeof counts);
+    int n = each_input("tests/fuzz/corpus/delta", count_parts, counts);
+    REQUIRE(n > 0);
+    static const char *const part[6] = {"remove", "key", "append", "transform", "delta", "hold"};
+    static const char *const prim[2] = {"triangles", "lines"};
+    for (int p = 0; p < 2; p++)
+        for (int b = 0; b < 6; b++) {
+            th_note("%s %s: applied %d times", prim[p], part[b], counts[p][b]);
+            CHECKF(counts[p][b] > 0, "no sequence applies a %s part to %s", part[b], prim[p]);
+        }
+    th_note("%d frames refused for not fitting the decoder", counts[2][0]);
+    CHECK(counts[2][0] > 0);
+}
+
+/* Version 1 pairs whose keyframe and delta both decode: those that apply to some surface, and
+ * those refused for every surface. */
 static void count_pair(const uint8_t *data, size_t size, void *arg)
 {
     int *counts = arg;

@@ -1,30 +1,491 @@
-/* gen_vectors.c: writes protocol/vectors/: small frames and the values they decode to.
+/* gen_vectors.c: writes protocol/vectors/: small frames and vectors.json, what they decode to.
  * Run by `make protocol-vectors`; the outputs are committed, and both the C tests and the
- * browser's decoder check them, so a decoder change that breaks old bytes shows up. */
+ * browser's decoder check them, so a decoder change that breaks old bytes shows up.
+ *
+ * The object frames (version 2) are a sequence a client receives: two triangle objects keyed,
+ * a transform-only frame, vertex deltas, a hold, one object re-keyed (a LOD switch), a line set
+ * with scalars, its growth (an append), a removal, then a snapshot a joiner starts from; and
+ * frames that must be refused by a decoder in a given state. The values vectors.json states are
+ * computed here from the encoder's inputs by the formulas of protocol/README.md (quantisation,
+ * the transform code), not by the decoder, so the decoders are checked against the spec. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "protocol/proto.h"
 
-static int write_file(const char *dir, const char *name, const void *data, size_t len)
+static const char *g_dir;
+static int g_ok = 1;
+
+static void write_bin(const char *name, const proto_buf *b, proto_status st)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, len, f) != len) {
-        fprintf(stderr, "gen_vectors: cannot write %s\n", path);
-        if (f)
-            fclose(f);
-        return 0;
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = st == PROTO_OK ? fopen(path, "wb") : NULL;
+    if (!f || fwrite(b->data, 1, b->len, f) != b->len) {
+        fprintf(stderr, "gen_vectors: cannot write %s (%s)\n", path, proto_status_str(st));
+        g_ok = 0;
     }
-    return fclose(f) == 0;
+    if (f && fclose(f) != 0)
+        g_ok = 0;
 }
 
-int main(int argc, char **argv)
+/* ------------------------------------------------------------------ the spec's formulas */
+
+static uint16_t quant(float p, float lo, float hi, unsigned bits)
 {
-    const char *dir = argc > 1 ? argv[1] : "protocol/vectors";
-    /* A tetrahedron (skin) and a triangle (bone) in a 100 mm box. */
+    float ext = hi - lo, t = ext > 0.0f ? (p - lo) / ext : 0.0f;
+    t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
+    return (uint16_t)lrintf(t * (float)((1u << bits) - 1u));
+}
+
+/* A frame's transform as a decoder shows it: coded against the key, then decoded. */
+static proto_transform coded(const proto_transform *key, float tstep, const proto_transform *xf)
+{
+    const double scale = 32767.0 * 1.41421356237309504880;
+    proto_transform out;
+    for (int k = 0; k < 3; k++) {
+        double dt = rint(((double)xf->t[k] - (double)key->t[k]) / (double)tstep);
+        out.t[k] = (float)((double)key->t[k] + dt * (double)tstep);
+    }
+    int big = 0;
+    for (int k = 1; k < 4; k++)
+        if (fabsf(xf->r[k]) > fabsf(xf->r[big]))
+            big = k;
+    double sign = xf->r[big] < 0.0f ? -1.0 : 1.0, c[3], s = 0.0;
+    for (int k = 0, j = 0; k < 4; k++)
+        if (k != big) {
+            double v = rint((double)xf->r[k] * sign * scale);
+            v = v > 32767.0 ? 32767.0 : v < -32767.0 ? -32767.0 : v;
+            c[j] = (double)(int16_t)v / scale;
+            s += c[j] * c[j];
+            j++;
+        }
+    for (int k = 0, j = 0; k < 4; k++)
+        out.r[k] = k == big ? (float)sqrt(1.0 - s) : (float)c[j++];
+    return out;
+}
+
+/* ------------------------------------------------------------------ the model */
+
+#define MAXV 8
+
+/* One object as the server has it, and what a decoder must show for it. */
+typedef struct vobj {
+    proto_object_in in;
+    float pos[MAXV * 3], scalar[MAXV];
+    uint32_t elem[MAXV * 3];
+    int live;
+    /* expected */
+    uint16_t key;
+    unsigned parts;
+    proto_transform key_xf;
+    float tstep, info[PROTO_MAX_INFO];
+    uint8_t ninfo;
+    uint16_t base[MAXV * 4];
+    uint32_t nbase, nbase_elem;
+    /* what a client shows: the input of the last frame that did not hold the object */
+    float shown_pos[MAXV * 3], shown_scalar[MAXV];
+    proto_transform shown_xf;
+} vobj;
+
+static void show(vobj *o)
+{
+    memcpy(o->shown_pos, o->pos, sizeof o->pos);
+    memcpy(o->shown_scalar, o->scalar, sizeof o->scalar);
+    o->shown_xf = o->in.xf;
+}
+
+static float tstep_of(const proto_object_in *o)
+{
+    if (o->tstep > 0.0f)
+        return o->tstep;
+    float ext = 0.0f;
+    for (int k = 0; k < 3; k++)
+        ext = fmaxf(ext, o->bmax[k] - o->bmin[k]);
+    return ext / 65535.0f;
+}
+
+static unsigned bits_of(const vobj *o)
+{
+    return o->in.qbits ? o->in.qbits : 16;
+}
+
+static void quant_vertex(const vobj *o, uint32_t v, uint16_t *q)
+{
+    for (int b = 0; b < 3; b++)
+        q[b] = quant(o->pos[v * 3 + b], o->in.bmin[b], o->in.bmax[b], bits_of(o));
+    q[3] = o->in.scalar ? quant(o->scalar[v], o->in.smin, o->in.smax, 16) : 0;
+}
+
+static void quant_shown(const vobj *o, uint32_t v, uint16_t *q)
+{
+    for (int b = 0; b < 3; b++)
+        q[b] = quant(o->shown_pos[v * 3 + b], o->in.bmin[b], o->in.bmax[b], bits_of(o));
+    q[3] = o->in.scalar ? quant(o->shown_scalar[v], o->in.smin, o->in.smax, 16) : 0;
+}
+
+/* The object is keyed in this step: its base is its vertices now. */
+static void expect_key(vobj *o, uint16_t serial)
+{
+    o->key = serial;
+    o->key_xf = o->in.xf;
+    o->tstep = tstep_of(&o->in);
+    o->ninfo = o->in.ninfo;
+    memcpy(o->info, o->in.info, sizeof o->info);
+    for (uint32_t v = 0; v < o->in.nvert; v++)
+        quant_vertex(o, v, &o->base[v * 4]);
+    o->nbase = o->in.nvert;
+    o->nbase_elem = o->in.nelem;
+}
+
+/* The vertices the input added since the base are appended to it. */
+static void expect_append(vobj *o)
+{
+    for (uint32_t v = o->nbase; v < o->in.nvert; v++)
+        quant_vertex(o, v, &o->base[v * 4]);
+    o->nbase = o->in.nvert;
+    o->nbase_elem = o->in.nelem;
+}
+
+/* ------------------------------------------------------------------ JSON */
+
+static FILE *g_json;
+
+static void j_floats(const char *name, const float *v, int n)
+{
+    fprintf(g_json, "\"%s\": [", name);
+    for (int i = 0; i < n; i++)
+        fprintf(g_json, "%s%.9g", i ? ", " : "", (double)v[i]);
+    fprintf(g_json, "]");
+}
+
+static void j_u32s(const char *name, const uint32_t *v, size_t n)
+{
+    fprintf(g_json, "\"%s\": [", name);
+    for (size_t i = 0; i < n; i++)
+        fprintf(g_json, "%s%u", i ? ", " : "", v[i]);
+    fprintf(g_json, "]");
+}
+
+static void j_u16s(const char *name, const uint16_t *v, size_t n)
+{
+    fprintf(g_json, "\"%s\": [", name);
+    for (size_t i = 0; i < n; i++)
+        fprintf(g_json, "%s%u", i ? ", " : "", v[i]);
+    fprintf(g_json, "]");
+}
+
+static void j_xf(const char *name, const proto_transform *xf)
+{
+    fprintf(g_json, "\"%s\": {", name);
+    j_floats("t", xf->t, 3);
+    fprintf(g_json, ", ");
+    j_floats("r", xf->r, 4);
+    fprintf(g_json, "}");
+}
+
+static void j_header(const proto_header *h, unsigned kind, unsigned flags)
+{
+    fprintf(g_json,
+            "\"version\": %d, \"kind\": %u, \"flags\": %u, \"frame\": %llu, \"last_seq\": %u, "
+            "\"sim_time_s\": %.17g",
+            kind == PROTO_KIND_SLICE || kind == PROTO_KIND_OBJECTS ? PROTO_VERSION
+                                                                   : PROTO_VERSION_V1,
+            kind, flags, (unsigned long long)h->frame, h->last_seq, h->sim_time_s);
+}
+
+static void j_object(const vobj *o)
+{
+    const proto_object_in *in = &o->in;
+    unsigned es = in->primitive == PROTO_PRIM_TRIANGLES ? 3 : 2;
+    fprintf(g_json,
+            "\n        {\"id\": %u, \"key\": %u, \"parts\": %u, \"primitive\": %u, \"qbits\": %u, "
+            "\"lod\": %u, \"has_scalar\": %d, ",
+            in->id, o->key, o->parts, in->primitive, bits_of(o), in->lod, in->scalar != NULL);
+    j_floats("info", o->info, o->ninfo);
+    fprintf(g_json, ", ");
+    j_floats("bmin", in->bmin, 3);
+    fprintf(g_json, ", ");
+    j_floats("bmax", in->bmax, 3);
+    float s[3] = {in->scalar ? in->smin : 0.0f, in->scalar ? in->smax : 0.0f, o->tstep};
+    fprintf(g_json, ", \"smin\": %.9g, \"smax\": %.9g, \"tstep\": %.9g,\n         ", (double)s[0],
+            (double)s[1], (double)s[2]);
+    j_xf("key_transform", &o->key_xf);
+    fprintf(g_json, ", ");
+    proto_transform xf = memcmp(&o->shown_xf, &o->key_xf, sizeof xf)
+                             ? coded(&o->key_xf, o->tstep, &o->shown_xf)
+                             : o->key_xf;
+    j_xf("transform", &xf);
+    fprintf(g_json, ",\n         \"nvert\": %u, \"nelem\": %u, ", in->nvert, in->nelem);
+    j_u32s("elements", in->elem, (size_t)in->nelem * es);
+    fprintf(g_json, ",\n         ");
+    j_u16s("base_q", o->base, (size_t)o->nbase * 4);
+    uint16_t q[MAXV * 4];
+    for (uint32_t v = 0; v < in->nvert; v++)
+        quant_shown(o, v, &q[v * 4]);
+    fprintf(g_json, ",\n         ");
+    j_u16s("q", q, (size_t)in->nvert * 4);
+    fprintf(g_json, "}");
+}
+
+static int g_nstep;
+
+/* A step a decoder must accept: the objects it then holds, the ids removed. */
+static void j_step(const char *file, const char *decoder, const proto_header *h, unsigned flags,
+                   vobj *objs, int n, const uint16_t *removed, int nremoved, const char *about)
+{
+    fprintf(g_json, "%s\n    {\"file\": \"%s\", \"decoder\": \"%s\", \"about\": \"%s\",\n     ",
+            g_nstep++ ? "," : "", file, decoder, about);
+    j_header(h, PROTO_KIND_OBJECTS, flags);
+    fprintf(g_json, ",\n     \"removed\": [");
+    for (int i = 0; i < nremoved; i++)
+        fprintf(g_json, "%s%u", i ? ", " : "", removed[i]);
+    fprintf(g_json, "],\n     \"objects\": [");
+    int first = 1;
+    for (int i = 0; i < n; i++)
+        if (objs[i].live) {
+            fprintf(g_json, "%s", first ? "" : ",");
+            j_object(&objs[i]);
+            first = 0;
+        }
+    fprintf(g_json, "]}");
+}
+
+/* A step a decoder must refuse, with the status's name, leaving it as it was. */
+static void j_refusal(const char *file, const char *decoder, const char *status, const char *about)
+{
+    fprintf(g_json,
+            "%s\n    {\"file\": \"%s\", \"decoder\": \"%s\", \"about\": \"%s\", \"refused\": "
+            "\"%s\"}",
+            g_nstep++ ? "," : "", file, decoder, about, status);
+}
+
+/* ------------------------------------------------------------------ the sequence */
+
+static proto_transform yaw(float deg, float x, float y, float z)
+{
+    float a = deg * 3.14159265f / 180.0f;
+    proto_transform xf = {{x, y, z}, {0.0f, 0.0f, sinf(a / 2), cosf(a / 2)}};
+    return xf;
+}
+
+static proto_header hdr(uint64_t frame, uint32_t seq)
+{
+    proto_header h;
+    memset(&h, 0, sizeof h);
+    h.frame = frame;
+    h.last_seq = seq;
+    h.sim_time_s = (double)frame / 60.0;
+    return h;
+}
+
+static void objects_sequence(void)
+{
+    static vobj o[3];
+    memset(o, 0, sizeof o);
+    vobj *a = &o[0], *b = &o[1], *c = &o[2];
+    /* A: a tetrahedron, mm, 16 bits. */
+    static const float a_pos[12] = {-50, -50, 0, 50, -50, 0, -50, 50, 0, -50, -50, 100};
+    static const uint32_t a_tri[12] = {0, 2, 1, 0, 1, 3, 1, 2, 3, 0, 3, 2};
+    a->in = (proto_object_in){.id = 1, .primitive = PROTO_PRIM_TRIANGLES, .nvert = 4, .nelem = 4};
+    memcpy(a->pos, a_pos, sizeof a_pos);
+    memcpy(a->elem, a_tri, sizeof a_tri);
+    float abox[6] = {-50, -50, 0, 50, 50, 100};
+    memcpy(a->in.bmin, abox, 12);
+    memcpy(a->in.bmax, abox + 3, 12);
+    a->in.xf = proto_transform_identity();
+    show(a);
+    /* B: a quad with a scalar (stress in [-1, 1]), 12 bits, turned 90 degrees, 1 mm steps. */
+    static const float b_pos[12] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 0};
+    static const uint32_t b_tri[6] = {0, 1, 2, 2, 1, 3};
+    static const float b_s[4] = {-1.0f, 0.0f, 0.5f, 1.0f};
+    b->in = (proto_object_in){.id = 2,
+                              .primitive = PROTO_PRIM_TRIANGLES,
+                              .qbits = 12,
+                              .nvert = 4,
+                              .nelem = 2,
+                              .smin = -1.0f,
+                              .smax = 1.0f,
+                              .tstep = 0.001f};
+    memcpy(b->pos, b_pos, sizeof b_pos);
+    memcpy(b->elem, b_tri, sizeof b_tri);
+    memcpy(b->scalar, b_s, sizeof b_s);
+    b->in.scalar = b->scalar;
+    b->in.bmax[0] = b->in.bmax[1] = b->in.bmax[2] = 1.0f;
+    b->in.xf = yaw(90.0f, 10.0f, 0.0f, 0.0f);
+    show(b);
+    /* C: a stem of 4 vertices and 3 segments with an energy in [0, 2], 10 bits. */
+    static const float c_pos[12] = {0, 0, 0, 0, 0, 1, 0.2f, 0, 2, 0.3f, 0.1f, 3};
+    static const uint32_t c_seg[6] = {0, 1, 1, 2, 2, 3};
+    static const float c_s[4] = {2.0f, 1.5f, 1.0f, 0.5f};
+    c->in = (proto_object_in){.id = 7,
+                              .primitive = PROTO_PRIM_LINES,
+                              .qbits = 10,
+                              .nvert = 4,
+                              .nelem = 3,
+                              .smin = 0.0f,
+                              .smax = 2.0f};
+    memcpy(c->pos, c_pos, sizeof c_pos);
+    memcpy(c->elem, c_seg, sizeof c_seg);
+    memcpy(c->scalar, c_s, sizeof c_s);
+    c->in.scalar = c->scalar;
+    float cbox[6] = {-1, -1, 0, 1, 1, 4};
+    memcpy(c->in.bmin, cbox, 12);
+    memcpy(c->in.bmax, cbox + 3, 12);
+    c->in.xf = yaw(0.0f, 0.0f, 5.0f, 0.0f);
+    show(c);
+    for (int i = 0; i < 3; i++) {
+        o[i].in.pos = o[i].pos;
+        o[i].in.elem = o[i].elem;
+    }
+    a->live = b->live = 1;
+
+    proto_encoder *e;
+    proto_decoder *check; /* the C decoder follows, so a broken encoder stops the gen */
+    if (proto_encoder_create(&e, NULL) != PROTO_OK || proto_decoder_create(&check) != PROTO_OK) {
+        g_ok = 0;
+        return;
+    }
+    proto_buf buf = {0};
+    proto_object_in in[3];
+    proto_frame_stats st;
+    uint16_t removed[3] = {0, 0, 0};
+#define ENCODE(file, frame, about, nrm)                                                         \
+    do {                                                                                        \
+        int n = 0;                                                                              \
+        for (int i = 0; i < 3; i++)                                                             \
+            if (o[i].live) {                                                                    \
+                if (!o[i].in.hold)                                                              \
+                    show(&o[i]);                                                                \
+                in[n++] = o[i].in;                                                              \
+            }                                                                                   \
+        proto_header h = hdr(frame, (uint32_t)(frame)-90u);                                     \
+        proto_status s = proto_encode_frame2(e, &buf, &h, in, (uint32_t)n, &st);                \
+        write_bin(file, &buf, s);                                                               \
+        char err[200];                                                                          \
+        if (proto_decoder_apply(check, buf.data, buf.len, NULL, err, sizeof err) != PROTO_OK) { \
+            fprintf(stderr, "gen_vectors: %s does not decode: %s\n", file, err);                \
+            g_ok = 0;                                                                           \
+        }                                                                                       \
+        j_step(file, "main", &h, st.flags, o, 3, removed, nrm, about);                          \
+    } while (0)
+
+    expect_key(a, 0);
+    expect_key(b, 1);
+    a->parts = b->parts = PROTO_PART_KEY;
+    ENCODE("objects-01-key.bin", 100, "two triangle objects keyed (a first frame: a snapshot)", 0);
+    proto_header h1 = hdr(100, 10);
+    j_step("objects-01-key.bin", "late", &h1, PROTO_FLAG_SNAPSHOT | PROTO_FLAG_STRUCTURAL, o, 3,
+           removed, 0, "a client that will miss everything until the snapshot");
+
+    b->in.xf = yaw(100.0f, 10.5f, 0.25f, 0.0f);
+    a->parts = 0;
+    b->parts = PROTO_PART_TRANSFORM;
+    ENCODE("objects-02-transform.bin", 101, "B moves rigidly: a transform, no vertex", 0);
+
+    a->pos[11] = 98.4741f; /* vertex 3 down about 1000 steps */
+    b->pos[3] = 0.9f;
+    b->scalar[0] = -0.5f;
+    a->parts = PROTO_PART_DELTA;
+    b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
+    ENCODE("objects-03-delta.bin", 102, "vertex deltas on A and B, B still moved", 0);
+
+    /* B is far: the server updates it every other frame and holds it between. */
+    b->in.xf = yaw(110.0f, 10.75f, 0.5f, 0.0f);
+    b->pos[3] = 0.8f;
+    b->in.hold = 1;
+    b->parts = PROTO_PART_HOLD;
+    ENCODE("objects-04-hold.bin", 103,
+           "B held: it shows frame 102's state while the server's B moved on", 0);
+    b->in.hold = 0;
+    b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
+
+    /* A's LOD switch: another topology (a quad: as many vertices as before, so only the key's
+     * serial tells a stale delta), lod 1, the switch's E_pos and E_vel. */
+    static const float a1[12] = {-40, -40, 10, 40, -40, 10, -40, 40, 60, 40, 40, 60};
+    static const uint32_t a1_tri[6] = {0, 1, 2, 2, 1, 3};
+    memcpy(a->pos, a1, sizeof a1);
+    memcpy(a->elem, a1_tri, sizeof a1_tri);
+    a->in.nvert = 4, a->in.nelem = 2, a->in.lod = 1, a->in.topo_version = 1;
+    a->in.ninfo = 2, a->in.info[0] = 0.0125f, a->in.info[1] = 0.5f;
+    expect_key(a, 2);
+    a->parts = PROTO_PART_KEY;
+    ENCODE("objects-05-rekey.bin", 104, "A re-keyed alone (a LOD switch); B goes on as a delta", 0);
+    j_refusal("objects-03-delta.bin", "empty", "state", "a delta for objects a decoder never held");
+    j_refusal("objects-03-delta.bin", "main", "state",
+              "a delta for A's first key (0) after its re-key (2)");
+
+    c->live = 1;
+    expect_key(c, 3);
+    a->parts = 0;
+    c->parts = PROTO_PART_KEY;
+    ENCODE("objects-06-lines.bin", 105, "a line set with a scalar per vertex keyed", 0);
+    j_refusal("objects-08-remove.bin", "main", "state",
+              "a frame of after the growth: the line set's delta has 6 vertices, it holds 4 "
+              "(nothing of it applies: B stays)");
+
+    /* Growth: two vertices, two segments, nothing else (an append alone: only its start
+     * tells it was applied already). */
+    static const float c_new[6] = {0.5f, 0.2f, 3.5f, 0.1f, -0.2f, 3.6f};
+    memcpy(c->pos + 12, c_new, sizeof c_new);
+    c->scalar[4] = 0.25f, c->scalar[5] = 0.1f;
+    c->elem[6] = 3, c->elem[7] = 4, c->elem[8] = 3, c->elem[9] = 5;
+    c->in.nvert = 6, c->in.nelem = 5, c->in.topo_version = 1;
+    expect_append(c);
+    c->parts = PROTO_PART_APPEND;
+    ENCODE("objects-07-append.bin", 106, "the line set grows: two vertices, two segments", 0);
+    j_refusal("objects-07-append.bin", "main", "state",
+              "the same append again: it starts at vertex 4, the line set has 6");
+
+    b->live = 0;
+    removed[0] = 2;
+    c->scalar[0] = 1.8f; /* the root's energy changes */
+    c->parts = PROTO_PART_DELTA;
+    ENCODE("objects-08-remove.bin", 107, "B removed; the line set's root energy changes", 1);
+
+    /* The snapshot of frame 107, for a joiner. */
+    proto_header h = hdr(107, 17);
+    proto_status s = proto_encode_snapshot(e, &buf, &h, &st);
+    write_bin("objects-09-snapshot.bin", &buf, s);
+    a->parts = PROTO_PART_KEY;
+    c->parts = PROTO_PART_KEY | PROTO_PART_DELTA;
+    j_step("objects-09-snapshot.bin", "joiner", &h, st.flags, o, 3, removed, 0,
+           "a joiner starts from the snapshot of frame 107: what main holds");
+    /* The main client may take it too; B is gone already. */
+    j_step("objects-09-snapshot.bin", "main", &h, st.flags, o, 3, removed, 0,
+           "the snapshot applied by a client that has everything changes nothing but parts");
+    static const uint16_t gone[1] = {2};
+    j_step("objects-09-snapshot.bin", "late", &h, st.flags, o, 3, gone, 1,
+           "the client that missed frames 101-107 takes the snapshot: B, which it still held, is "
+           "dropped, A re-keyed, the line set added");
+
+    proto_buf_free(&buf);
+    proto_encoder_destroy(e);
+    proto_decoder_destroy(check);
+}
+
+/* ------------------------------------------------------------------ slice and version 1 */
+
+static void slice_and_legacy(void)
+{
+    proto_buf b = {0};
+    /* A 4 x 3 coronal slice. */
+    static const uint8_t px[12] = {0, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 255};
+    proto_slice s = {1, 37, 4, 3, 40.0f, 400.0f, px};
+    proto_header h = hdr(102, 9);
+    write_bin("slice.bin", &b, proto_encode_slice(&b, &h, &s, 1));
+    fprintf(g_json, "  \"slice.bin\": {");
+    j_header(&h, PROTO_KIND_SLICE, 0);
+    fprintf(g_json, ",\n    \"plane\": 1, \"index\": 37, \"width\": 4, \"height\": 3, \"level\": "
+                    "40, \"window\": 400,\n    ");
+    fprintf(g_json, "\"pixels\": [");
+    for (int i = 0; i < 12; i++)
+        fprintf(g_json, "%s%u", i ? ", " : "", px[i]);
+    fprintf(g_json, "]},\n");
+
+    /* Version 1 (deprecated): a tetrahedron (skin) and a triangle (bone) in a 100 mm box. */
     static const uint32_t tet_tri[12] = {0, 2, 1, 0, 1, 3, 1, 2, 3, 0, 3, 2};
     static const uint32_t one_tri[3] = {0, 1, 2};
     static uint16_t tet_q[12] = {0, 0, 0, 65535, 0, 0, 0, 65535, 0, 0, 0, 65535};
@@ -37,46 +498,94 @@ int main(int argc, char **argv)
     key.nsurf = 2;
     key.surf[0] = (proto_surface){0, 4, 4, tet_tri, tet_q};
     key.surf[1] = (proto_surface){1, 3, 1, one_tri, tri_q};
-    proto_header h;
-    memset(&h, 0, sizeof h);
-    h.frame = 100;
-    h.last_seq = 7;
-    h.sim_time_s = 100.0 / 60.0;
-    proto_buf b = {0};
-    int ok = proto_encode_mesh_key(&b, &h, &key, 1) == PROTO_OK &&
-             write_file(dir, "mesh_key.bin", b.data, b.len);
-    /* The delta: vertex 3 of the tetrahedron moves down by 1000 steps (wraps), the bone
-     * triangle's vertex 1 moves by +5. */
+    h = hdr(100, 7);
+    write_bin("mesh_key.bin", &b, proto_encode_mesh_key(&b, &h, &key, 1));
+    fprintf(g_json, "  \"mesh_key.bin\": {");
+    j_header(&h, PROTO_KIND_MESH_KEY, 0);
+    fprintf(g_json, ",\n    ");
+    j_floats("bmin", bmin, 3);
+    fprintf(g_json, ", ");
+    j_floats("bmax", bmax, 3);
+    fprintf(g_json, ",\n    \"surfaces\": [\n      {\"id\": 0, \"nvert\": 4, \"ntri\": 4, ");
+    j_u32s("tri", tet_tri, 12);
+    fprintf(g_json, ", ");
+    j_u16s("q", tet_q, 12);
+    fprintf(g_json, "},\n      {\"id\": 1, \"nvert\": 3, \"ntri\": 1, ");
+    j_u32s("tri", one_tri, 3);
+    fprintf(g_json, ", ");
+    j_u16s("q", tri_q, 9);
+    fprintf(g_json, "}]},\n");
+    /* The delta: vertex 3 of the tetrahedron down by 1000 steps (wraps), the bone
+     * triangle's vertex 1 by +5. */
     static uint16_t tet_q2[12] = {0, 0, 0, 65535, 0, 0, 0, 65535, 0, 0, 0, 64535};
     static uint16_t tri_q2[9] = {32768, 32768, 32768, 40005, 32768, 32768, 32768, 40000, 32768};
     proto_mesh cur = key;
     cur.key_frame = 100;
     cur.surf[0].q = tet_q2;
     cur.surf[1].q = tri_q2;
-    h.frame = 101;
-    h.last_seq = 8;
-    h.sim_time_s = 101.0 / 60.0;
-    ok = ok && proto_encode_mesh_delta(&b, &h, &key, &cur, 1) == PROTO_OK &&
-         write_file(dir, "mesh_delta.bin", b.data, b.len);
-    /* A 4 x 3 coronal slice. */
-    static const uint8_t px[12] = {0, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 255};
-    proto_slice s = {1, 37, 4, 3, 40.0f, 400.0f, px};
-    h.frame = 102;
-    h.last_seq = 9;
-    h.sim_time_s = 102.0 / 60.0;
-    ok = ok && proto_encode_slice(&b, &h, &s, 1) == PROTO_OK &&
-         write_file(dir, "slice.bin", b.data, b.len);
+    h = hdr(101, 8);
+    write_bin("mesh_delta.bin", &b, proto_encode_mesh_delta(&b, &h, &key, &cur, 1));
+    uint16_t d0[12], d1[9];
+    for (int i = 0; i < 12; i++)
+        d0[i] = (uint16_t)(tet_q2[i] - tet_q[i]);
+    for (int i = 0; i < 9; i++)
+        d1[i] = (uint16_t)(tri_q2[i] - tri_q[i]);
+    fprintf(g_json, "  \"mesh_delta.bin\": {");
+    j_header(&h, PROTO_KIND_MESH_DELTA, 0);
+    fprintf(g_json, ", \"key_frame\": 100,\n    \"surfaces\": [\n      {\"id\": 0, \"nvert\": 4, ");
+    j_u16s("delta", d0, 12);
+    fprintf(g_json, ", ");
+    j_u16s("q_after", tet_q2, 12);
+    fprintf(g_json, "},\n      {\"id\": 1, \"nvert\": 3, ");
+    j_u16s("delta", d1, 9);
+    fprintf(g_json, ", ");
+    j_u16s("q_after", tri_q2, 9);
+    fprintf(g_json, "}]},\n");
     /* A cloth LOD table: two characters, the second at LOD 2. */
     static const proto_lod_entry lods[2] = {{0, 0, 680, 0.0f, 0.0f}, {2, 680, 54, 0.0125f, 0.5f}};
-    h.frame = 120;
-    h.last_seq = 10;
+    h = hdr(120, 10);
     h.sim_time_s = 2.0;
-    ok = ok && proto_encode_lod_table(&b, &h, lods, 2, 1) == PROTO_OK &&
-         write_file(dir, "lod_table.bin", b.data, b.len);
+    write_bin("lod_table.bin", &b, proto_encode_lod_table(&b, &h, lods, 2, 1));
+    fprintf(g_json, "  \"lod_table.bin\": {");
+    j_header(&h, PROTO_KIND_LOD_TABLE, 0);
+    fprintf(g_json, ",\n    \"lods\": [");
+    for (int i = 0; i < 2; i++)
+        fprintf(g_json,
+                "%s{\"lod\": %u, \"first_vertex\": %u, \"nvert\": %u, \"e_pos\": %.9g, "
+                "\"e_vel\": %.9g}",
+                i ? ", " : "", lods[i].lod, lods[i].first_vertex, lods[i].nvert,
+                (double)lods[i].e_pos, (double)lods[i].e_vel);
+    fprintf(g_json, "]},\n");
     proto_buf_free(&b);
-    if (!ok)
+}
+
+int main(int argc, char **argv)
+{
+    g_dir = argc > 1 ? argv[1] : "protocol/vectors";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vectors.json", g_dir);
+    g_json = fopen(path, "w");
+    if (!g_json) {
+        fprintf(stderr, "gen_vectors: cannot write %s\n", path);
         return 1;
-    printf("gen_vectors: wrote mesh_key.bin, mesh_delta.bin, slice.bin, lod_table.bin to %s\n",
-           dir);
+    }
+    fprintf(
+        g_json,
+        "{\n  \"about\": \"Written by tests/protocol/gen_vectors.c (make protocol-vectors): "
+        "frames and what they decode to (protocol/README.md, Test vectors). objects: apply "
+        "the steps in order, each to the decoder it names (a decoder starts empty the first "
+        "time it is named); a step either gives the objects that decoder then holds, in id "
+        "order, or says it must be refused with that status and change nothing. Positions "
+        "are quantised (q: x, y, z, scalar per vertex); triangles may come back rotated "
+        "(same winding). The other entries: a slice, and the deprecated version 1 frames.\",\n");
+    slice_and_legacy();
+    fprintf(g_json, "  \"objects\": [");
+    objects_sequence();
+    fprintf(g_json, "\n  ]\n}\n");
+    if (fclose(g_json) != 0)
+        g_ok = 0;
+    if (!g_ok)
+        return 1;
+    printf("gen_vectors: wrote %s/*.bin and vectors.json\n", g_dir);
     return 0;
 }
