@@ -43,10 +43,10 @@ export default [
     caught_by: 'behaviour: a settled volume sends nothing; pause stops frames ...',
   },
   {
-    name: 'keys while idle (a settled scene still encoded, so the periodic key comes)',
+    name: 'a settled scene still encoded every beat (empty frames, and the periodic key)',
     file: 'server/sched.c',
-    find: 'encode_and_publish(s, ss, changed, want_snapshot, last_seq);',
-    replace: 'encode_and_publish(s, ss, 1, want_snapshot, last_seq);',
+    find: 'if (changed || want_snapshot || !ss->encoded_any)',
+    replace: 'if (1)',
     build: server,
     test: node('keyframes', 'keyframe-every N'),
     caught_by: 'keyframes: --keyframe-every N: ... none once settled',
