@@ -43,15 +43,6 @@ export default [
     caught_by: 'behaviour: a settled volume sends nothing; pause stops frames ...',
   },
   {
-    name: 'a settled scene still encoded every beat (empty frames, and the periodic key)',
-    file: 'server/sched.c',
-    find: 'if (changed || want_snapshot || !ss->encoded_any)',
-    replace: 'if (1)',
-    build: server,
-    test: node('keyframes', 'keyframe-every N'),
-    caught_by: 'keyframes: --keyframe-every N: ... none once settled',
-  },
-  {
     name: 'an unbounded per-client queue (frames written whenever ready, not when the socket drains)',
     file: 'server/ws.c',
     find: 'if (stop || has_news(c))\n            lws_callback_on_writable(c->wsi);',
