@@ -62,7 +62,8 @@ typedef struct mobj {
     proto_object_in in;
     float pos[MAXV * 3], scalar[MAXV];
     uint32_t elem[MAXE * 3];
-    /* what a client shows: the input of the last frame that did not hold the object */
+    /* what a client shows: the vertices of the last frame that did not hold the object, the
+     * transform of this frame */
     float shown_pos[MAXV * 3], shown_scalar[MAXV];
     proto_transform shown_xf;
 } mobj;
@@ -72,6 +73,15 @@ static void show(mobj *m)
     memcpy(m->shown_pos, m->pos, sizeof m->pos);
     memcpy(m->shown_scalar, m->scalar, sizeof m->scalar);
     m->shown_xf = m->in.xf;
+}
+
+/* This frame's input as a client shows it: a held object keeps its vertices, moves. */
+static void show_frame(mobj *m)
+{
+    if (m->in.hold)
+        m->shown_xf = m->in.xf;
+    else
+        show(m);
 }
 
 static void make_grid(mobj *m, int nx, int ny)
@@ -199,8 +209,15 @@ static void step_obj(mobj *m)
             m->pos[v] += frand(-0.4f, 0.4f);
     in->force_key = r == 99;
     /* Far objects are updated less often: held now and then (never while the topology or
-     * LOD changes, which key or append whatever the hold says). */
+     * LOD changes, which key or append whatever the hold says), and mostly walking on while
+     * held (HOLD | TRANSFORM), now and then back at the key's place. */
     in->hold = in->topo_version == topo0 && in->lod == lod0 && !in->force_key && rnd() % 5 == 0;
+    if (in->hold && rnd() % 4) {
+        float yaw = frand(-3.0f, 3.0f);
+        in->xf.t[rnd() % 3] += frand(-0.05f, 0.05f);
+        in->xf.r[0] = 0.0f, in->xf.r[1] = 0.0f;
+        in->xf.r[2] = sinf(yaw / 2), in->xf.r[3] = cosf(yaw / 2);
+    }
 }
 
 /* A frame's transform as decoded: the position within half a step, the rotation within
@@ -306,7 +323,8 @@ TEST(proto_objects_random_round_trips_and_snapshots)
     REQUIRE(proto_encoder_create(&e, NULL) == PROTO_OK);
     REQUIRE(proto_decoder_create(&d) == PROTO_OK);
     proto_buf b = {0}, snap = {0};
-    uint32_t totals[7] = {0};
+    uint32_t totals[8] = {0}; /* keys, appends, transforms, deltas, removals, records, holds,
+                                 holds that moved (HOLD | TRANSFORM) */
     size_t bytes = 0;
     for (int f = 0; f < FRAMES; f++) {
         int n = 0;
@@ -320,10 +338,10 @@ TEST(proto_objects_random_round_trips_and_snapshots)
             }
             if (m[i].live && f && !born)
                 step_obj(&m[i]);
-            if (m[i].live && !m[i].in.hold)
-                show(&m[i]);
-            if (m[i].live)
+            if (m[i].live) {
+                show_frame(&m[i]);
                 in[n++] = m[i].in;
+            }
         }
         proto_header h = hdr((uint64_t)f + 1);
         proto_frame_stats s;
@@ -340,6 +358,9 @@ TEST(proto_objects_random_round_trips_and_snapshots)
         const char *why = "";
         int matches = decoder_matches(d, m, NM, &why);
         CHECKF(matches, "frame %d: %s", f, why);
+        for (uint32_t i = 0; i < proto_decoder_count(d); i++)
+            totals[7] +=
+                proto_decoder_object(d, i)->parts == (PROTO_PART_HOLD | PROTO_PART_TRANSFORM);
         if (joiner) {
             st = proto_decoder_apply(joiner, b.data, b.len, NULL, err, sizeof err);
             CHECKF(st == PROTO_OK && decoders_same(d, joiner), "frame %d: the joiner: %s", f, err);
@@ -359,10 +380,10 @@ TEST(proto_objects_random_round_trips_and_snapshots)
         }
     }
     th_note("%d frames, %zu bytes: %u records (%u keys, %u appends, %u transforms, %u deltas, "
-            "%u removals, %u holds)",
+            "%u removals, %u holds, %u of them with a transform)",
             FRAMES, bytes, totals[5], totals[0], totals[1], totals[2], totals[3], totals[4],
-            totals[6]);
-    for (int k = 0; k < 7; k++)
+            totals[6], totals[7]);
+    for (int k = 0; k < 8; k++)
         CHECKF(totals[k] > 0, "the random run never made part %d", k);
     proto_buf_free(&b);
     proto_buf_free(&snap);
@@ -403,15 +424,33 @@ TEST(proto_objects_encoder_sends_only_what_changed)
     CHECK(s.nrecords == 1 && s.ntransform == 1 && s.ndelta == 0 && s.flags == 0);
     th_note("two objects: keyframe %zu bytes, a transform-only frame %zu bytes", key_bytes, b.len);
     CHECK(b.len < 100);
-    /* held: it moved on, clients keep what they show (one small record) */
+    /* held at its base (its shape is the key's): a move is a transform, as without hold */
     in[0].xf.t[0] = 4.0f;
     in[0].hold = 1;
     h = hdr(31);
     REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
-    CHECK(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 0 && s.flags == 0);
+    CHECK(s.nrecords == 1 && s.nhold == 0 && s.ntransform == 1 && s.flags == 0);
+    in[0].xf.t[0] = 0.0f; /* back at the key's transform: nothing */
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 0);
+    /* away from its base: a hold, with a transform when it moved since the last frame */
+    in[0].hold = 0;
+    a.pos[4] += 0.05f;
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 1 && s.ndelta == 1 && s.ntransform == 0);
+    in[0].hold = 1;
+    a.pos[4] += 0.05f;
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 0 && s.ndelta == 0);
+    in[0].xf.t[0] = 4.0f;
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 1 && s.ndelta == 0 && s.flags == 0);
+    th_note("a held object that moved: %zu bytes", b.len);
+    REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
+    CHECK(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 0); /* it shows that transform */
     in[0].hold = 0;
     REQUIRE(proto_encode_frame2(e, &b, &h, in, 2, &s) == PROTO_OK);
-    CHECK(s.nrecords == 1 && s.ntransform == 1 && s.nhold == 0);
+    CHECK(s.nrecords == 1 && s.ntransform == 1 && s.ndelta == 1 && s.nhold == 0);
     /* growth */
     c.pos[30] = 0.5f, c.pos[31] = 0.0f, c.pos[32] = 1.0f;
     c.scalar[10] = 2.0f;
@@ -452,6 +491,77 @@ TEST(proto_objects_encoder_sends_only_what_changed)
     REQUIRE(proto_encode_frame2(e, &b, &h, in, 1, &s) == PROTO_OK);
     CHECK(s.nrecords == 0); /* the refusals above left the state as it was */
     proto_buf_free(&b);
+    proto_encoder_destroy(e);
+}
+
+/* A far cape held between shape updates (every 4th frame) while its character walks: a held
+ * frame is one HOLD | TRANSFORM record, clients show the last shape sent at this frame's place,
+ * and a snapshot taken while it is held gives a joiner exactly what an old client shows (also
+ * once it is back at its key's place, which a held frame can only send as a code). */
+TEST(proto_objects_held_object_walks_with_its_transform)
+{
+    static mobj a;
+    make_obj(&a, 4);
+    a.in.primitive = PROTO_PRIM_TRIANGLES;
+    make_grid(&a, 6, 8);
+    a.in.scalar = NULL;
+    a.in.qbits = 10;
+    a.in.xf.t[0] = 1.0f;
+    proto_transform key_xf = a.in.xf;
+    float rest[MAXV * 3];
+    memcpy(rest, a.pos, sizeof rest);
+    proto_encoder *e;
+    proto_decoder *old, *joiner = NULL;
+    REQUIRE(proto_encoder_create(&e, NULL) == PROTO_OK);
+    REQUIRE(proto_decoder_create(&old) == PROTO_OK);
+    proto_buf b = {0}, snap = {0};
+    size_t held_bytes = 0;
+    for (int f = 0; f < 40; f++) {
+        float yaw = 0.01f * (float)f;
+        a.in.xf.t[0] = 1.0f + 0.02f * (float)f;
+        a.in.xf.r[2] = sinf(yaw / 2), a.in.xf.r[3] = cosf(yaw / 2);
+        if (f == 30 || f == 31)
+            a.in.xf = key_xf; /* back where it was keyed, bit for bit */
+        a.in.hold = f % 4 != 0;
+        if (!a.in.hold)
+            for (uint32_t v = 0; v < a.in.nvert; v++)
+                a.pos[v * 3 + 1] = rest[v * 3 + 1] + 0.02f * sinf(0.5f * (float)(f + (int)v));
+        show_frame(&a);
+        proto_header h = hdr((uint64_t)f + 1);
+        proto_frame_stats s;
+        REQUIRE(proto_encode_frame2(e, &b, &h, &a.in, 1, &s) == PROTO_OK);
+        char err[160];
+        REQUIRE(proto_decoder_apply(old, b.data, b.len, NULL, err, sizeof err) == PROTO_OK);
+        const char *why = "";
+        int matches = decoder_matches(old, &a, 1, &why);
+        CHECKF(matches, "frame %d: %s", f, why);
+        const proto_object *o = proto_decoder_find(old, 4);
+        if (f > 4 && a.in.hold && f != 31) {
+            CHECKF(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 1 && s.ndelta == 0 &&
+                       s.flags == 0 && o && o->parts == (PROTO_PART_HOLD | PROTO_PART_TRANSFORM),
+                   "frame %d: parts %u", f, o ? o->parts : 0u);
+            held_bytes += b.len;
+        }
+        if (f == 31) /* it shows the key's place already */
+            CHECK(s.nrecords == 1 && s.nhold == 1 && s.ntransform == 0);
+        if (joiner) {
+            REQUIRE(proto_decoder_apply(joiner, b.data, b.len, NULL, err, sizeof err) == PROTO_OK);
+            CHECKF(decoders_same(old, joiner), "frame %d: the joiner differs", f);
+        }
+        if (f == 10 || f == 30 || f == 31) {
+            REQUIRE(proto_encode_snapshot(e, &snap, &h, NULL) == PROTO_OK);
+            proto_decoder_destroy(joiner);
+            REQUIRE(proto_decoder_create(&joiner) == PROTO_OK);
+            REQUIRE(proto_decoder_apply(joiner, snap.data, snap.len, NULL, err, sizeof err) ==
+                    PROTO_OK);
+            CHECKF(decoders_same(old, joiner), "the snapshot of held frame %d differs", f);
+        }
+    }
+    th_note("a held 48-vertex object walking: %.1f bytes a held frame", (double)held_bytes / 26.0);
+    proto_buf_free(&b);
+    proto_buf_free(&snap);
+    proto_decoder_destroy(old);
+    proto_decoder_destroy(joiner);
     proto_encoder_destroy(e);
 }
 
@@ -659,6 +769,7 @@ TEST(proto_objects_refuse_malformed_and_unfitting_frames)
         {"transform step NaN", PROTO_ERR_CORRUPT, 24},
         {"more elements claimed than coded", PROTO_ERR_CORRUPT, 17},
         {"unknown part bit", PROTO_ERR_CORRUPT, 18},
+        {"hold with a key", PROTO_ERR_CORRUPT, 25},
         {"remove with a key", PROTO_ERR_CORRUPT, 19},
         {"NaN info", PROTO_ERR_CORRUPT, 20},
         {"scalar range upside down", PROTO_ERR_CORRUPT, 21},
@@ -728,7 +839,10 @@ TEST(proto_objects_refuse_malformed_and_unfitting_frames)
             k.nelem_claim = 3;
             break;
         case 18:
-            k.parts |= 32;
+            k.parts |= 64;
+            break;
+        case 25:
+            k.parts |= PROTO_PART_HOLD;
             break;
         case 19:
             k.parts |= PROTO_PART_REMOVE;
@@ -860,6 +974,41 @@ TEST(proto_objects_refuse_malformed_and_unfitting_frames)
         w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_DELTA), w_u8(&w, 0);
         w_u32(&w, 4), w_u32(&w, 3), w_u8(&w, 0x55), w_u8(&w, 0), w_u8(&w, 0);
     });
+    /* HOLD takes TRANSFORM and nothing else. */
+    FRAME("hold with a delta", PROTO_ERR_CORRUPT, 0, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_HOLD | PROTO_PART_DELTA),
+            w_u8(&w, 0);
+        w_u32(&w, 4), w_verts(&w, d4, 4);
+    });
+    FRAME("hold with a transform and a delta", PROTO_ERR_CORRUPT, 0, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3),
+            w_u8(&w, PROTO_PART_HOLD | PROTO_PART_TRANSFORM | PROTO_PART_DELTA), w_u8(&w, 0);
+        w_xfc(&w, 1000, 0, 0, 0, 3), w_u32(&w, 4), w_verts(&w, d4, 4);
+    });
+    FRAME("hold with an append", PROTO_ERR_CORRUPT, PROTO_FLAG_STRUCTURAL, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_HOLD | PROTO_PART_APPEND),
+            w_u8(&w, 0);
+        w_u32(&w, 4), w_u32(&w, 2), w_u32(&w, 2), w_u32(&w, 1);
+        w_elems(&w, 1, app_e, 1, 6), w_verts(&w, app_v, 2);
+    });
+    FRAME("hold with a removal", PROTO_ERR_CORRUPT, PROTO_FLAG_STRUCTURAL, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_HOLD | PROTO_PART_REMOVE),
+            w_u8(&w, 0);
+    });
+    FRAME("hold with a transform for another key", PROTO_ERR_STATE, 0, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 4), w_u8(&w, PROTO_PART_HOLD | PROTO_PART_TRANSFORM),
+            w_u8(&w, 0);
+        w_xfc(&w, 1000, 0, 0, 0, 3);
+    });
+    FRAME("hold with a transform code past the unit sphere", PROTO_ERR_CORRUPT, 0, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_HOLD | PROTO_PART_TRANSFORM),
+            w_u8(&w, 0);
+        w_xfc(&w, 1000, 32767, 32767, 32767, 3);
+    });
+    FRAME("hold with a truncated transform", PROTO_ERR_CORRUPT, 0, {
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_HOLD | PROTO_PART_TRANSFORM),
+            w_u8(&w, 0);
+    });
     /* Too many objects held after the frame: 4097 keys of empty objects. */
     w.n = 0;
     {
@@ -899,6 +1048,37 @@ TEST(proto_objects_refuse_malformed_and_unfitting_frames)
         CHECK(proto_decoder_apply(d, fb, PROTO_HEADER_SIZE + z, NULL, err, sizeof err) ==
               PROTO_ERR_LIMIT);
         CHECK(state_sum(d) == before && strstr(err, "objects"));
+    }
+    /* HOLD | TRANSFORM is applied: the vertices stay, the transform is this frame's (1000 steps
+     * of 1 mm from the key's t = 1); HOLD alone keeps it; a frame that does not name the object
+     * takes it back to its key. */
+    {
+        o = proto_decoder_find(d, 7);
+        REQUIRE(o && o->xf.t[0] == 1.0f);
+        uint16_t q0[16];
+        memcpy(q0, o->q, sizeof q0);
+        static uint8_t fb[4096];
+        w.n = 0;
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3);
+        w_u8(&w, PROTO_PART_HOLD | PROTO_PART_TRANSFORM), w_u8(&w, 0);
+        w_xfc(&w, 1000, 0, 0, 0, 3);
+        size_t n = w_frame(fb, sizeof fb, 0, &w, 3);
+        CHECK(proto_decoder_apply(d, fb, n, NULL, err, sizeof err) == PROTO_OK);
+        o = proto_decoder_find(d, 7);
+        CHECK(o && o->parts == (PROTO_PART_HOLD | PROTO_PART_TRANSFORM) && o->xf.t[0] == 2.0f &&
+              o->xf.r[3] == 1.0f && !memcmp(o->q, q0, sizeof q0));
+        w.n = 0;
+        w_u32(&w, 1), w_u16(&w, 7), w_u16(&w, 3), w_u8(&w, PROTO_PART_HOLD), w_u8(&w, 0);
+        n = w_frame(fb, sizeof fb, 0, &w, 4);
+        CHECK(proto_decoder_apply(d, fb, n, NULL, err, sizeof err) == PROTO_OK);
+        o = proto_decoder_find(d, 7);
+        CHECK(o && o->parts == PROTO_PART_HOLD && o->xf.t[0] == 2.0f);
+        w.n = 0;
+        w_u32(&w, 0);
+        n = w_frame(fb, sizeof fb, 0, &w, 5);
+        CHECK(proto_decoder_apply(d, fb, n, NULL, err, sizeof err) == PROTO_OK);
+        o = proto_decoder_find(d, 7);
+        CHECK(o && o->parts == 0 && o->xf.t[0] == 1.0f && !memcmp(o->q, q0, sizeof q0));
     }
     /* Every prefix of a good frame is refused. */
     for (size_t n = 0; n < glen; n++)
