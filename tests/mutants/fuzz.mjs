@@ -96,7 +96,7 @@ export default [
     caught_by: 'test_objects: proto_objects_refuse_malformed_and_unfitting_frames',
   },
   {
-    name: 'object decoder (C): HOLD | TRANSFORM keeps the transform shown (a held cape stands still)',
+    name: 'object decoder (C): HOLD+TRANSFORM keeps the transform shown (a held cape stands still)',
     file: 'protocol/proto_objects_dec.c',
     find: 'k->xf = r->xf; /* and walks on: this frame\'s transform */',
     replace: 'o->moved = 1; /* and walks on: this frame\'s transform */',
@@ -105,7 +105,7 @@ export default [
     caught_by: 'test_vectors: proto_vectors_object_frames_decode_to_stated_values',
   },
   {
-    name: 'object decoder (C): HOLD | TRANSFORM refused (HOLD alone or nothing, as before)',
+    name: 'object decoder (C): HOLD+TRANSFORM refused (HOLD alone or nothing, as before)',
     file: 'protocol/proto_objects_dec.c',
     find: '((r->parts & PROTO_PART_HOLD) && (r->parts & ~(PROTO_PART_HOLD | PROTO_PART_TRANSFORM)))',
     replace: '((r->parts & PROTO_PART_HOLD) && r->parts != PROTO_PART_HOLD)',
@@ -114,7 +114,7 @@ export default [
     caught_by: 'test_vectors: proto_vectors_object_frames_decode_to_stated_values',
   },
   {
-    name: 'object decoder (C): HOLD taken with any part (HOLD | DELTA applied, its delta ignored)',
+    name: 'object decoder (C): HOLD taken with any part (HOLD+DELTA applied, its delta ignored)',
     file: 'protocol/proto_objects_dec.c',
     find: '((r->parts & PROTO_PART_HOLD) && (r->parts & ~(PROTO_PART_HOLD | PROTO_PART_TRANSFORM)))',
     replace: '((r->parts & PROTO_PART_HOLD) && (r->parts & PROTO_PART_REMOVE))',
@@ -132,7 +132,7 @@ export default [
     caught_by: 'test_objects: proto_objects_random_round_trips_and_snapshots',
   },
   {
-    name: 'object encoder: HOLD | TRANSFORM sent, but its state keeps the old transform (a joiner\'s snapshot differs)',
+    name: 'object encoder: HOLD+TRANSFORM sent, but its state keeps the old transform (a joiner\'s snapshot differs)',
     file: 'protocol/proto_objects_enc.c',
     find: '        p->next.has_xf = 1;\n        p->next.xf = code;\n',
     replace: '        p->next.has_xf = 1;\n',
@@ -187,7 +187,7 @@ export default [
     caught_by: 'vectors.test.mjs: object frame sequence',
   },
   {
-    name: 'object decoder (JS): HOLD | TRANSFORM keeps the transform shown (a held cape stands still)',
+    name: 'object decoder (JS): HOLD+TRANSFORM keeps the transform shown (a held cape stands still)',
     file: 'protocol/js/softcast-proto.mjs',
     find: '          o.transform = rec.transform;',
     replace: '          o.moved = true;',
@@ -196,7 +196,7 @@ export default [
     caught_by: 'vectors.test.mjs: object frame sequence',
   },
   {
-    name: 'object decoder (JS): HOLD | TRANSFORM refused (HOLD alone or nothing, as before)',
+    name: 'object decoder (JS): HOLD+TRANSFORM refused (HOLD alone or nothing, as before)',
     file: 'protocol/js/softcast-proto.mjs',
     find: '((parts & PART.HOLD) && (parts & ~(PART.HOLD | PART.TRANSFORM)))',
     replace: '((parts & PART.HOLD) && parts !== PART.HOLD)',
@@ -205,7 +205,7 @@ export default [
     caught_by: 'vectors.test.mjs: object frame sequence',
   },
   {
-    name: 'object decoder (JS): HOLD taken with any part (HOLD | DELTA applied, its delta ignored)',
+    name: 'object decoder (JS): HOLD taken with any part (HOLD+DELTA applied, its delta ignored)',
     file: 'protocol/js/softcast-proto.mjs',
     find: '((parts & PART.HOLD) && (parts & ~(PART.HOLD | PART.TRANSFORM)))',
     replace: '((parts & PART.HOLD) && (parts & PART.REMOVE))',

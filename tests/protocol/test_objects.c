@@ -1,7 +1,8 @@
 /* test_objects.c: object frames (protocol v2, kind 5): random round trips through the encoder
- * and the decoder (keys, appends, transforms, deltas, removals, snapshots), a refusal for
- * every malformed or unfitting record we could think of (each leaving the decoder as it
- * was), and the bytes a walking crowd's capes cost. */
+ * and the decoder (keys, appends, transforms, deltas, holds that stand and that move,
+ * removals, snapshots), a refusal for every malformed or unfitting record we could think of
+ * (each leaving the decoder as it was), and the bytes a walking crowd costs (synthetic capes;
+ * the cloth scene's characters, cape and body an object). */
 #include <math.h>
 #include <meshoptimizer.h>
 #include <stdlib.h>
