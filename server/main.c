@@ -28,6 +28,8 @@ static const char k_usage[] =
     "  --rate HZ                     frames per second per session (default 60)\n"
     "  --keyframe-every N            most frames between an object's keys while it moves\n"
     "                                (default 3600; 0: only when its delta outgrows a key)\n"
+    "  --view-budget KIB             frames per client a scene aims at, KiB/s (default\n"
+    "                                250; 0: none): the crowd updates far capes less often\n"
     "  --data-dir DIR                web client files (default web-client if present)\n"
     "  --public-host NAME            host name written into session URLs\n"
     "  --default-session             create a session at start and print its links\n"
@@ -50,6 +52,9 @@ srv_config srv_default_config(void)
      * snapshot anyway, and an object whose delta would cost more than its key re-keys; so
      * the periodic key is only a backstop (0 turns it off). */
     c.keyframe_every = 3600;
+    /* A classroom's viewers on a school or hospital network: 250 KiB/s (2 Mbit/s) each
+     * leaves room for the slices and everyone else's traffic. */
+    c.view_budget_kib = 250;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
     return c;
@@ -103,6 +108,7 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("max-message-bytes", max_message_bytes, 64, 16 << 20)
     INT_OPT("max-events-per-s", max_events_per_s, 1, 100000)
     INT_OPT("keyframe-every", keyframe_every, 0, 1000000)
+    INT_OPT("view-budget", view_budget_kib, 0, 10000000)
 #undef INT_OPT
     if (!val) {
         snprintf(err, err_sz, "--%s needs a value", name);

@@ -26,6 +26,14 @@ typedef struct srv_view {
     uint32_t n;
 } srv_view;
 
+/* What the session's frames cost against its budget (--view-budget, KiB/s per client, each
+ * client being sent the same frames). A scene that can show less, as the crowd can update
+ * its far capes' shapes less often, follows it; others ignore it. */
+typedef struct srv_view_budget {
+    double used;    ///< mean bytes a frame over the last few dozen frames (0: none yet)
+    double allowed; ///< bytes a frame the budget allows (0: no budget)
+} srv_view_budget;
+
 /* The worker's side, for one call of apply or step (worker thread). */
 typedef struct srv_scene_ctx srv_scene_ctx;
 struct srv_scene_ctx {
@@ -88,7 +96,7 @@ struct srv_scene_i {
     int (*step)(srv_scene_ctx *c, void *scene, double *ms);
     /// The view after the last step (worker); valid until the next step. frame: the
     /// session's frame number (to stagger the objects a scene updates less often).
-    void (*view)(void *scene, uint64_t frame, srv_view *out);
+    void (*view)(void *scene, uint64_t frame, const srv_view_budget *budget, srv_view *out);
     /// The parameters as one flat JSON object, malloc'd (worker, or before publication).
     char *(*params_json)(const void *scene);
     /// The declared parameter table (any thread): names, ranges, the schema.

@@ -18,33 +18,45 @@
 #define BOX_VERTS      8
 #define BOX_TRIS       12
 
-/* Bits per position and frames between shape updates, by LOD. A quantum of a quarter of the
+/* Bits per position and frames between shape updates, by LOD (at most: the budget may
+ * space the updates further). A quantum of a quarter of the
  * LOD's own triangle edge is far below the error the LOD itself makes (LOD 0's edge is
  * 3 cm, LOD 1's 6, LOD 2's 12; 8 bits over the 2 m box is 8 mm, 7 bits 16 mm, 6 bits
  * 32 mm), and at the distances where the LOD is chosen each is 1 to 2 pixels of a 1080-line
  * view at 50 degrees. Between shape updates a character keeps its shape and takes its
  * transform each frame (hold), so the crowd walks at the frame rate while capes flutter
- * at 30, 15 and 7.5 Hz (60 Hz frames). The character a driver holds updates every frame
+ * at up to 60, 30 and 15 Hz (60 Hz frames). The character a driver holds updates every frame
  * with 10 bits (2 mm): the hand and the cloth it pulls are what the driver looks at.
  * Measured on the walking crowd of 100 (protocol/README.md, "Sizes measured"): these
  * choices are what keep five viewers of it under 300 KB/s each. */
 static const uint8_t k_lod_bits[SIM_CLOTH_NLOD] = {8, 7, 6};
-static const int k_lod_every[SIM_CLOTH_NLOD] = {2, 4, 8};
-#define HELD_BITS 10
+static const int k_lod_every[SIM_CLOTH_NLOD] = {1, 2, 4};
+
+/* The view's budget: when the frames cost more than it allows, every shape update is
+ * spaced further, in proportion (at least one more time its LOD's interval, up to SLOW_MAX
+ * times); when they cost under 60% of it, one time less. A change waits SLOW_FRAMES
+ * frames, about as long as the server's moving average of frame bytes takes to show it. */
+#define SLOW_MAX    8
+#define SLOW_FRAMES 30
+#define HELD_BITS   10
 
 /* The root-frame box of a character: cape and body as walking, running, turning and
- * jumping take them (measured over 400 frames of 50 characters each); a cape pulled or
- * blown out of it takes the wide box until it is back (that character re-keys). */
+ * jumping take them (measured over 400 frames of 50 characters each). A narrower box would
+ * not save bytes: the bits are chosen for a quantum, and a narrower box only makes it
+ * finer. A cape that leaves it (a pull, a gust) takes a box grown to hold it, in 0.25 m
+ * steps, until it has been back inside for WIDE_FRAMES frames; each change re-keys that
+ * character. */
 static const float k_box[2][3] = {{-1.0f, -0.9f, -0.05f}, {0.6f, 0.9f, 2.0f}};
-static const float k_wide_box[2][3] = {{-4.0f, -4.0f, -1.0f}, {4.0f, 4.0f, 5.0f}};
-#define WIDE_FRAMES 60 /* frames back inside before a cape takes the normal box again */
+#define BOX_STEP    0.25f
+#define WIDE_FRAMES 60
 
 typedef struct character_view {
     float *pos;    /* local: cape then body boxes */
     uint32_t *tri; /* cape then body */
     int lod;       /* of the cape triangles in tri (-1: none yet) */
     uint32_t topo; /* changes with tri */
-    int wide;      /* frames left in the wide box (0: the normal box) */
+    int wide;      /* frames left in the grown box (0: the normal box) */
+    float box[2][3];
 } character_view;
 
 typedef struct cloth_srv {
@@ -56,6 +68,8 @@ typedef struct cloth_srv {
     int has_camera;
     character_view *cv;
     proto_object_in *obj; /* the view: one object per character */
+    int slow;             /* shape updates spaced this many times their LOD's interval */
+    uint64_t slow_at;     /* the frame slow last changed */
 } cloth_srv;
 
 static char *cl_params_json(const void *scene)
@@ -87,6 +101,7 @@ static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
     *out = c;
     c->nchar = nchar;
     c->grabbed = -1;
+    c->slow = 1;
     if (sim_cloth_model_create(&c->model, NULL, err, err_sz) != SIM_OK ||
         sim_cloth_scene_create(&c->sim, c->model, b, nchar, err, err_sz) != SIM_OK)
         return 500;
@@ -467,25 +482,66 @@ static void character_shape(cloth_srv *c, int i, proto_object_in *o)
     o->info[2] = (float)n, o->info[3] = (float)ntri;
 }
 
-/* The normal box, or the wide one while any vertex is (or lately was) out of it. */
-static const float (*character_box(character_view *v, uint32_t nvert))[3]
+/* The normal box, or one grown to hold every vertex while any is (or lately was) out. */
+static void character_box(character_view *v, uint32_t nvert, float box[2][3])
 {
+    float lo[3], hi[3];
+    memcpy(lo, k_box[0], sizeof lo);
+    memcpy(hi, k_box[1], sizeof hi);
+    for (uint32_t k = 0; k < nvert; k++)
+        for (int a = 0; a < 3; a++) {
+            float x = v->pos[k * 3 + (uint32_t)a];
+            lo[a] = x < lo[a] ? x : lo[a];
+            hi[a] = x > hi[a] ? x : hi[a];
+        }
     int out = 0;
-    for (uint32_t k = 0; k < nvert * 3 && !out; k++)
-        out = v->pos[k] < k_box[0][k % 3] || v->pos[k] > k_box[1][k % 3];
-    v->wide = out ? WIDE_FRAMES : v->wide > 0 ? v->wide - 1 : 0;
-    return v->wide ? k_wide_box : k_box;
+    for (int a = 0; a < 3; a++)
+        out |= lo[a] < k_box[0][a] || hi[a] > k_box[1][a];
+    if (!out && v->wide && --v->wide == 0)
+        memcpy(v->box, k_box, sizeof v->box);
+    if (out) {
+        if (!v->wide)
+            memcpy(v->box, k_box, sizeof v->box);
+        v->wide = WIDE_FRAMES;
+        for (int a = 0; a < 3; a++) { /* grown only, in steps: a flutter keys it once */
+            float l = k_box[0][a] - BOX_STEP * ceilf((k_box[0][a] - lo[a]) / BOX_STEP);
+            float h = k_box[1][a] + BOX_STEP * ceilf((hi[a] - k_box[1][a]) / BOX_STEP);
+            v->box[0][a] = l < v->box[0][a] ? l : v->box[0][a];
+            v->box[1][a] = h > v->box[1][a] ? h : v->box[1][a];
+        }
+    }
+    if (!v->wide)
+        memcpy(v->box, k_box, sizeof v->box);
+    memcpy(box, v->box, sizeof v->box);
 }
 
-static void cl_view(void *scene, uint64_t frame, srv_view *out)
+static void follow_budget(cloth_srv *c, uint64_t frame, const srv_view_budget *b)
+{
+    if (b->allowed <= 0 || frame < c->slow_at + SLOW_FRAMES)
+        return;
+    int was = c->slow;
+    if (b->used > b->allowed) {
+        int k = (int)ceil(c->slow * b->used / b->allowed);
+        c->slow = k > SLOW_MAX ? SLOW_MAX : k > c->slow ? k : c->slow + 1;
+        c->slow = c->slow > SLOW_MAX ? SLOW_MAX : c->slow;
+    }
+    else if (b->used < 0.6 * b->allowed && c->slow > 1)
+        c->slow--;
+    if (c->slow != was)
+        c->slow_at = frame;
+}
+
+static void cl_view(void *scene, uint64_t frame, const srv_view_budget *budget, srv_view *out)
 {
     cloth_srv *c = scene;
+    follow_budget(c, frame, budget);
     for (int i = 0; i < c->nchar; i++) {
         character_view *v = &c->cv[i];
         proto_object_in *o = &c->obj[i];
         memset(o, 0, sizeof *o);
         character_shape(c, i, o);
-        const float(*box)[3] = character_box(v, o->nvert);
+        float box[2][3];
+        character_box(v, o->nvert, box);
         memcpy(o->bmin, box[0], sizeof o->bmin);
         memcpy(o->bmax, box[1], sizeof o->bmax);
         int lod = v->lod < SIM_CLOTH_NLOD ? v->lod : SIM_CLOTH_NLOD - 1;
@@ -502,7 +558,8 @@ static void cl_view(void *scene, uint64_t frame, srv_view *out)
         o->info[0] = has ? sw.e_pos : 0.0f;
         o->info[1] = has ? sw.e_vel : 0.0f;
         /* Shapes staggered over the frames, so every frame carries about as many. */
-        o->hold = i != c->grabbed && (frame + (uint64_t)i) % (uint64_t)k_lod_every[lod] != 0;
+        uint64_t every = (uint64_t)(k_lod_every[lod] * c->slow);
+        o->hold = i != c->grabbed && (frame + (uint64_t)i) % every != 0;
     }
     out->obj = c->obj;
     out->n = (uint32_t)c->nchar;

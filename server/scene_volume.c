@@ -427,9 +427,9 @@ static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
 /* Two objects in world millimetres (the identity transform), 16 bits over the volume's
  * box and its margin: the surfaces are bound to the lattice, so their triangles never
  * change and a dent costs its moved vertices. */
-static void vol_view(void *scene, uint64_t frame, srv_view *out)
+static void vol_view(void *scene, uint64_t frame, const srv_view_budget *budget, srv_view *out)
 {
-    (void)frame;
+    (void)frame, (void)budget; /* a dent costs its moved vertices: nothing to leave out */
     vol_scene *v = scene;
     for (int k = 0; k < SIM_NSURFACE; k++) {
         const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);

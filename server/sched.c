@@ -160,7 +160,9 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
     proto_frame_stats fs;
     if (encode || !ss->encoded_any) {
         srv_view view;
-        ss->scene->view(ss->scene_data, ss->frame_no, &view);
+        srv_view_budget budget = {ss->frame_bytes,
+                                  s->cfg.view_budget_kib * 1024.0 / s->cfg.rate_hz};
+        ss->scene->view(ss->scene_data, ss->frame_no, &budget, &view);
         srv_frame *f = NULL;
         if (proto_encode_frame2(ss->enc, &b, &h, view.obj, view.n, &fs) == PROTO_OK)
             f = frame_of(&b, ss->frame_no, &fs);
@@ -168,6 +170,9 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
             proto_encoder_reset(ss->enc);
             snapshot = 0;
         } else {
+            /* About the last 30 frames: long enough to see past one key, short enough to
+             * follow a crowd that starts to run. */
+            ss->frame_bytes += (b.len - ss->frame_bytes) / 30.0;
             ss->encoded_any = 1;
             srv_session_publish(ss, f);
             snapshot &= !(fs.flags & PROTO_FLAG_SNAPSHOT); /* this frame is one */

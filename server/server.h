@@ -35,7 +35,8 @@ typedef struct srv_config {
     int max_message_bytes; ///< largest text message a client may send
     int max_events_per_s;  ///< per client, sustained (a burst of the same size is allowed)
     double rate_hz;        ///< simulation frames per second per session
-    int keyframe_every;    ///< frames between mesh keyframes
+    int keyframe_every;    ///< most frames between an object's keys while it moves
+    int view_budget_kib;   ///< KiB/s of frames per client a scene aims at (0: no budget)
     char data_dir[512];    ///< where the web client's files are ("" = none)
     char public_host[128]; ///< host name put into URLs (default: bind address)
     int default_session;   ///< create a session at start (make run)
@@ -174,6 +175,7 @@ typedef struct srv_session {
     /* Worker only. */
     proto_encoder *enc; /* what every client holds of each object (its key, its base) */
     int encoded_any;    /* a frame was published since the encoder last started afresh */
+    double frame_bytes; /* mean bytes of the recent frames (moving average) */
     int params_dirty;   /* parameters changed: a state message after the next step */
     uint64_t frame_no;
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */

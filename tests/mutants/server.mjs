@@ -188,6 +188,15 @@ export default [
     caught_by: 'cloth: ... a late joiner starts at a snapshot of every character (one newer than the LOD switch)',
   },
   {
+    name: 'the view budget ignored (the crowd updates every shape at its LOD rate)',
+    file: 'server/scene_cloth.c',
+    find: 'if (b->allowed <= 0 || frame < c->slow_at + SLOW_FRAMES)',
+    replace: 'if (1 || b->allowed <= 0 || frame < c->slow_at + SLOW_FRAMES)',
+    build: server,
+    test: node('cloth', 'view budget'),
+    caught_by: 'cloth: a walking crowd keeps its frames within the view budget',
+  },
+  {
     name: 'a function over 100 lines in server/',
     file: 'server/ws.c',
     find: 'static void on_closed(ws_ctx *w, srv_client *c)\n{\n',

@@ -110,3 +110,30 @@ test('cloth: REST options, one object per character, a forced switch re-keys tha
   const del = await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
   assert.equal(del.status, 204);
 });
+
+// The view's budget (--view-budget, KiB/s a client): a crowd spaces its capes' shape
+// updates until its frames cost what the budget allows a frame. Judged against the same
+// crowd with no budget, which costs more.
+test('a walking crowd keeps its frames within the view budget', async () => {
+  const meanBytes = async (budget) => {
+    const server = await startServer(['--view-budget', String(budget)]);
+    try {
+      const s = (await api(server.base, 'POST', '/api/sessions', { scene: 'cloth', characters: 20 })).json;
+      const c = await new Client(wsUrl(s, s.control_token), { decode: false }).open();
+      c.send({ type: 'motion', seq: 1, character: -1, motion: 'walk' });
+      await c.until(() => c.frames.length > 90, 20000, 'frames while settling on the budget');
+      const n = c.frames.length;
+      await c.until(() => c.frames.length > n + 90, 20000, 'frames measured');
+      const fr = c.frames.slice(n);
+      await c.close();
+      return fr.reduce((a, f) => a + f.bytes, 0) / fr.length;
+    } finally {
+      assert.equal(await server.stop(), 0);
+    }
+  };
+  const allowed = (100 * 1024) / 60; // --view-budget 100 at the default 60 Hz
+  const free = await meanBytes(0), held = await meanBytes(100);
+  console.log(`view budget: ${free.toFixed(0)} B a frame without, ${held.toFixed(0)} with ${allowed.toFixed(0)} allowed`);
+  assert.ok(free > 1.5 * allowed, `without a budget ${free.toFixed(0)} B a frame: the test needs one that binds`);
+  assert.ok(held < 1.2 * allowed, `${held.toFixed(0)} B a frame against ${allowed.toFixed(0)} allowed`);
+});
