@@ -138,9 +138,9 @@ $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(SC
 	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
 # libFuzzer on the frame decoders, the event parsers (the envelope, then every scene's) and
-# applying a delta to a keyframe (clang). FUZZ_SECONDS each; new interesting inputs land in
-# tests/fuzz/corpus/, which make test replays. make fuzz-seeds writes the encoder-made seeds (a frame of every kind, and
-# keyframe and delta pairs) that the corpora start from.
+# frame sequences applied to one object decoder (clang). FUZZ_SECONDS each; new interesting
+# inputs land in tests/fuzz/corpus/, which make test replays. make fuzz-seeds writes the
+# encoder-made seeds (a frame of every kind, and frame sequences) that the corpora start from.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fsanitize=fuzzer,address,undefined -I. -DFUZZ_MAIN

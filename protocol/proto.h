@@ -3,9 +3,8 @@
  * protocol/README.md; this header is its C binding.
  *
  * Binary frames (server to client): a 40-byte little-endian header, then a zstd payload.
- * Version 2 frames are object frames (kind 5: objects with their own transform, triangle
- * surfaces and line sets, keyed per object, growing by appends) and slices (kind 3). The
- * version 1 mesh frames (kinds 1, 2 and 4) stay until the server and the browser switch.
+ * Frames are version 2: object frames (kind 5: objects with their own transform, triangle
+ * surfaces and line sets, keyed per object, growing by appends) and slices (kind 3).
  * Text messages (client to server): JSON events, see proto_event.h. */
 #ifndef PROTO_PROTO_H
 #define PROTO_PROTO_H
@@ -19,18 +18,13 @@ extern "C" {
 
 #define PROTO_MAGIC       0x31464353u /* "SCF1" read as a little-endian u32 */
 #define PROTO_VERSION     2           /* object frames (kind 5) and slices (kind 3) */
-#define PROTO_VERSION_V1  1           /* deprecated mesh frames (kinds 1, 2, 4) */
 #define PROTO_HEADER_SIZE 40
 /* Decoders refuse anything that would decompress past this (a hostile or broken peer). */
-#define PROTO_MAX_PAYLOAD  (64u << 20)
-#define PROTO_MAX_SURFACES 4 /* version 1 mesh frames */
+#define PROTO_MAX_PAYLOAD (64u << 20)
 
 typedef enum proto_kind {
-    PROTO_KIND_MESH_KEY = 1,   ///< v1 (deprecated): topology and absolute positions
-    PROTO_KIND_MESH_DELTA = 2, ///< v1 (deprecated): u16 differences from a keyframe
-    PROTO_KIND_SLICE = 3,      ///< an 8-bit windowed image of one plane
-    PROTO_KIND_LOD_TABLE = 4,  ///< v1 (deprecated): cloth LODs; v2 keys carry the LOD
-    PROTO_KIND_OBJECTS = 5,    ///< v2: objects keyed, appended to, moved, removed
+    PROTO_KIND_SLICE = 3,   ///< an 8-bit windowed image of one plane
+    PROTO_KIND_OBJECTS = 5, ///< objects keyed, appended to, moved, removed
 } proto_kind;
 
 typedef enum proto_status {
@@ -49,12 +43,12 @@ typedef enum proto_status {
 
 const char *proto_status_str(proto_status s);
 
-/// Header flags (version 2, kind 5; 0 on every other frame).
+/// Header flags (kind 5; 0 on slices).
 #define PROTO_FLAG_SNAPSHOT   1u ///< every live object, each keyed: a client may start here
 #define PROTO_FLAG_STRUCTURAL 2u ///< keys, appends or removes an object: never skip it
 
 typedef struct proto_header {
-    uint8_t version;       ///< PROTO_VERSION, or PROTO_VERSION_V1 for kinds 1, 2, 4
+    uint8_t version;       ///< PROTO_VERSION (any other is refused)
     uint8_t kind;          ///< proto_kind
     uint64_t frame;        ///< session frame number
     uint32_t last_seq;     ///< last client event sequence applied in this frame
@@ -64,7 +58,7 @@ typedef struct proto_header {
     uint32_t flags;        ///< PROTO_FLAG_* (kind 5)
 } proto_header;
 
-/// Write the 40-byte header into out (the version follows the kind).
+/// Write the 40-byte header into out (version PROTO_VERSION).
 void proto_header_write(uint8_t out[PROTO_HEADER_SIZE], const proto_header *h);
 /// Read and check a header from the first bytes of a frame of len bytes.
 proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len);
@@ -75,13 +69,6 @@ typedef struct proto_buf {
     size_t len, cap;
 } proto_buf;
 void proto_buf_free(proto_buf *b);
-
-/// Quantise n points (n x 3 floats) into q (n x 3) inside the box with 16 bits.
-void proto_quantise(const float *p, uint32_t n, const float bmin[3], const float bmax[3],
-                    uint16_t *q);
-/// The inverse: q (n x 3) to positions.
-void proto_dequantise(const uint16_t *q, uint32_t n, const float bmin[3], const float bmax[3],
-                      float *p);
 
 /* ------------------------------------------------------------------ slices */
 
@@ -97,7 +84,7 @@ proto_status proto_encode_slice(proto_buf *out, const proto_header *h, const pro
 /// Decode a slice frame; out->pixels is malloc'd (free it).
 proto_status proto_decode_slice(proto_header *h, proto_slice *out, const uint8_t *buf, size_t len);
 
-/* ========================================================= object frames (v2) */
+/* ============================================================= object frames */
 
 /* Limits every decoder keeps (README "Limits"); encoders refuse input past them. */
 #define PROTO_MAX_OBJECTS      4096u      ///< live objects a decoder holds; records a frame
@@ -255,75 +242,6 @@ uint32_t proto_decoder_removed(const proto_decoder *d, const uint16_t **ids);
 void proto_object_positions(const proto_object *o, float *local);
 /// This frame's scalars (nvert): smin + (smax - smin) * s / 65535 (0 without a scalar).
 void proto_object_scalars(const proto_object *o, float *s);
-
-/* ================================================ version 1 mesh frames (deprecated)
- * Kinds 1, 2 and 4, written with version 1 headers. Deprecated: server/sched.c and
- * server/scene_cloth.c still call them; they go once the server encodes object frames. */
-
-/// One surface of a mesh frame. Positions are in world mm inside [bmin, bmax]; on the
-/// wire each component is quantised to u16: q = round((p - bmin) / (bmax - bmin) * 65535).
-typedef struct proto_surface {
-    uint8_t id; ///< 0 skin, 1 bone (the scene says)
-    uint32_t nvert;
-    uint32_t ntri;       ///< keyframes only
-    const uint32_t *tri; ///< (ntri x 3), keyframes only
-    uint16_t *q;         ///< (nvert x 3) quantised positions, owned by the caller
-} proto_surface;
-
-typedef struct proto_mesh {
-    float bmin[3], bmax[3]; ///< the quantisation box, world mm (keyframes carry it)
-    uint64_t key_frame;     ///< deltas: the frame number of the keyframe they apply to
-    int nsurf;
-    proto_surface surf[PROTO_MAX_SURFACES];
-} proto_mesh;
-
-/// Encode a keyframe (topology + absolute positions) as one whole frame into out.
-/// zstd_level: 1 is fast and good (DESIGN.md).
-proto_status proto_encode_mesh_key(proto_buf *out, const proto_header *h, const proto_mesh *m,
-                                   int zstd_level);
-/// Encode a delta frame: key holds the keyframe's quantised positions, cur the current
-/// ones (same surfaces, same vertex counts).
-proto_status proto_encode_mesh_delta(proto_buf *out, const proto_header *h, const proto_mesh *key,
-                                     const proto_mesh *cur, int zstd_level);
-
-/// A decoded mesh frame; arrays owned by the struct (free with proto_decoded_mesh_free).
-typedef struct proto_decoded_mesh {
-    proto_header h;
-    float bmin[3], bmax[3]; ///< keyframes
-    uint64_t key_frame;     ///< deltas
-    int nsurf;
-    struct {
-        uint8_t id;
-        uint32_t nvert, ntri;
-        uint32_t *tri; ///< keyframes: (ntri x 3)
-        uint16_t *q;   ///< keyframes: positions; deltas: wrapping differences
-    } surf[PROTO_MAX_SURFACES];
-} proto_decoded_mesh;
-
-/// Decode a mesh frame (either kind). Every size is checked against the buffer and
-/// PROTO_MAX_PAYLOAD; indices are checked against nvert.
-proto_status proto_decode_mesh(proto_decoded_mesh *out, const uint8_t *buf, size_t len);
-void proto_decoded_mesh_free(proto_decoded_mesh *m);
-/// Apply a decoded delta to a decoded keyframe's positions: out = key + delta (mod 2^16).
-proto_status proto_apply_delta(const proto_decoded_mesh *key, const proto_decoded_mesh *delta,
-                               int surface, uint16_t *out);
-
-/* ------------------------------------------------------------- LOD table */
-
-/// Kind 4: which LOD each character of a cloth scene shows, where its vertices sit in the
-/// keyframe of the same frame number (the capes' surface), and its latest switch's E_pos
-/// and E_vel (m, m/s; 0 before any). Sent just before every keyframe.
-typedef struct proto_lod_entry {
-    uint8_t lod;
-    uint32_t first_vertex, nvert;
-    float e_pos, e_vel;
-} proto_lod_entry;
-
-proto_status proto_encode_lod_table(proto_buf *out, const proto_header *h, const proto_lod_entry *e,
-                                    uint32_t n, int zstd_level);
-/// Decode; *entries is malloc'd (free it).
-proto_status proto_decode_lod_table(proto_header *h, proto_lod_entry **entries, uint32_t *n,
-                                    const uint8_t *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* proto_frame.c: what every frame kind shares (the 40-byte header, the zstd envelope,
- * buffers, quantisation, transforms) and the slice frame. Object frames live in
- * proto_objects_enc.c and proto_objects_dec.c, the deprecated v1 mesh frames in proto_v1.c.
+ * buffers, transforms) and the slice frame. Object frames live in proto_objects_enc.c and
+ * proto_objects_dec.c.
  * Every read is bounds-checked: this is the code that meets hostile bytes. */
 #include "proto.h"
 #include "proto_wire.h"
@@ -75,19 +75,13 @@ uint8_t *wire_put(proto_buf *b, const void *src, size_t n)
 
 /* ------------------------------------------------------------------- header */
 
-static int is_v1_kind(unsigned kind)
-{
-    return kind == PROTO_KIND_MESH_KEY || kind == PROTO_KIND_MESH_DELTA ||
-           kind == PROTO_KIND_LOD_TABLE;
-}
-
 void proto_header_write(uint8_t out[PROTO_HEADER_SIZE], const proto_header *h)
 {
     uint64_t t;
     memcpy(&t, &h->sim_time_s, 8);
     memset(out, 0, PROTO_HEADER_SIZE);
     wire_put_u32(out, PROTO_MAGIC);
-    out[4] = is_v1_kind(h->kind) ? PROTO_VERSION_V1 : PROTO_VERSION;
+    out[4] = PROTO_VERSION;
     out[5] = h->kind;
     wire_put_u16(out + 6, PROTO_HEADER_SIZE);
     wire_put_u64(out + 8, h->frame);
@@ -105,7 +99,7 @@ proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
         return PROTO_ERR_SHORT;
     if (wire_get_u32(buf) != PROTO_MAGIC)
         return PROTO_ERR_MAGIC;
-    if (buf[4] != PROTO_VERSION && buf[4] != PROTO_VERSION_V1)
+    if (buf[4] != PROTO_VERSION) /* version 1 (mesh frames) is gone: refused like any other */
         return PROTO_ERR_VERSION;
     if (wire_get_u16(buf + 6) != PROTO_HEADER_SIZE)
         return PROTO_ERR_CORRUPT;
@@ -120,13 +114,8 @@ proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
     memcpy(&h->sim_time_s, &t, 8);
     h->payload_size = wire_get_u32(buf + 32);
     h->flags = wire_get_u32(buf + 36);
-    /* Version 1 has kinds 1, 2 and 4 (its reserved word unread, as it always was); version
-     * 2 has slices and object frames, and flags only on the latter. */
-    if (h->version == PROTO_VERSION_V1) {
-        if (!is_v1_kind(h->kind))
-            return PROTO_ERR_KIND;
-        h->flags = 0;
-    } else if (h->kind != PROTO_KIND_SLICE && h->kind != PROTO_KIND_OBJECTS) {
+    /* Slices and object frames; flags only on the latter. */
+    if (h->kind != PROTO_KIND_SLICE && h->kind != PROTO_KIND_OBJECTS) {
         return PROTO_ERR_KIND;
     } else if (h->flags &
                ~(h->kind == PROTO_KIND_OBJECTS ? PROTO_FLAG_SNAPSHOT | PROTO_FLAG_STRUCTURAL
@@ -190,27 +179,7 @@ proto_status wire_open(proto_header *h, uint8_t **raw, const uint8_t *buf, size_
     return PROTO_OK;
 }
 
-/* ------------------------------------------------------- quantisation, transforms */
-
-void proto_quantise(const float *p, uint32_t n, const float bmin[3], const float bmax[3],
-                    uint16_t *q)
-{
-    for (uint32_t i = 0; i < n; i++)
-        for (int b = 0; b < 3; b++) {
-            float ext = bmax[b] - bmin[b];
-            float t = ext > 0.0f ? (p[i * 3 + b] - bmin[b]) / ext : 0.0f;
-            t = t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t; /* also maps NaN to 0 */
-            q[i * 3 + b] = (uint16_t)lrintf(t * 65535.0f);
-        }
-}
-
-void proto_dequantise(const uint16_t *q, uint32_t n, const float bmin[3], const float bmax[3],
-                      float *p)
-{
-    for (uint32_t i = 0; i < n; i++)
-        for (int b = 0; b < 3; b++)
-            p[i * 3 + b] = bmin[b] + (bmax[b] - bmin[b]) * ((float)q[i * 3 + b] / 65535.0f);
-}
+/* ---------------------------------------------------------------- transforms */
 
 proto_transform proto_transform_identity(void)
 {

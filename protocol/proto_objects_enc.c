@@ -3,14 +3,14 @@
  * The server hands over every live object each frame (local positions, transform, topology);
  * the encoder keeps, per object, its key (box, topology, the base: the key's quantised
  * vertices and every append since) and decides what to send: a key for a new object, a new
- * topology or when a delta would cost more than half the key (as v1 decided for the whole
- * frame, now per object: one character's LOD switch re-keys that character only); else an
- * append for topology that grew, the transform when it differs from the key's, and the
- * vertices as zigzag-coded differences from the base, through meshoptimizer's vertex codec
- * and zstd (what v1 did well; zigzag keeps the high bytes of small differences of either
- * sign at 0). A cape that only moves rigidly sends no vertex at all; one the server holds (far,
- * its shape updated every few frames) keeps the vertices clients show and sends its transform
- * alone (HOLD | TRANSFORM), so its character walks on between updates.
+ * topology or when a delta would cost more than the key (rekey_ratio), each object on its
+ * own (one character's LOD switch re-keys that character only); else an append for topology
+ * that grew, the transform when it differs from the key's, and the vertices as zigzag-coded
+ * differences from the base, through meshoptimizer's vertex codec and zstd (zigzag keeps
+ * the high bytes of small differences of either sign at 0). A cape that only moves rigidly
+ * sends no vertex at all; one the server holds (far, its shape updated every few frames) keeps
+ * the vertices clients show and sends its transform alone (HOLD | TRANSFORM), so its character
+ * walks on between updates.
  *
  * State changes only when a frame is complete: quantised vertices go to a spare array (alt)
  * and appended ones past the held count, both invisible until the commit; a key builds new

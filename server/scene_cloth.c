@@ -524,8 +524,7 @@ static void follow_budget(cloth_srv *c, uint64_t frame, const srv_view_budget *b
         int k = (int)ceil(c->slow * b->used / b->allowed);
         c->slow = k > SLOW_MAX ? SLOW_MAX : k > c->slow ? k : c->slow + 1;
         c->slow = c->slow > SLOW_MAX ? SLOW_MAX : c->slow;
-    }
-    else if (b->used < 0.6 * b->allowed && c->slow > 1)
+    } else if (b->used < 0.6 * b->allowed && c->slow > 1)
         c->slow--;
     if (c->slow != was)
         c->slow_at = frame;

@@ -1,6 +1,6 @@
 /* fuzz_frame.c: the frame decoders against arbitrary bytes: an object frame applied to a
- * fresh decoder (the state it leaves must be consistent, or the decoder untouched), a slice,
- * and the deprecated version 1 mesh and LOD table frames. */
+ * fresh decoder (the state it leaves must be consistent, or the decoder untouched) and a
+ * slice. */
 #include <stdlib.h>
 
 #include "protocol/proto.h"
@@ -21,19 +21,6 @@ int fuzz_frame_one(const uint8_t *data, size_t size)
     proto_slice sl;
     if (proto_decode_slice(&h, &sl, data, size) == PROTO_OK)
         free((void *)sl.pixels);
-    /* Version 1 (deprecated). */
-    proto_decoded_mesh m;
-    if (proto_decode_mesh(&m, data, size) == PROTO_OK) {
-        for (int s = 0; s < m.nsurf; s++)
-            for (uint32_t i = 0; i < m.surf[s].ntri * 3; i++)
-                if (m.surf[s].tri[i] >= m.surf[s].nvert)
-                    abort();
-    }
-    proto_decoded_mesh_free(&m);
-    proto_lod_entry *e;
-    uint32_t n;
-    if (proto_decode_lod_table(&h, &e, &n, data, size) == PROTO_OK)
-        free(e);
     return 0;
 }
 

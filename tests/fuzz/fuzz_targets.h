@@ -13,8 +13,7 @@ int fuzz_frame_one(const uint8_t *data, size_t size);
 /* Parse the bytes as a client JSON event; same promise. */
 int fuzz_event_one(const uint8_t *data, size_t size);
 /* Frames in order to one object decoder (each a u32 LE length and its bytes; the last may
- * take the rest): consistent after each, unchanged by a refusal. The first two, when they are
- * version 1 mesh frames, as a keyframe and delta pair (the target's older format). */
+ * take the rest): consistent after each, unchanged by a refusal. */
 int fuzz_delta_one(const uint8_t *data, size_t size);
 /* The frames of a fuzz_delta input: pointers into data, lengths; returns how many (<= 32). */
 int fuzz_split_frames(const uint8_t *data, size_t size, const uint8_t **f, size_t *len);

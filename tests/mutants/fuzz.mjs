@@ -12,26 +12,7 @@ const held = '$BUILD/softcast-tests proto_objects_held';
 const randomTrips = '$BUILD/softcast-tests proto_objects_random';
 
 export default [
-  // Version 1 (deprecated): applying a delta to a keyframe.
-  {
-    name: 'proto_apply_delta: vertex-count check removed (writes past the keyframe surface)',
-    file: 'protocol/proto_v1.c',
-    find: ' || key->surf[surface].nvert != delta->surf[surface].nvert)',
-    replace: ')',
-    build: tests,
-    test: '$BUILD/softcast-tests fuzz_corpus_deltas_replay',
-    caught_by: 'test_fuzz_corpus: fuzz_corpus_deltas_replay_clean',
-  },
-  {
-    name: "proto_apply_delta: keyframe check removed (applies another keyframe's delta)",
-    file: 'protocol/proto_v1.c',
-    find: 'delta->key_frame != key->h.frame || ',
-    replace: '',
-    build: tests,
-    test: '$BUILD/softcast-tests fuzz_corpus_deltas_replay',
-    caught_by: 'test_fuzz_corpus: fuzz_corpus_deltas_replay_clean',
-  },
-  // Version 2: object frames, C decoder.
+  // Object frames, C decoder.
   {
     name: 'object decoder (C): element index bound removed (an index past the vertices is kept)',
     file: 'protocol/proto_objects_dec.c',
@@ -149,7 +130,7 @@ export default [
     test: '$BUILD/softcast-tests proto_objects_random',
     caught_by: 'test_objects: proto_objects_random_round_trips_and_snapshots',
   },
-  // Version 2: the JavaScript decoder.
+  // The JavaScript decoder.
   {
     name: 'object decoder (JS): key serial check removed (a delta for a key replaced since)',
     file: 'protocol/js/softcast-proto.mjs',

@@ -2,13 +2,14 @@
  * Run by `make protocol-vectors`; the outputs are committed, and both the C tests and the
  * browser's decoder check them, so a decoder change that breaks old bytes shows up.
  *
- * The object frames (version 2) are a sequence a client receives: two triangle objects keyed,
+ * The object frames are a sequence a client receives: two triangle objects keyed,
  * a transform-only frame, vertex deltas, a hold, a hold that moves (HOLD | TRANSFORM), one
  * object re-keyed (a LOD switch), a line set with scalars, its growth (an append), a removal,
  * then a snapshot a joiner starts from; and frames that must be refused by a decoder in a given
  * state, or by any (a record no encoder writes: HOLD | DELTA). The values vectors.json states are
  * computed here from the encoder's inputs by the formulas of protocol/README.md (quantisation,
- * the transform code), not by the decoder, so the decoders are checked against the spec. */
+ * the transform code), not by the decoder, so the decoders are checked against the spec.
+ * Besides: a slice, and the same slice with version 1 in its header (refused). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,9 +220,7 @@ static void j_header(const proto_header *h, unsigned kind, unsigned flags)
     fprintf(g_json,
             "\"version\": %d, \"kind\": %u, \"flags\": %u, \"frame\": %llu, \"last_seq\": %u, "
             "\"sim_time_s\": %.17g",
-            kind == PROTO_KIND_SLICE || kind == PROTO_KIND_OBJECTS ? PROTO_VERSION
-                                                                   : PROTO_VERSION_V1,
-            kind, flags, (unsigned long long)h->frame, h->last_seq, h->sim_time_s);
+            PROTO_VERSION, kind, flags, (unsigned long long)h->frame, h->last_seq, h->sim_time_s);
 }
 
 static void j_object(const vobj *o)
@@ -507,9 +506,9 @@ static void objects_sequence(void)
     proto_decoder_destroy(check);
 }
 
-/* ------------------------------------------------------------------ slice and version 1 */
+/* ------------------------------------------------------------------ slices */
 
-static void slice_and_legacy(void)
+static void slices(void)
 {
     proto_buf b = {0};
     /* A 4 x 3 coronal slice. */
@@ -525,78 +524,11 @@ static void slice_and_legacy(void)
     for (int i = 0; i < 12; i++)
         fprintf(g_json, "%s%u", i ? ", " : "", px[i]);
     fprintf(g_json, "]},\n");
-
-    /* Version 1 (deprecated): a tetrahedron (skin) and a triangle (bone) in a 100 mm box. */
-    static const uint32_t tet_tri[12] = {0, 2, 1, 0, 1, 3, 1, 2, 3, 0, 3, 2};
-    static const uint32_t one_tri[3] = {0, 1, 2};
-    static uint16_t tet_q[12] = {0, 0, 0, 65535, 0, 0, 0, 65535, 0, 0, 0, 65535};
-    static uint16_t tri_q[9] = {32768, 32768, 32768, 40000, 32768, 32768, 32768, 40000, 32768};
-    proto_mesh key;
-    memset(&key, 0, sizeof key);
-    float bmin[3] = {-50.0f, -50.0f, 0.0f}, bmax[3] = {50.0f, 50.0f, 100.0f};
-    memcpy(key.bmin, bmin, sizeof bmin);
-    memcpy(key.bmax, bmax, sizeof bmax);
-    key.nsurf = 2;
-    key.surf[0] = (proto_surface){0, 4, 4, tet_tri, tet_q};
-    key.surf[1] = (proto_surface){1, 3, 1, one_tri, tri_q};
-    h = hdr(100, 7);
-    write_bin("mesh_key.bin", &b, proto_encode_mesh_key(&b, &h, &key, 1));
-    fprintf(g_json, "  \"mesh_key.bin\": {");
-    j_header(&h, PROTO_KIND_MESH_KEY, 0);
-    fprintf(g_json, ",\n    ");
-    j_floats("bmin", bmin, 3);
-    fprintf(g_json, ", ");
-    j_floats("bmax", bmax, 3);
-    fprintf(g_json, ",\n    \"surfaces\": [\n      {\"id\": 0, \"nvert\": 4, \"ntri\": 4, ");
-    j_u32s("tri", tet_tri, 12);
-    fprintf(g_json, ", ");
-    j_u16s("q", tet_q, 12);
-    fprintf(g_json, "},\n      {\"id\": 1, \"nvert\": 3, \"ntri\": 1, ");
-    j_u32s("tri", one_tri, 3);
-    fprintf(g_json, ", ");
-    j_u16s("q", tri_q, 9);
-    fprintf(g_json, "}]},\n");
-    /* The delta: vertex 3 of the tetrahedron down by 1000 steps (wraps), the bone
-     * triangle's vertex 1 by +5. */
-    static uint16_t tet_q2[12] = {0, 0, 0, 65535, 0, 0, 0, 65535, 0, 0, 0, 64535};
-    static uint16_t tri_q2[9] = {32768, 32768, 32768, 40005, 32768, 32768, 32768, 40000, 32768};
-    proto_mesh cur = key;
-    cur.key_frame = 100;
-    cur.surf[0].q = tet_q2;
-    cur.surf[1].q = tri_q2;
-    h = hdr(101, 8);
-    write_bin("mesh_delta.bin", &b, proto_encode_mesh_delta(&b, &h, &key, &cur, 1));
-    uint16_t d0[12], d1[9];
-    for (int i = 0; i < 12; i++)
-        d0[i] = (uint16_t)(tet_q2[i] - tet_q[i]);
-    for (int i = 0; i < 9; i++)
-        d1[i] = (uint16_t)(tri_q2[i] - tri_q[i]);
-    fprintf(g_json, "  \"mesh_delta.bin\": {");
-    j_header(&h, PROTO_KIND_MESH_DELTA, 0);
-    fprintf(g_json, ", \"key_frame\": 100,\n    \"surfaces\": [\n      {\"id\": 0, \"nvert\": 4, ");
-    j_u16s("delta", d0, 12);
-    fprintf(g_json, ", ");
-    j_u16s("q_after", tet_q2, 12);
-    fprintf(g_json, "},\n      {\"id\": 1, \"nvert\": 3, ");
-    j_u16s("delta", d1, 9);
-    fprintf(g_json, ", ");
-    j_u16s("q_after", tri_q2, 9);
-    fprintf(g_json, "}]},\n");
-    /* A cloth LOD table: two characters, the second at LOD 2. */
-    static const proto_lod_entry lods[2] = {{0, 0, 680, 0.0f, 0.0f}, {2, 680, 54, 0.0125f, 0.5f}};
-    h = hdr(120, 10);
-    h.sim_time_s = 2.0;
-    write_bin("lod_table.bin", &b, proto_encode_lod_table(&b, &h, lods, 2, 1));
-    fprintf(g_json, "  \"lod_table.bin\": {");
-    j_header(&h, PROTO_KIND_LOD_TABLE, 0);
-    fprintf(g_json, ",\n    \"lods\": [");
-    for (int i = 0; i < 2; i++)
-        fprintf(g_json,
-                "%s{\"lod\": %u, \"first_vertex\": %u, \"nvert\": %u, \"e_pos\": %.9g, "
-                "\"e_vel\": %.9g}",
-                i ? ", " : "", lods[i].lod, lods[i].first_vertex, lods[i].nvert,
-                (double)lods[i].e_pos, (double)lods[i].e_vel);
-    fprintf(g_json, "]},\n");
+    /* Version 1 (mesh frames) is gone: its header is refused whatever follows. */
+    b.data[4] = 1;
+    write_bin("refused-version-1.bin", &b, PROTO_OK);
+    fprintf(g_json, "  \"refused-version-1.bin\": {\"refused\": \"version\", \"about\": "
+                    "\"slice.bin with version 1 in its header: every decoder refuses it\"},\n");
     proto_buf_free(&b);
 }
 
@@ -610,16 +542,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "gen_vectors: cannot write %s\n", path);
         return 1;
     }
-    fprintf(
-        g_json,
-        "{\n  \"about\": \"Written by tests/protocol/gen_vectors.c (make protocol-vectors): "
-        "frames and what they decode to (protocol/README.md, Test vectors). objects: apply "
-        "the steps in order, each to the decoder it names (a decoder starts empty the first "
-        "time it is named); a step either gives the objects that decoder then holds, in id "
-        "order, or says it must be refused with that status and change nothing. Positions "
-        "are quantised (q: x, y, z, scalar per vertex); triangles may come back rotated "
-        "(same winding). The other entries: a slice, and the deprecated version 1 frames.\",\n");
-    slice_and_legacy();
+    fprintf(g_json,
+            "{\n  \"about\": \"Written by tests/protocol/gen_vectors.c (make protocol-vectors): "
+            "frames and what they decode to (protocol/README.md, Test vectors). objects: apply "
+            "the steps in order, each to the decoder it names (a decoder starts empty the first "
+            "time it is named); a step either gives the objects that decoder then holds, in id "
+            "order, or says it must be refused with that status and change nothing. Positions "
+            "are quantised (q: x, y, z, scalar per vertex); triangles may come back rotated "
+            "(same winding). The other entries: a slice, and a frame with version 1 in its header "
+            "(refused: version 1 is gone).\",\n");
+    slices();
     fprintf(g_json, "  \"objects\": [");
     objects_sequence();
     fprintf(g_json, "\n  ]\n}\n");

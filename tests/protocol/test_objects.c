@@ -1,4 +1,4 @@
-/* test_objects.c: object frames (protocol v2, kind 5): random round trips through the encoder
+/* test_objects.c: object frames (kind 5): random round trips through the encoder
  * and the decoder (keys, appends, transforms, deltas, holds that stand and that move,
  * removals, snapshots), a refusal for every malformed or unfitting record we could think of
  * (each leaving the decoder as it was), and the bytes a walking crowd costs (synthetic capes;
@@ -1084,7 +1084,7 @@ TEST(proto_objects_refuse_malformed_and_unfitting_frames)
     /* Every prefix of a good frame is refused. */
     for (size_t n = 0; n < glen; n++)
         CHECK(proto_decoder_apply(d, good, n, NULL, NULL, 0) != PROTO_OK);
-    /* Not an object frame, a v2 frame with flags that do not exist. */
+    /* Not an object frame, a frame with flags that do not exist. */
     c.name = "flags 4";
     c.want = PROTO_ERR_CORRUPT;
     memcpy(c.bytes, good, glen);
@@ -1094,10 +1094,10 @@ TEST(proto_objects_refuse_malformed_and_unfitting_frames)
     c.name = "snapshot without structural";
     c.bytes[36] = PROTO_FLAG_SNAPSHOT;
     expect_refusal(d, &c);
-    c.name = "version 1 kind 5";
+    c.name = "version 1 (gone)";
     c.bytes[36] = PROTO_FLAG_STRUCTURAL;
-    c.bytes[4] = PROTO_VERSION_V1;
-    c.want = PROTO_ERR_KIND;
+    c.bytes[4] = 1;
+    c.want = PROTO_ERR_VERSION;
     expect_refusal(d, &c);
     c.bytes[4] = PROTO_VERSION;
     c.bytes[5] = PROTO_KIND_SLICE;
@@ -1307,18 +1307,17 @@ TEST(proto_objects_crowd_of_capes_costs_transforms_not_vertices)
  * as server/scene_cloth.c's body_boxes() makes them: 8 vertices and 12 triangles), both taken
  * into the character's root frame, the object's transform (root position and yaw). Far
  * characters' shapes are updated every few frames and held between, their transforms sent
- * every frame (HOLD | TRANSFORM). Beside it, the same frames as version 1 sent them (capes and
- * bodies in two world-space surfaces, a keyframe whenever a delta costs half of one). A
- * decoder follows the object frames: every object must show this frame's transform. */
+ * every frame (HOLD | TRANSFORM). A decoder follows the frames: every object must show this
+ * frame's transform. */
 
 #define CROWD_CAPS 5  /* capsules a body has (server/scene_cloth.c BODY_CAPS) */
 #define BOX_V      8  /* vertices of a capsule's box */
 #define BOX_T      12 /* its triangles */
 
 typedef struct real_bytes {
-    double v2, v1;             /* mean bytes a frame */
-    uint32_t v2_keys, v1_keys; /* objects keyed (v2), keyframes (v1) */
-    uint32_t held, held_moved; /* v2 records: holds, holds with a transform */
+    double bytes;              /* mean bytes a frame */
+    uint32_t keys;             /* objects keyed */
+    uint32_t held, held_moved; /* records: holds, holds with a transform */
     uint32_t stale;            /* objects a client showed away from their frame's transform */
     uint32_t clamped;          /* position components outside the objects' box */
     uint32_t at_lod[3];        /* characters at LOD 0, 1, 2 (or coarser) in the last frame */
@@ -1380,21 +1379,15 @@ static void to_root(const float *x, int n, const float p[3], float yaw, float *l
     }
 }
 
-/* A run: the scene, each character's object, version 1's two world surfaces. */
+/* A run: the scene and each character's object. */
 typedef struct crowd_run {
     sim_cloth_model *m;
     sim_backend *be;
     sim_cloth_scene *s;
-    int nchar, nv, nt;       /* a character's most vertices and triangles (LOD 0 and its body) */
-    proto_object_in *in;     /* (nchar) */
-    float *local;            /* (nchar x nv x 3) root frame */
-    uint32_t *tri;           /* (nchar x nt x 3) */
-    float *wpos[2];          /* v1: capes, bodies (world) */
-    uint32_t *wtri[2];       /* v1: their triangles */
-    uint16_t *wq[2], *wk[2]; /* v1: quantised now, at the keyframe */
-    uint32_t wn[2], wt[2];   /* v1: vertices, triangles this frame */
-    size_t v1_key_bytes;     /* v1: the last keyframe's bytes */
-    uint32_t v1_key_topo;    /* v1: the LODs it was made with */
+    int nchar, nv, nt;   /* a character's most vertices and triangles (LOD 0 and its body) */
+    proto_object_in *in; /* (nchar) */
+    float *local;        /* (nchar x nv x 3) root frame */
+    uint32_t *tri;       /* (nchar x nt x 3) */
 } crowd_run;
 
 /* The root-frame box of every object, cape and body (the extents the runs print, capes
@@ -1402,7 +1395,7 @@ typedef struct crowd_run {
  * with 100 characters or 10, plus a margin). */
 static const float k_crowd_lo[3] = {-0.85f, -0.45f, -0.05f}, k_crowd_hi[3] = {0.4f, 0.45f, 1.8f};
 
-/* Character c this frame into r->in[c] (and version 1's world surfaces). */
+/* Character c this frame into r->in[c]. */
 static void crowd_character(crowd_run *r, int c, int f, const unsigned qbits[3], const int every[3],
                             real_bytes *out)
 {
@@ -1417,18 +1410,12 @@ static void crowd_character(crowd_run *r, int c, int f, const unsigned qbits[3],
     to_root(x, n, p, yaw, l, out->cape_lo, out->cape_hi);
     const uint32_t *ct = sim_cloth_model_triangles(r->m, lod);
     memcpy(t, ct, (size_t)nt * 3 * sizeof *t);
-    memcpy(r->wpos[0] + (size_t)r->wn[0] * 3, x, (size_t)n * 3 * sizeof(float));
-    for (int k = 0; k < nt * 3; k++)
-        r->wtri[0][(size_t)r->wt[0] * 3 + (size_t)k] = ct[k] + r->wn[0];
-    r->wn[0] += (uint32_t)n, r->wt[0] += (uint32_t)nt;
     for (int k = 0; k < ncap; k++) {
-        float *w = r->wpos[1] + (size_t)r->wn[1] * 3;
+        float w[BOX_V * 3];
         capsule_box(caps[k], w);
         uint32_t v0 = (uint32_t)(n + k * BOX_V);
         to_root(w, BOX_V, p, yaw, l + (size_t)v0 * 3, out->body_lo, out->body_hi);
         box_tris(v0, t + ((size_t)nt + (size_t)k * BOX_T) * 3);
-        box_tris(r->wn[1], r->wtri[1] + (size_t)r->wt[1] * 3);
-        r->wn[1] += BOX_V, r->wt[1] += BOX_T;
     }
     for (int v = 0; v < (n + ncap * BOX_V) * 3; v++)
         out->clamped += l[v] < k_crowd_lo[v % 3] || l[v] > k_crowd_hi[v % 3];
@@ -1448,40 +1435,6 @@ static void crowd_character(crowd_run *r, int c, int f, const unsigned qbits[3],
     o->hold = (f + c) % every[l3] != 0; /* shape every every[lod] frames, staggered */
     o->xf.t[0] = p[0], o->xf.t[1] = p[1], o->xf.t[2] = p[2];
     o->xf.r[2] = sinf(yaw / 2), o->xf.r[3] = cosf(yaw / 2);
-}
-
-/* Version 1 as server/sched.c sends it: the cloth's 40 m-margin box, 16 bits, a keyframe
- * when the topology changed or a delta would cost half of one. Returns the frame's bytes. */
-static size_t crowd_v1(crowd_run *r, const proto_header *h, uint32_t topo, proto_buf *b,
-                       real_bytes *out)
-{
-    proto_mesh cur;
-    memset(&cur, 0, sizeof cur);
-    float bmin[3] = {-40.0f, -40.0f, -0.1f}, bmax[3] = {40.0f + 2.5f * 10, 80.0f, 4.0f};
-    memcpy(cur.bmin, bmin, sizeof bmin);
-    memcpy(cur.bmax, bmax, sizeof bmax);
-    cur.nsurf = 2;
-    for (int k = 0; k < 2; k++) {
-        cur.surf[k] = (proto_surface){(uint8_t)(2 + k), r->wn[k], r->wt[k], r->wtri[k], r->wq[k]};
-        proto_quantise(r->wpos[k], r->wn[k], bmin, bmax, r->wq[k]);
-    }
-    int key = !out->v1_keys || topo != r->v1_key_topo;
-    if (!key) {
-        proto_mesh km = cur;
-        km.surf[0].q = r->wk[0], km.surf[1].q = r->wk[1];
-        cur.key_frame = 1;
-        proto_encode_mesh_delta(b, h, &km, &cur, 1);
-        key = b->len * 2 > r->v1_key_bytes;
-    }
-    if (key) {
-        proto_encode_mesh_key(b, h, &cur, 1);
-        for (int k = 0; k < 2; k++)
-            memcpy(r->wk[k], r->wq[k], (size_t)r->wn[k] * 3 * sizeof(uint16_t));
-        r->v1_key_bytes = b->len;
-        r->v1_key_topo = topo;
-        out->v1_keys++;
-    }
-    return b->len;
 }
 
 /* Every object a decoder holds shows this frame's transform (within its code's steps). */
@@ -1525,20 +1478,12 @@ static sim_status crowd_open(crowd_run *r, int nchar, int force_lod0)
     r->in = calloc((size_t)nchar, sizeof *r->in);
     r->local = malloc(nv * 3 * sizeof(float));
     r->tri = malloc(nt * 3 * sizeof(uint32_t));
-    for (int k = 0; k < 2; k++) {
-        r->wpos[k] = malloc(nv * 3 * sizeof(float));
-        r->wtri[k] = malloc(nt * 3 * sizeof(uint32_t));
-        r->wq[k] = malloc(nv * 3 * sizeof(uint16_t));
-        r->wk[k] = malloc(nv * 3 * sizeof(uint16_t));
-    }
-    return r->in && r->local && r->tri && r->wk[1] ? SIM_OK : SIM_ERR_NOMEM;
+    return r->in && r->local && r->tri ? SIM_OK : SIM_ERR_NOMEM;
 }
 
 static void crowd_close(crowd_run *r)
 {
     free(r->in), free(r->local), free(r->tri);
-    for (int k = 0; k < 2; k++)
-        free(r->wpos[k]), free(r->wtri[k]), free(r->wq[k]), free(r->wk[k]);
     sim_cloth_scene_destroy(r->s);
     sim_backend_destroy(r->be);
     sim_cloth_model_destroy(r->m);
@@ -1561,18 +1506,15 @@ static sim_status real_crowd(int nchar, int force_lod0, const unsigned qbits[3],
         (proto_encoder_create(&e, NULL) != PROTO_OK || proto_decoder_create(&d) != PROTO_OK))
         st = SIM_ERR_NOMEM;
     proto_buf b = {0};
-    size_t v2 = 0, v1 = 0;
+    size_t bytes = 0;
     char err[256];
     for (int f = 0; st == SIM_OK && f < warm + frames; f++) {
         st = sim_cloth_step(r.s, NULL, err, sizeof err);
         if (st != SIM_OK || f < warm)
             continue;
-        uint32_t topo = 0;
-        r.wn[0] = r.wn[1] = r.wt[0] = r.wt[1] = 0;
         memset(out->at_lod, 0, sizeof out->at_lod);
         for (int c = 0; c < nchar; c++) {
             crowd_character(&r, c, f, qbits, every, out);
-            topo = topo * 31u + r.in[c].lod;
             out->at_lod[r.in[c].lod < 3 ? r.in[c].lod : 2]++;
         }
         proto_header h = hdr((uint64_t)f);
@@ -1580,17 +1522,15 @@ static sim_status real_crowd(int nchar, int force_lod0, const unsigned qbits[3],
         if (proto_encode_frame2(e, &b, &h, r.in, (uint32_t)nchar, &fs) != PROTO_OK ||
             proto_decoder_apply(d, b.data, b.len, NULL, NULL, 0) != PROTO_OK)
             st = SIM_ERR_ARG;
-        v2 += b.len;
-        out->v2_keys += fs.nkey;
+        bytes += b.len;
+        out->keys += fs.nkey;
         out->held += fs.nhold;
         for (uint32_t i = 0; i < proto_decoder_count(d); i++)
             out->held_moved +=
                 proto_decoder_object(d, i)->parts == (PROTO_PART_HOLD | PROTO_PART_TRANSFORM);
         out->stale += crowd_stale(d, &r);
-        v1 += crowd_v1(&r, &h, topo, &b, out);
     }
-    out->v2 = (double)v2 / frames;
-    out->v1 = (double)v1 / frames;
+    out->bytes = (double)bytes / frames;
     proto_buf_free(&b);
     proto_encoder_destroy(e);
     proto_decoder_destroy(d);
@@ -1621,14 +1561,12 @@ TEST(proto_objects_real_walking_crowd_bytes)
         REQUIRE(real_crowd(n, runs[i].lod0, runs[i].qbits, runs[i].every, full ? 60 : 30,
                            full ? 60 : 20, &r) == SIM_OK);
         th_note("%d characters walking (cape and body an object), %s (%u/%u/%u at the end), "
-                "%u/%u/%u bits, shape every %d/%d/%d frames (LOD 0/1/2): v2 %.0f B a frame (%.0f "
-                "KB/s at 60 Hz, %u keyed, %u held, %u of them moved), v1 %.0f B a frame (%.0f "
-                "KB/s, %u keyframes)",
+                "%u/%u/%u bits, shape every %d/%d/%d frames (LOD 0/1/2): %.0f B a frame (%.0f "
+                "KB/s at 60 Hz, %u keyed, %u held, %u of them moved)",
                 n, runs[i].lod0 ? "all at LOD 0" : "LODs by camera distance", r.at_lod[0],
                 r.at_lod[1], r.at_lod[2], runs[i].qbits[0], runs[i].qbits[1], runs[i].qbits[2],
-                runs[i].every[0], runs[i].every[1], runs[i].every[2], r.v2, r.v2 * 0.06, r.v2_keys,
-                r.held, r.held_moved, r.v1, r.v1 * 0.06, r.v1_keys);
-        CHECK(runs[i].qbits[0] == 16 || r.v2 < r.v1);
+                runs[i].every[0], runs[i].every[1], runs[i].every[2], r.bytes, r.bytes * 0.06,
+                r.keys, r.held, r.held_moved);
         CHECKF(r.stale == 0, "%u objects shown away from their frame's transform", r.stale);
         CHECKF(r.clamped == 0, "%u position components outside the box", r.clamped);
         if (runs[i].every[2] > 1)

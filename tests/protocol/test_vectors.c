@@ -1,6 +1,6 @@
 /* test_vectors.c: the committed test vectors (protocol/vectors/) decode to the values
  * vectors.json states: the object frame sequence (each step applied to the decoder it names,
- * refusals included), the slice, and the deprecated version 1 frames. The browser's decoder
+ * refusals included), the slice, and a version 1 header (refused). The browser's decoder
  * checks the same files (tests/server/vectors.test.mjs). */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -228,97 +228,39 @@ TEST(proto_vectors_object_frames_decode_to_stated_values)
     cJSON_Delete(j);
 }
 
-TEST(proto_vectors_decode_to_stated_values)
+TEST(proto_vectors_slice_decodes_to_stated_values_and_version_1_is_refused)
 {
     cJSON *j = load_json();
     REQUIRE(j != NULL);
     size_t n;
-    uint8_t *bin = slurp("mesh_key.bin", &n);
-    REQUIRE(bin != NULL);
-    proto_decoded_mesh key, delta;
-    REQUIRE(proto_decode_mesh(&key, bin, n) == PROTO_OK);
-    free(bin);
-    const cJSON *wk = cJSON_GetObjectItemCaseSensitive(j, "mesh_key.bin");
-    CHECK(check_header(wk, &key.h));
-    const cJSON *bmin = cJSON_GetObjectItemCaseSensitive(wk, "bmin");
-    const cJSON *bmax = cJSON_GetObjectItemCaseSensitive(wk, "bmax");
-    for (int b = 0; b < 3; b++) {
-        CHECK(cJSON_GetArrayItem(bmin, b)->valuedouble == (double)key.bmin[b]);
-        CHECK(cJSON_GetArrayItem(bmax, b)->valuedouble == (double)key.bmax[b]);
-    }
-    const cJSON *surfs = cJSON_GetObjectItemCaseSensitive(wk, "surfaces");
-    REQUIRE(cJSON_GetArraySize(surfs) == key.nsurf);
-    for (int s = 0; s < key.nsurf; s++) {
-        const cJSON *ws = cJSON_GetArrayItem(surfs, s);
-        CHECK(num(ws, "id") == key.surf[s].id && num(ws, "nvert") == key.surf[s].nvert &&
-              num(ws, "ntri") == key.surf[s].ntri);
-        CHECK(same_u16(cJSON_GetObjectItemCaseSensitive(ws, "q"), key.surf[s].q,
-                       key.surf[s].nvert * 3));
-        const cJSON *tri = cJSON_GetObjectItemCaseSensitive(ws, "tri");
-        for (uint32_t t = 0; t < key.surf[s].ntri; t++) {
-            const uint32_t *a = &key.surf[s].tri[t * 3];
-            uint32_t b[3];
-            for (int k = 0; k < 3; k++)
-                b[k] = (uint32_t)cJSON_GetArrayItem(tri, (int)(t * 3) + k)->valuedouble;
-            int rot = 0;
-            for (int r = 0; r < 3; r++)
-                rot |= a[0] == b[r] && a[1] == b[(r + 1) % 3] && a[2] == b[(r + 2) % 3];
-            CHECKF(rot, "surface %d triangle %u", s, t);
-        }
-    }
-    bin = slurp("mesh_delta.bin", &n);
-    REQUIRE(bin != NULL);
-    REQUIRE(proto_decode_mesh(&delta, bin, n) == PROTO_OK);
-    free(bin);
-    const cJSON *wd = cJSON_GetObjectItemCaseSensitive(j, "mesh_delta.bin");
-    CHECK(check_header(wd, &delta.h));
-    CHECK(num(wd, "key_frame") == (double)delta.key_frame);
-    surfs = cJSON_GetObjectItemCaseSensitive(wd, "surfaces");
-    for (int s = 0; s < delta.nsurf; s++) {
-        const cJSON *ws = cJSON_GetArrayItem(surfs, s);
-        CHECK(same_u16(cJSON_GetObjectItemCaseSensitive(ws, "delta"), delta.surf[s].q,
-                       delta.surf[s].nvert * 3));
-        uint16_t after[64];
-        REQUIRE(delta.surf[s].nvert * 3 <= 64);
-        REQUIRE(proto_apply_delta(&key, &delta, s, after) == PROTO_OK);
-        CHECK(same_u16(cJSON_GetObjectItemCaseSensitive(ws, "q_after"), after,
-                       delta.surf[s].nvert * 3));
-    }
-    proto_decoded_mesh_free(&key);
-    proto_decoded_mesh_free(&delta);
-    bin = slurp("slice.bin", &n);
+    uint8_t *bin = slurp("slice.bin", &n);
     REQUIRE(bin != NULL);
     proto_header h;
     proto_slice sl;
     REQUIRE(proto_decode_slice(&h, &sl, bin, n) == PROTO_OK);
     free(bin);
-    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(j, "slice.bin");
+    const cJSON *ws = item(j, "slice.bin");
     CHECK(check_header(ws, &h));
     CHECK(num(ws, "plane") == sl.plane && num(ws, "index") == sl.index &&
           num(ws, "width") == sl.width && num(ws, "height") == sl.height &&
           num(ws, "level") == (double)sl.level_hu && num(ws, "window") == (double)sl.width_hu);
-    const cJSON *px = cJSON_GetObjectItemCaseSensitive(ws, "pixels");
+    const cJSON *px = item(ws, "pixels");
     int same = cJSON_GetArraySize(px) == (int)(sl.width * sl.height);
     for (uint32_t i = 0; same && i < sl.width * sl.height; i++)
         same = cJSON_GetArrayItem(px, (int)i)->valuedouble == sl.pixels[i];
     CHECK(same);
     free((void *)sl.pixels);
-    bin = slurp("lod_table.bin", &n);
+    /* A version 1 header: refused by the header reader and by each decoder. */
+    const char *want = cJSON_GetStringValue(item(item(j, "refused-version-1.bin"), "refused"));
+    REQUIRE(want && status_named(want) == PROTO_ERR_VERSION);
+    bin = slurp("refused-version-1.bin", &n);
     REQUIRE(bin != NULL);
-    proto_lod_entry *lods;
-    uint32_t nl;
-    REQUIRE(proto_decode_lod_table(&h, &lods, &nl, bin, n) == PROTO_OK);
+    CHECK(proto_header_read(&h, bin, n) == PROTO_ERR_VERSION);
+    CHECK(proto_decode_slice(&h, &sl, bin, n) == PROTO_ERR_VERSION && !sl.pixels);
+    proto_decoder *d;
+    REQUIRE(proto_decoder_create(&d) == PROTO_OK);
+    CHECK(proto_decoder_apply(d, bin, n, NULL, NULL, 0) == PROTO_ERR_VERSION);
+    proto_decoder_destroy(d);
     free(bin);
-    ws = cJSON_GetObjectItemCaseSensitive(j, "lod_table.bin");
-    CHECK(check_header(ws, &h));
-    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(ws, "lods");
-    REQUIRE(cJSON_GetArraySize(wl) == (int)nl);
-    for (uint32_t i = 0; i < nl; i++) {
-        const cJSON *e = cJSON_GetArrayItem(wl, (int)i);
-        CHECK(num(e, "lod") == lods[i].lod && num(e, "first_vertex") == lods[i].first_vertex &&
-              num(e, "nvert") == lods[i].nvert && (float)num(e, "e_pos") == lods[i].e_pos &&
-              (float)num(e, "e_vel") == lods[i].e_vel);
-    }
-    free(lods);
     cJSON_Delete(j);
 }

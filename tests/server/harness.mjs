@@ -157,7 +157,7 @@ export function wsUrl(session, token) {
 }
 
 // Input-to-frame latency (ms) of each event sent: from its sending to the arrival at c of
-// the first mesh frame whose last seq includes it. sent: Map of seq -> performance.now().
+// the first object frame whose last seq includes it. sent: Map of seq -> performance.now().
 export function latencies(c, sent) {
   const out = [];
   for (const [seq, t] of sent) {
@@ -183,7 +183,7 @@ export async function metric(base, name, session) {
 
 export const tick = (ms) => new Promise((r) => setTimeout(r, ms)); // paces a driver; never a wait-and-hope
 
-// Wait until none of the clients has had a mesh frame for ms milliseconds (at most limit ms).
+// Wait until none of the clients has had an object frame for ms milliseconds (at most limit ms).
 export async function quiet(clients, ms, limit = 10000) {
   const t0 = performance.now();
   for (;;) {

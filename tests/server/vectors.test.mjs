@@ -1,6 +1,6 @@
 // The JavaScript decoder against the protocol's test vectors (the same files the C tests check):
 // the object frame sequence (each step applied to the decoder it names, refusals included),
-// the slice, and the deprecated version 1 frames.
+// the slice, and a version 1 header (refused).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -148,38 +148,21 @@ test('slice vector', () => {
   assert.deepEqual(Array.from(s.pixels), w.pixels);
 });
 
-test('version 1 (deprecated): mesh keyframe vector', () => {
-  const w = want['mesh_key.bin'];
-  const m = d.decodeMesh(bin('mesh_key.bin'));
-  checkHeader(m.header, w);
-  assert.deepEqual(m.bmin, w.bmin);
-  assert.deepEqual(m.bmax, w.bmax);
-  w.surfaces.forEach((ws, s) => {
-    assert.equal(m.surfaces[s].id, ws.id);
-    assert.equal(m.surfaces[s].ntri, ws.ntri);
-    assert.deepEqual(Array.from(m.surfaces[s].q), ws.q);
-    sameTriangles(Array.from(m.surfaces[s].tri), ws.tri);
-  });
-});
-
-test('version 1 (deprecated): mesh delta vector applies to its keyframe', () => {
-  const w = want['mesh_delta.bin'];
-  const key = d.decodeMesh(bin('mesh_key.bin'));
-  const m = d.decodeMesh(bin('mesh_delta.bin'));
-  checkHeader(m.header, w);
-  assert.equal(m.keyFrame, w.key_frame);
-  w.surfaces.forEach((ws, s) => {
-    assert.deepEqual(Array.from(m.surfaces[s].delta), ws.delta);
-    assert.deepEqual(Array.from(d.applyDelta(key, m, s)), ws.q_after);
-  });
-});
-
-test('version 1 (deprecated): LOD table vector', () => {
-  const w = want['lod_table.bin'];
-  const t = d.decode(bin('lod_table.bin'));
-  checkHeader(t.header, w);
-  assert.deepEqual(t.lods.map((e) => [e.lod, e.firstVertex, e.nvert, e.ePos, e.eVel]),
-    w.lods.map((e) => [e.lod, e.first_vertex, e.nvert, Math.fround(e.e_pos), Math.fround(e.e_vel)]));
+test('a version 1 header is refused by every decoder', () => {
+  assert.equal(want['refused-version-1.bin'].refused, 'version');
+  const b = bin('refused-version-1.bin');
+  const refusedWith = (f) => {
+    try {
+      f();
+    } catch (e) {
+      assert.ok(e instanceof ProtocolError, String(e));
+      return e.code;
+    }
+    return 'ok';
+  };
+  assert.equal(refusedWith(() => readHeader(b)), 'version');
+  assert.equal(refusedWith(() => d.decode(b)), 'version');
+  assert.equal(refusedWith(() => d.createObjectDecoder().apply(b)), 'version');
 });
 
 test('garbage is refused with a ProtocolError and a code', () => {
@@ -201,8 +184,8 @@ test('garbage is refused with a ProtocolError and a code', () => {
   v[4] = 9;
   assert.equal(code(v), 'version');
   const k = b.slice();
-  k[4] = 1; // version 1 has no kind 5
-  assert.equal(code(k), 'kind');
+  k[4] = 1; // version 1 is gone
+  assert.equal(code(k), 'version');
   const f = b.slice();
   f[36] = 4 | 2;
   assert.equal(code(f), 'corrupt');
@@ -226,8 +209,6 @@ test('garbage is refused with a ProtocolError and a code', () => {
     }
   }
   assert.ok(refusedN > 0);
-  // readHeader takes both versions while the server still sends version 1.
-  assert.equal(readHeader(bin('mesh_key.bin')).kind, KIND.MESH_KEY);
   assert.equal(readHeader(b).kind, KIND.OBJECTS);
   assert.throws(() => d.decode(b), (e) => e.code === 'kind');
 });
