@@ -221,11 +221,12 @@ export class View3D {
     return made.get(variant);
   }
 
-  /** The objects' bounds in world units: each object's quantisation box (local) placed by
-   *  its transform. {bmin, bmax}. */
-  worldBox() {
+  /** The objects' bounds in world units (of those ids, or all): each object's
+   *  quantisation box (local) placed by its transform. {bmin, bmax}. */
+  worldBox(ids = null) {
     const box = new THREE.Box3();
     for (const e of this.objects.values()) {
+      if (ids && !ids.includes(e.id)) continue;
       e.obj.updateMatrixWorld();
       box.union(new THREE.Box3(new THREE.Vector3(...e.meta.bmin), new THREE.Vector3(...e.meta.bmax)).applyMatrix4(e.obj.matrixWorld));
     }
