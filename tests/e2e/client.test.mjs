@@ -326,6 +326,8 @@ test('a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-
   await page.selectOption('#force-lod', '2', { timeout: 15000 });
   await until(page, () => window.softcast.st.lods.every((l) => l === 2), null, 'every cape at LOD 2');
   assert.match(await page.locator('#lod-counts').textContent(), new RegExp(`0 / 0 / ${CROWD}`));
+  // Every character re-keyed: new elements and groups, the same materials and programs.
+  assert.equal(await page.evaluate(() => window.programIds()), w0.programs, 'shader programs were compiled at the re-keys');
   await page.locator('#view3d').screenshot({ path: `${OUT}/cloth-crowd.png` });
   assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
 });

@@ -44,7 +44,7 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
   let queue = [];          // {h, bytes}: object frames that arrived, not yet decoded
   let scheduled = false;   // a decode is due once the messages already here are read
   let awaitSnapshot = true; // ignore frames until a snapshot (a new connection, a refusal)
-  let outbox = null;       // the update due to the page, not yet posted
+  let outbox = [];         // the update due to the page, not yet posted (one at most)
   let withPage = false;    // an update posted and not yet taken
   const shown = new Map(); // id -> what the page holds once it has taken every update posted
   const derived = new WeakMap(); // positions -> {normals, sphere, colors}: made once per array
@@ -125,8 +125,8 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
       }
     }
     if (!last) return;
-    if (outbox) count.skipped++; // an update decoded and never shown: the page was busy
-    outbox = update(last);
+    count.skipped += outbox.length; // an update made and never shown: the page was busy
+    outbox = [update(last)];
     count.decodeMs = performance.now() - t0;
     postNext();
   }
@@ -189,9 +189,8 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
 
   /** Post the update in the outbox, once the page is free; `shown` becomes what it holds. */
   function postNext() {
-    if (withPage || !outbox) return;
-    const { message, transfer, next, removed } = outbox;
-    outbox = null;
+    if (withPage || !outbox.length) return;
+    const { message, transfer, next, removed } = outbox.shift();
     for (const id of removed) shown.delete(id);
     for (const s of next) shown.set(s.id, s);
     withPage = true;
