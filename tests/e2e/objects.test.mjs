@@ -3,7 +3,9 @@
 // objectframe.mjs go through the worker's code into the 3D view, and the test reads back what
 // was drawn. A line set with a scalar per vertex is drawn in the colormap's colours, one
 // without in grey; an object drawn in two groups (the cloth's cape and body) gets its
-// groups split where the scene says, and each object is placed by its transform.
+// groups split where the scene says, and each object is placed by its transform; a page
+// busy while structural frames arrive gets them all in one update (the worker in a real
+// Worker: its arrays transferred, as in the client).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -19,8 +21,9 @@ let browser, page;
 
 before(async () => {
   mkdirSync(`${OUT}/objects-page`, { recursive: true });
-  execFileSync(`${ROOT}web-client/node_modules/.bin/esbuild`, [`${ROOT}tests/e2e/pages/objects-page.mjs`, '--bundle',
-    '--format=esm', '--log-level=warning', `--outfile=${OUT}/objects-page/page.js`]);
+  execFileSync(`${ROOT}web-client/node_modules/.bin/esbuild`, [`page=${ROOT}tests/e2e/pages/objects-page.mjs`,
+    `worker=${ROOT}tests/e2e/pages/objects-worker.mjs`, '--bundle', '--format=esm', '--log-level=warning',
+    `--outdir=${OUT}/objects-page`]);
   browser = await launch();
   const ctx = await browser.newContext({ viewport: { width: 700, height: 420 } });
   ctx.setDefaultTimeout(15000);
@@ -28,7 +31,8 @@ before(async () => {
   page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
   await page.route('http://page.test/**', (r) => {
     const path = new URL(r.request().url()).pathname;
-    if (path === '/page.js') return r.fulfill({ contentType: 'text/javascript', body: readFileSync(`${OUT}/objects-page/page.js`) });
+    if (path === '/page.js' || path === '/worker.js')
+      return r.fulfill({ contentType: 'text/javascript', body: readFileSync(`${OUT}/objects-page${path}`) });
     return r.fulfill({ contentType: 'text/html', body: '<!doctype html><body style="margin:0;background:#000">' +
       '<canvas style="width:640px;height:360px;display:block"></canvas><script type="module" src="/page.js"></script>' });
   });
@@ -95,5 +99,28 @@ test('a line set without a scalar is grey; a two-part object gets its groups and
   assert.ok(grey.grey > 20 && grey.coloured === 0, `a line set without a scalar: ${JSON.stringify(grey)}`);
   const coloured = await page.evaluate(() => window.look([1]));
   assert.ok(coloured.coloured > 20 && coloured.low > 0 && coloured.high > 0, `a line set with a scalar: ${JSON.stringify(coloured)}`);
+  assert.deepEqual(await page.evaluate(() => window.t.errors), []);
+});
+
+test('a busy page takes the structural frames it missed in one update, the arrays transferred from a Worker', { timeout: 60000 }, async () => {
+  await page.reload();
+  await page.waitForFunction(() => typeof window.start === 'function');
+  await page.evaluate(() => window.start(null));
+  assert.ok(await page.evaluate((b) => window.feed([b]), vector('objects-01-key.bin')));
+  // Busy: the re-key's update waits on the page; three structural frames come after it, one
+  // at a time, each decoded while the page holds the update before.
+  assert.equal(await page.evaluate(() => window.busy(true)), 1);
+  assert.ok(await page.evaluate((b) => window.feed([b]), vector('objects-05-rekey.bin')));
+  for (const [f, frame] of [['objects-06-lines.bin', 105], ['objects-07-append.bin', 106], ['objects-08-remove.bin', 107]]) {
+    await page.evaluate((b) => window.feed([b], false), vector(f));
+    assert.ok(await page.evaluate((n) => window.decoded(n), frame), `frame ${frame} not decoded`);
+  }
+  assert.equal(await page.evaluate(() => window.t.updates.length), 2, 'an update posted while the page held one');
+  await page.evaluate(() => window.busy(false));
+  await page.waitForFunction(() => window.t.updates.length === 3 && window.t.applied === 3);
+  const last = await page.evaluate(() => { const u = window.t.updates[2]; return { frame: u.frame, removed: u.removed, ids: u.objects.map((o) => o.id) }; });
+  assert.deepEqual(last, { frame: 107, removed: [2], ids: [7] }, 'the update after the busy time: the line set (keyed, grown), B removed');
+  const info = await page.evaluate(() => window.info());
+  assert.deepEqual(info.map((o) => [o.id, o.type, o.count, o.colors]), [[1, 'Mesh', 6, false], [7, 'LineSegments', 10, true]]);
   assert.deepEqual(await page.evaluate(() => window.t.errors), []);
 });

@@ -1,21 +1,9 @@
-// objects-page.mjs: the client's worker code and 3D view on a page of their own, without a
-// server: objects.test.mjs bundles it (esbuild), feeds it object frames through a socket of
-// its own and reads back what the view drew. The wire runs on the page here (no Worker), as
-// the view's input it is the same.
+// objects-page.mjs: the client's worker (objects-worker.mjs: web-client/src/core/wire.mjs in
+// a Web Worker, its arrays transferred) and 3D view on a page of their own, without a
+// server: objects.test.mjs bundles both (esbuild), feeds the worker object frames and reads
+// back what the view drew. The page takes each update (ack) at once, or holds them while
+// window.t.busy is set, as a busy page does.
 import { View3D } from '../../../web-client/src/core/view3d.mjs';
-import { createWire } from '../../../web-client/src/core/wire.mjs';
-
-class PageSocket {
-  static OPEN = 1;
-  constructor(url) {
-    this.url = url;
-    this.readyState = PageSocket.OPEN;
-    window.socket = this;
-    setTimeout(() => this.onopen?.(), 0);
-  }
-  send() {}
-  close() {}
-}
 
 const wait = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -24,25 +12,56 @@ window.start = async (styleSource) => {
   const view = new View3D(document.querySelector('canvas'), {});
   // eslint-disable-next-line no-new-func
   view.setScene({ styleFor: styleSource ? new Function(`return (${styleSource})`)() : () => null });
-  const t = { view, errors: [], updates: 0 };
-  const wire = createWire((m) => {
+  const worker = new Worker('/worker.js', { type: 'module' });
+  const t = { view, worker, errors: [], updates: [], applied: 0, busy: false };
+  t.take = () => {
+    for (; t.applied < t.updates.length; t.applied++) {
+      view.update(t.updates[t.applied]);
+      worker.postMessage({ op: 'ack' });
+    }
+  };
+  worker.onmessage = (e) => {
+    const m = e.data;
     if (m.ev === 'objects') {
-      view.update(m);
-      t.updates++;
-      wire.command({ op: 'ack' });
+      t.updates.push(m);
+      if (!t.busy) t.take();
     } else if (m.ev === 'error') t.errors.push(m.message);
-  }, { Socket: PageSocket });
-  wire.command({ op: 'open', url: 'ws://page.test/' });
-  while (!window.socket) await wait(5);
+    else if (m.ev === 'log') t.logWaiter?.(m.decodes);
+  };
+  worker.onerror = (e) => t.errors.push(`worker: ${e.message}`);
+  worker.postMessage({ op: 'open', url: 'ws://page.test/' });
   window.t = t;
 };
 
-/** Frames (arrays of bytes) arrive together; resolves once the view has the update. */
-window.feed = async (frames) => {
-  const n = window.t.updates;
-  for (const f of frames) window.socket.onmessage({ data: new Uint8Array(f).buffer });
-  for (let i = 0; i < 200 && window.t.updates === n; i++) await wait(5);
-  return window.t.updates > n;
+/** Frames (arrays of bytes) arrive together; resolves once the worker has posted an update
+ *  (or after a second without one; at once when posts is false). */
+window.feed = async (frames, posts = true) => {
+  const n = window.t.updates.length;
+  const buffers = frames.map((f) => new Uint8Array(f).buffer);
+  window.t.worker.postMessage({ op: 'frames', frames: buffers }, buffers);
+  if (!posts) return false;
+  for (let i = 0; i < 200 && window.t.updates.length === n; i++) await wait(5);
+  return window.t.updates.length > n;
+};
+
+/** Resolves once the worker has applied that frame (its decode log says so). */
+window.decoded = async (frame) => {
+  for (let i = 0; i < 200; i++) {
+    const log = await new Promise((resolve) => {
+      window.t.logWaiter = resolve;
+      window.t.worker.postMessage({ op: 'log' });
+    });
+    if (log.some(([f]) => f === frame)) return true;
+    await wait(5);
+  }
+  return false;
+};
+
+/** The page is busy (holds the updates posted) or free again (takes them). */
+window.busy = (on) => {
+  window.t.busy = on;
+  if (!on) window.t.take();
+  return window.t.updates.length;
 };
 
 /** Only these objects visible, the camera on their world box; then the drawn pixels by
