@@ -110,8 +110,11 @@ test-deps:
 
 sim: $(BUILD)/libsoftcast-sim.a
 
+# Made afresh: `ar r` into an old archive keeps members whose sources moved or went (and
+# replaces the wrong one of two objects with the same name), so the link would take them.
 $(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
 	@mkdir -p $(@D)
+	rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libsoftcast-sim.a

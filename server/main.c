@@ -26,8 +26,8 @@ static const char k_usage[] =
     "  --max-message-bytes N         largest client message (default 65536)\n"
     "  --max-events-per-s N          per client (default 240)\n"
     "  --rate HZ                     frames per second per session (default 60)\n"
-    "  --keyframe-every N            most frames between mesh keyframes while the shape\n"
-    "                                moves (default 3600; 0: only when deltas grow)\n"
+    "  --keyframe-every N            most frames between an object's keys while it moves\n"
+    "                                (default 3600; 0: only when its delta outgrows a key)\n"
     "  --data-dir DIR                web client files (default web-client if present)\n"
     "  --public-host NAME            host name written into session URLs\n"
     "  --default-session             create a session at start and print its links\n"
@@ -46,9 +46,9 @@ srv_config srv_default_config(void)
     c.max_message_bytes = 65536;
     c.max_events_per_s = 240;
     c.rate_hz = 60.0;
-    /* 1 min at 60 Hz. Deltas of local dents stay small however old the keyframe, joiners
-     * get the session's keyframe anyway, and a delta that grows past half a keyframe makes
-     * a new one; so the periodic keyframe is only a backstop (0 turns it off). */
+    /* 1 min at 60 Hz. Deltas of local dents stay small however old the key, joiners get a
+     * snapshot anyway, and an object whose delta would cost more than its key re-keys; so
+     * the periodic key is only a backstop (0 turns it off). */
     c.keyframe_every = 3600;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");

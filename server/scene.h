@@ -16,23 +16,14 @@
 #include "protocol/proto_event.h"
 #include "server.h"
 
-/* What a session shows: up to SRV_MAX_SURF surfaces in world units inside a box fixed
- * for the session (the quantisation box). The topology number changes whenever any
- * surface's triangles change (a cloth LOD switch): the next frame is then a keyframe,
- * preceded by the scene's table frame when it has one. */
+/* What a session shows: its objects this frame, as the object encoder takes them
+ * (protocol/proto.h): local positions, a transform, elements with a topology version, box,
+ * bits, level of detail, and whether the object may be held. The scene chooses all of it
+ * (which objects, their frames, their precision); the encoder chooses what each frame
+ * carries for each (key, append, transform, delta, hold). The arrays are the scene's. */
 typedef struct srv_view {
-    float bmin[3], bmax[3];
-    int nsurf;
-    struct {
-        uint8_t id;
-        uint32_t nvert, ntri;
-        const uint32_t *tri;
-        const float *pos;
-    } surf[SRV_MAX_SURF];
-    uint32_t topology;
-    /* Optional: a table frame (kind 4, cloth LODs) to send with every keyframe. */
-    const proto_lod_entry *lods;
-    uint32_t nlods;
+    const proto_object_in *obj;
+    uint32_t n;
 } srv_view;
 
 /* The worker's side, for one call of apply or step (worker thread). */
@@ -95,8 +86,9 @@ struct srv_scene_i {
     void (*destroy)(void *scene);
     /// One frame (worker). Returns 1 when the view changed; *ms: the step's time.
     int (*step)(srv_scene_ctx *c, void *scene, double *ms);
-    /// The view after the last step (worker); valid until the next step.
-    void (*view)(void *scene, srv_view *out);
+    /// The view after the last step (worker); valid until the next step. frame: the
+    /// session's frame number (to stagger the objects a scene updates less often).
+    void (*view)(void *scene, uint64_t frame, srv_view *out);
     /// The parameters as one flat JSON object, malloc'd (worker, or before publication).
     char *(*params_json)(const void *scene);
     /// The declared parameter table (any thread): names, ranges, the schema.

@@ -1,8 +1,10 @@
 /* scene_cloth.c: the cloth scene in a session: a crowd of characters wearing capes at
- * levels of detail (sim/cloth/). The view is two surfaces: every cape in one (id 2,
- * characters one after another, each at its LOD; the LOD table frame says which) and the
- * bodies as boxes round their capsules (id 3). A LOD switch changes the cape surface's
- * topology: the next frame is a keyframe, after its table. Units: metres, z up. */
+ * levels of detail (sim/cloth/). The view is one object per character (id = its index):
+ * its cape's triangles, then its body as boxes round its capsules, in the character's root
+ * frame (x forward, y left, z up, metres), with the root's position and heading as the
+ * object's transform. A character who walks costs its transform and its cape's flutter; a
+ * LOD switch re-keys that character alone, its key saying the LOD and the switch's
+ * errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,33 @@
 #define BOX_VERTS      8
 #define BOX_TRIS       12
 
+/* Bits per position and frames between shape updates, by LOD. A quantum of a quarter of the
+ * LOD's own triangle edge is far below the error the LOD itself makes (LOD 0's edge is
+ * 3 cm, LOD 1's 6, LOD 2's 12; 8 bits over the 2 m box is 8 mm, 7 bits 16 mm, 6 bits
+ * 32 mm), and at the distances where the LOD is chosen each is 1 to 2 pixels of a 1080-line
+ * view at 50 degrees. Between shape updates a character keeps its shape and takes its
+ * transform each frame (hold), so the crowd walks at the frame rate while capes flutter
+ * at 30, 15 and 7.5 Hz (60 Hz frames); the character a driver holds updates every frame.
+ * Measured on the walking crowd of 100 (protocol/README.md, "Sizes measured"): these
+ * choices are what keep five viewers of it under 300 KB/s each. */
+static const uint8_t k_lod_bits[SIM_CLOTH_NLOD] = {8, 7, 6};
+static const int k_lod_every[SIM_CLOTH_NLOD] = {2, 4, 8};
+
+/* The root-frame box of a character: cape and body as walking, running, turning and
+ * jumping take them (measured over 400 frames of 50 characters each); a cape pulled or
+ * blown out of it takes the wide box until it is back (that character re-keys). */
+static const float k_box[2][3] = {{-1.0f, -0.9f, -0.05f}, {0.6f, 0.9f, 2.0f}};
+static const float k_wide_box[2][3] = {{-4.0f, -4.0f, -1.0f}, {4.0f, 4.0f, 5.0f}};
+#define WIDE_FRAMES 60 /* frames back inside before a cape takes the normal box again */
+
+typedef struct character_view {
+    float *pos;    /* local: cape then body boxes */
+    uint32_t *tri; /* cape then body */
+    int lod;       /* of the cape triangles in tri (-1: none yet) */
+    uint32_t topo; /* changes with tri */
+    int wide;      /* frames left in the wide box (0: the normal box) */
+} character_view;
+
 typedef struct cloth_srv {
     sim_cloth_model *model;
     sim_cloth_scene *sim;
@@ -23,14 +52,8 @@ typedef struct cloth_srv {
     int grabbed;     /* the character whose vertex is held (move and release go to it) */
     float camera[3]; /* the camera's last position, kept across a reset */
     int has_camera;
-    /* The view, rebuilt by view(). */
-    float bmin[3], bmax[3];
-    float *cape_pos, *body_pos;
-    uint32_t *cape_tri, *body_tri;
-    uint32_t cape_nvert, cape_ntri, body_nvert, body_ntri;
-    int *lod_shown; /* per character: the LOD the cape surface was built for */
-    proto_lod_entry *lods;
-    uint32_t topology;
+    character_view *cv;
+    proto_object_in *obj; /* the view: one object per character */
 } cloth_srv;
 
 static char *cl_params_json(const void *scene)
@@ -40,27 +63,6 @@ static char *cl_params_json(const void *scene)
     int n;
     const sim_param_desc *t = sim_cloth_params_table(&n);
     return srv_params_json(t, n, &p);
-}
-
-/* The quantisation box: the crowd's square with 40 m round it, 4 m up (16 bits over
- * 90 m: 1.4 mm). Characters who walk out of it are shown at its edge. */
-static void crowd_box(cloth_srv *c)
-{
-    float lo[2] = {0, 0}, hi[2] = {0, 0};
-    for (int i = 0; i < c->nchar; i++) {
-        float p[3], yaw;
-        sim_cloth_root(c->sim, i, p, &yaw);
-        for (int k = 0; k < 2; k++) {
-            lo[k] = p[k] < lo[k] ? p[k] : lo[k];
-            hi[k] = p[k] > hi[k] ? p[k] : hi[k];
-        }
-    }
-    for (int k = 0; k < 2; k++) {
-        c->bmin[k] = lo[k] - 40.0f;
-        c->bmax[k] = hi[k] + 40.0f;
-    }
-    c->bmin[2] = -0.1f;
-    c->bmax[2] = 4.0f;
 }
 
 static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
@@ -92,19 +94,20 @@ static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
         nv0 = nv > nv0 ? nv : nv0;
         ntri0 = nt > ntri0 ? nt : ntri0;
     }
-    c->cape_pos = malloc((size_t)nchar * nv0 * 3 * sizeof(float));
-    c->cape_tri = malloc((size_t)nchar * ntri0 * 3 * sizeof(uint32_t));
-    c->body_pos = malloc((size_t)nchar * BODY_CAPS * BOX_VERTS * 3 * sizeof(float));
-    c->body_tri = malloc((size_t)nchar * BODY_CAPS * BOX_TRIS * 3 * sizeof(uint32_t));
-    c->lod_shown = malloc((size_t)nchar * sizeof(int));
-    c->lods = malloc((size_t)nchar * sizeof *c->lods);
-    if (!c->cape_pos || !c->cape_tri || !c->body_pos || !c->body_tri || !c->lod_shown || !c->lods) {
+    c->cv = calloc((size_t)nchar, sizeof *c->cv);
+    c->obj = calloc((size_t)nchar, sizeof *c->obj);
+    for (int i = 0; c->cv && c->obj && i < nchar; i++) {
+        character_view *v = &c->cv[i];
+        v->pos = malloc((size_t)(nv0 + BODY_CAPS * BOX_VERTS) * 3 * sizeof(float));
+        v->tri = malloc((size_t)(ntri0 + BODY_CAPS * BOX_TRIS) * 3 * sizeof(uint32_t));
+        v->lod = -1;
+        if (!v->pos || !v->tri)
+            break;
+    }
+    if (!c->cv || !c->obj || !c->cv[nchar - 1].tri) {
         snprintf(err, err_sz, "out of memory");
         return 500;
     }
-    for (int i = 0; i < nchar; i++)
-        c->lod_shown[i] = -1;
-    crowd_box(c);
     return 201;
 }
 
@@ -115,8 +118,9 @@ static void cl_destroy(void *scene)
         return;
     sim_cloth_scene_destroy(c->sim);
     sim_cloth_model_destroy(c->model);
-    free(c->cape_pos), free(c->cape_tri), free(c->body_pos), free(c->body_tri);
-    free(c->lod_shown), free(c->lods);
+    for (int i = 0; c->cv && i < c->nchar; i++)
+        free(c->cv[i].pos), free(c->cv[i].tri);
+    free(c->cv), free(c->obj);
     free(c);
 }
 
@@ -374,103 +378,132 @@ static int cl_step(srv_scene_ctx *c, void *scene, double *ms)
     return 1; /* cloth is never quite still while anyone watches */
 }
 
-static void body_boxes(cloth_srv *c)
+/* World point p into the root frame at root, heading yaw. */
+static void to_root(const float *p, const float *root, float cy, float sy, float *out)
 {
-    uint32_t nv = 0, nt = 0;
-    static const int quads[6][4] = {{0, 1, 3, 2}, {4, 6, 7, 5}, {0, 4, 5, 1},
-                                    {2, 3, 7, 6}, {0, 2, 6, 4}, {1, 5, 7, 3}};
-    for (int i = 0; i < c->nchar; i++) {
-        float caps[BODY_CAPS][7];
-        int n = sim_cloth_body(c->sim, i, caps, BODY_CAPS);
-        for (int k = 0; k < n; k++) {
-            const float *a = caps[k], *b = caps[k] + 3, r = caps[k][6];
-            float ax[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
-            float len = sqrtf(ax[0] * ax[0] + ax[1] * ax[1] + ax[2] * ax[2]);
-            float u[3] = {0, 0, 1};
-            if (len > 1e-6f)
-                for (int q = 0; q < 3; q++)
-                    u[q] = ax[q] / len;
-            /* Two unit vectors across the axis. */
-            float t[3] = {fabsf(u[0]) < 0.9f ? 1.0f : 0.0f, fabsf(u[0]) < 0.9f ? 0.0f : 1.0f, 0};
-            float d = t[0] * u[0] + t[1] * u[1] + t[2] * u[2];
-            for (int q = 0; q < 3; q++)
-                t[q] -= d * u[q];
-            float tl = sqrtf(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]);
-            for (int q = 0; q < 3; q++)
-                t[q] /= tl;
-            float w[3] = {u[1] * t[2] - u[2] * t[1], u[2] * t[0] - u[0] * t[2],
-                          u[0] * t[1] - u[1] * t[0]};
-            for (int v = 0; v < BOX_VERTS; v++) {
-                float su = v & 4 ? 1.0f : 0.0f, st = v & 2 ? r : -r, sw = v & 1 ? r : -r;
-                float *p = &c->body_pos[(nv + (uint32_t)v) * 3];
-                for (int q = 0; q < 3; q++)
-                    p[q] = a[q] - u[q] * r + u[q] * su * (len + 2 * r) + t[q] * st + w[q] * sw;
-            }
-            for (int f = 0; f < 6; f++) {
-                const int *q = quads[f];
-                uint32_t tri[6] = {nv + (uint32_t)q[0], nv + (uint32_t)q[1], nv + (uint32_t)q[2],
-                                   nv + (uint32_t)q[0], nv + (uint32_t)q[2], nv + (uint32_t)q[3]};
-                memcpy(&c->body_tri[nt * 3], tri, sizeof tri);
-                nt += 2;
-            }
-            nv += BOX_VERTS;
-        }
-    }
-    c->body_nvert = nv;
-    c->body_ntri = nt;
+    float d[3] = {p[0] - root[0], p[1] - root[1], p[2] - root[2]};
+    out[0] = cy * d[0] + sy * d[1];
+    out[1] = -sy * d[0] + cy * d[1];
+    out[2] = d[2];
 }
 
-static void cl_view(void *scene, srv_view *out)
+/* A box round each capsule (a, b, radius; root frame) into pos from vertex 0; its
+ * triangles into tri (vertex numbers from first) when tri is not NULL. Returns the
+ * vertices written. */
+static uint32_t body_boxes(float caps[][7], int n, float *pos, uint32_t *tri, uint32_t first)
+{
+    static const int quads[6][4] = {{0, 1, 3, 2}, {4, 6, 7, 5}, {0, 4, 5, 1},
+                                    {2, 3, 7, 6}, {0, 2, 6, 4}, {1, 5, 7, 3}};
+    uint32_t nv = 0;
+    for (int k = 0; k < n; k++) {
+        const float *a = caps[k], *b = caps[k] + 3, r = caps[k][6];
+        float ax[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
+        float len = sqrtf(ax[0] * ax[0] + ax[1] * ax[1] + ax[2] * ax[2]);
+        float u[3] = {0, 0, 1};
+        if (len > 1e-6f)
+            for (int q = 0; q < 3; q++)
+                u[q] = ax[q] / len;
+        /* Two unit vectors across the axis. */
+        float t[3] = {fabsf(u[0]) < 0.9f ? 1.0f : 0.0f, fabsf(u[0]) < 0.9f ? 0.0f : 1.0f, 0};
+        float d = t[0] * u[0] + t[1] * u[1] + t[2] * u[2];
+        for (int q = 0; q < 3; q++)
+            t[q] -= d * u[q];
+        float tl = sqrtf(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]);
+        for (int q = 0; q < 3; q++)
+            t[q] /= tl;
+        float w[3] = {u[1] * t[2] - u[2] * t[1], u[2] * t[0] - u[0] * t[2],
+                      u[0] * t[1] - u[1] * t[0]};
+        for (int v = 0; v < BOX_VERTS; v++) {
+            float su = v & 4 ? 1.0f : 0.0f, st = v & 2 ? r : -r, sw = v & 1 ? r : -r;
+            float *p = &pos[(nv + (uint32_t)v) * 3];
+            for (int q = 0; q < 3; q++)
+                p[q] = a[q] - u[q] * r + u[q] * su * (len + 2 * r) + t[q] * st + w[q] * sw;
+        }
+        for (int f = 0; tri && f < 6; f++) {
+            const int *q = quads[f];
+            uint32_t o = first + nv;
+            uint32_t tt[6] = {o + (uint32_t)q[0], o + (uint32_t)q[1], o + (uint32_t)q[2],
+                              o + (uint32_t)q[0], o + (uint32_t)q[2], o + (uint32_t)q[3]};
+            memcpy(&tri[(nv / BOX_VERTS * 12 + (uint32_t)f * 2) * 3], tt, sizeof tt);
+        }
+        nv += BOX_VERTS;
+    }
+    return nv;
+}
+
+/* Character i's positions in its root frame; its triangles again after a LOD switch. */
+static void character_shape(cloth_srv *c, int i, proto_object_in *o)
+{
+    character_view *v = &c->cv[i];
+    int n, lod = sim_cloth_lod(c->sim, i), ntri;
+    const float *x = sim_cloth_positions(c->sim, i, &n);
+    float root[3], yaw;
+    sim_cloth_root(c->sim, i, root, &yaw);
+    float cy = cosf(yaw), sy = sinf(yaw);
+    for (int k = 0; k < n; k++)
+        to_root(x + 3 * k, root, cy, sy, v->pos + 3 * k);
+    float caps[BODY_CAPS][7];
+    int ncap = sim_cloth_body(c->sim, i, caps, BODY_CAPS);
+    for (int k = 0; k < ncap; k++) {
+        to_root(caps[k], root, cy, sy, caps[k]);
+        to_root(caps[k] + 3, root, cy, sy, caps[k] + 3);
+    }
+    sim_cloth_model_lod_size(c->model, lod, &ntri);
+    int retri = lod != v->lod;
+    if (retri) {
+        memcpy(v->tri, sim_cloth_model_triangles(c->model, lod), (size_t)ntri * 3 * sizeof *v->tri);
+        v->lod = lod;
+        v->topo++;
+    }
+    uint32_t nb =
+        body_boxes(caps, ncap, v->pos + 3 * n, retri ? v->tri + 3 * ntri : NULL, (uint32_t)n);
+    o->nvert = (uint32_t)n + nb;
+    o->nelem = (uint32_t)ntri + nb / BOX_VERTS * BOX_TRIS;
+    o->xf.t[0] = root[0], o->xf.t[1] = root[1], o->xf.t[2] = root[2];
+    o->xf.r[0] = 0.0f, o->xf.r[1] = 0.0f;
+    o->xf.r[2] = sinf(yaw / 2), o->xf.r[3] = cosf(yaw / 2);
+    o->info[2] = (float)n, o->info[3] = (float)ntri;
+}
+
+/* The normal box, or the wide one while any vertex is (or lately was) out of it. */
+static const float (*character_box(character_view *v, uint32_t nvert))[3]
+{
+    int out = 0;
+    for (uint32_t k = 0; k < nvert * 3 && !out; k++)
+        out = v->pos[k] < k_box[0][k % 3] || v->pos[k] > k_box[1][k % 3];
+    v->wide = out ? WIDE_FRAMES : v->wide > 0 ? v->wide - 1 : 0;
+    return v->wide ? k_wide_box : k_box;
+}
+
+static void cl_view(void *scene, uint64_t frame, srv_view *out)
 {
     cloth_srv *c = scene;
-    int changed = 0;
-    for (int i = 0; i < c->nchar; i++)
-        changed |= sim_cloth_lod(c->sim, i) != c->lod_shown[i];
-    uint32_t at = 0, tat = 0;
     for (int i = 0; i < c->nchar; i++) {
-        int n, lod = sim_cloth_lod(c->sim, i), ntri;
-        const float *x = sim_cloth_positions(c->sim, i, &n);
-        memcpy(&c->cape_pos[(size_t)at * 3], x, (size_t)n * 3 * sizeof(float));
-        if (changed) { /* a new topology: the triangles again, and the table */
-            sim_cloth_model_lod_size(c->model, lod, &ntri);
-            const uint32_t *tri = sim_cloth_model_triangles(c->model, lod);
-            for (int t = 0; t < ntri * 3; t++)
-                c->cape_tri[tat * 3 + (uint32_t)t] = tri[t] + at;
-            tat += (uint32_t)ntri;
-            sim_cloth_switch sw;
-            int has = sim_cloth_last_switch(c->sim, i, &sw);
-            c->lods[i].lod = (uint8_t)lod;
-            c->lods[i].first_vertex = at;
-            c->lods[i].nvert = (uint32_t)n;
-            c->lods[i].e_pos = has ? sw.e_pos : 0.0f;
-            c->lods[i].e_vel = has ? sw.e_vel : 0.0f;
-            c->lod_shown[i] = lod;
-        }
-        at += (uint32_t)n;
+        character_view *v = &c->cv[i];
+        proto_object_in *o = &c->obj[i];
+        memset(o, 0, sizeof *o);
+        character_shape(c, i, o);
+        const float(*box)[3] = character_box(v, o->nvert);
+        memcpy(o->bmin, box[0], sizeof o->bmin);
+        memcpy(o->bmax, box[1], sizeof o->bmax);
+        int lod = v->lod < SIM_CLOTH_NLOD ? v->lod : SIM_CLOTH_NLOD - 1;
+        o->id = (uint16_t)i;
+        o->primitive = PROTO_PRIM_TRIANGLES;
+        o->qbits = k_lod_bits[lod];
+        o->lod = (uint8_t)v->lod;
+        o->pos = v->pos;
+        o->elem = v->tri;
+        o->topo_version = v->topo;
+        sim_cloth_switch sw;
+        int has = sim_cloth_last_switch(c->sim, i, &sw);
+        o->ninfo = 4;
+        o->info[0] = has ? sw.e_pos : 0.0f;
+        o->info[1] = has ? sw.e_vel : 0.0f;
+        /* Shapes staggered over the frames, so every frame carries about as many. */
+        o->hold = i != c->grabbed && (frame + (uint64_t)i) % (uint64_t)k_lod_every[lod] != 0;
     }
-    if (changed) {
-        c->cape_ntri = tat;
-        c->topology++;
-    }
-    c->cape_nvert = at;
-    body_boxes(c);
-    memset(out, 0, sizeof *out);
-    memcpy(out->bmin, c->bmin, sizeof out->bmin);
-    memcpy(out->bmax, c->bmax, sizeof out->bmax);
-    out->nsurf = 2;
-    out->surf[0].id = 2;
-    out->surf[0].nvert = c->cape_nvert;
-    out->surf[0].ntri = c->cape_ntri;
-    out->surf[0].tri = c->cape_tri;
-    out->surf[0].pos = c->cape_pos;
-    out->surf[1].id = 3;
-    out->surf[1].nvert = c->body_nvert;
-    out->surf[1].ntri = c->body_ntri;
-    out->surf[1].tri = c->body_tri;
-    out->surf[1].pos = c->body_pos;
-    out->topology = c->topology;
-    out->lods = c->lods;
-    out->nlods = (uint32_t)c->nchar;
+    out->obj = c->obj;
+    out->n = (uint32_t)c->nchar;
 }
 
 static void cl_describe(const void *scene, cJSON *j)

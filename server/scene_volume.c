@@ -89,7 +89,8 @@ typedef struct vol_scene {
     sim_volume_state *state;
     float bmin[3], bmax[3]; /* quantisation box, world mm */
     float *pos[SIM_NSURFACE];
-    int clamp_noticed; /* the driver was told that this pull stops at the box */
+    proto_object_in obj[SIM_NSURFACE]; /* the view: skin (id 0) and bone (id 1), world mm */
+    int clamp_noticed;                 /* the driver was told that this pull stops at the box */
 } vol_scene;
 
 static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
@@ -423,22 +424,32 @@ static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
     return !mt.skipped;
 }
 
-static void vol_view(void *scene, srv_view *out)
+/* Two objects in world millimetres (the identity transform), 16 bits over the volume's
+ * box and its margin: the surfaces are bound to the lattice, so their triangles never
+ * change and a dent costs its moved vertices. */
+static void vol_view(void *scene, uint64_t frame, srv_view *out)
 {
+    (void)frame;
     vol_scene *v = scene;
-    memset(out, 0, sizeof *out);
-    memcpy(out->bmin, v->bmin, sizeof out->bmin);
-    memcpy(out->bmax, v->bmax, sizeof out->bmax);
-    out->nsurf = SIM_NSURFACE;
     for (int k = 0; k < SIM_NSURFACE; k++) {
         const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);
         sim_volume_surface_positions(v->state, (sim_surface_kind)k, v->pos[k]);
-        out->surf[k].id = (uint8_t)k;
-        out->surf[k].nvert = (uint32_t)sf->nvert;
-        out->surf[k].ntri = (uint32_t)sf->ntri;
-        out->surf[k].tri = sf->tri;
-        out->surf[k].pos = v->pos[k];
+        proto_object_in *o = &v->obj[k];
+        memset(o, 0, sizeof *o);
+        o->id = (uint16_t)k;
+        o->primitive = PROTO_PRIM_TRIANGLES;
+        o->qbits = 16;
+        memcpy(o->bmin, v->bmin, sizeof o->bmin);
+        memcpy(o->bmax, v->bmax, sizeof o->bmax);
+        o->nvert = (uint32_t)sf->nvert;
+        o->pos = v->pos[k];
+        o->nelem = (uint32_t)sf->ntri;
+        o->elem = sf->tri;
+        o->topo_version = 1;
+        o->xf = proto_transform_identity();
     }
+    out->obj = v->obj;
+    out->n = SIM_NSURFACE;
 }
 
 static char *vol_params_json(const void *scene)

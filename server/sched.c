@@ -1,10 +1,11 @@
 /* sched.c: the simulation workers. At a fixed rate each visits the sessions of its slots:
  * takes what applies now from the session's inbox and applies it straight to the scene (the
  * frame boundary: the inbox is the only queue), steps the scene (scene.h), encodes one
- * frame for all its clients (a keyframe on join, on a new topology and when deltas grow;
- * deltas between) and publishes it, then tells the WebSocket thread (srv_session_news). A
- * session with no clients sleeps; a settled scene costs nothing and sends nothing until an
- * event. Runs on the worker threads; other threads only poke them (srv_worker_poke). */
+ * object frame for all its clients (the encoder keys, appends, moves and holds each
+ * object; a snapshot when a client needs one) and publishes it, then tells the WebSocket thread
+ * (srv_session_news). A session with no clients sleeps; a settled scene costs nothing and sends
+ * nothing until an event. Runs on the worker threads; other threads only poke them
+ * (srv_worker_poke). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,101 +137,49 @@ static void apply_taken(wctx *c, const unsigned char *b, int n, taken *t)
     }
 }
 
-/* The quantised position buffers sized for the view's surfaces: 1 when any changed (the
- * next frame must be a keyframe), -1 when out of memory (all or nothing: the next frame
- * retries). */
-static int fit_buffers(srv_session *ss, const srv_view *view)
+/* A frame as the session's clients see it: the encoder's header flags say whether it is
+ * structural (every client must apply it) or a snapshot (where clients start). */
+static srv_frame *frame_of(const proto_buf *b, uint64_t frame, const proto_frame_stats *fs)
 {
-    int resized = 0;
-    for (int k = 0; k < view->nsurf; k++)
-        if (view->surf[k].nvert != ss->enc_nvert[k]) {
-            size_t n = (size_t)view->surf[k].nvert * 3 + 3;
-            uint16_t *c = realloc(ss->cur_q[k], n * sizeof(uint16_t));
-            if (c)
-                ss->cur_q[k] = c;
-            uint16_t *q = c ? realloc(ss->key_q[k], n * sizeof(uint16_t)) : NULL;
-            if (q)
-                ss->key_q[k] = q;
-            if (!c || !q) {
-                ss->enc_nsurf = 0;
-                return -1;
-            }
-            ss->enc_nvert[k] = view->surf[k].nvert;
-            resized = 1;
-        }
-    ss->enc_nsurf = view->nsurf;
-    return resized;
+    return srv_frame_new(b->data, b->len, frame, fs->flags);
 }
 
-/* Quantise the view now; encode a keyframe (after the scene's LOD table, if any) or a
- * delta; publish. A new topology always makes a keyframe. */
-static void encode_and_publish(srv *s, srv_session *ss, int keyframe, uint32_t last_seq)
+/* Encode the view's objects and publish the frame (encode: the scene moved or something was
+ * asked of it), then, when a client waits for one, a snapshot of the state after it. The
+ * encoder chooses per object what the frame carries; a frame that cannot be published
+ * resets it, so the next frame keys everything and every client takes it. */
+static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot, uint32_t last_seq)
 {
     double t0 = srv_now_ms();
-    srv_view view;
-    ss->scene->view(ss->scene_data, &view);
-    if (view.topology != ss->key_topology || view.nsurf != ss->enc_nsurf)
-        keyframe = 1;
-    int resized = fit_buffers(ss, &view);
-    if (resized < 0)
-        return;
-    keyframe |= resized;
-    proto_mesh cur, key;
-    memset(&cur, 0, sizeof cur);
-    memcpy(cur.bmin, view.bmin, sizeof cur.bmin);
-    memcpy(cur.bmax, view.bmax, sizeof cur.bmax);
-    cur.nsurf = (uint32_t)view.nsurf;
-    for (int k = 0; k < view.nsurf; k++) {
-        proto_quantise(view.surf[k].pos, view.surf[k].nvert, view.bmin, view.bmax, ss->cur_q[k]);
-        cur.surf[k].id = view.surf[k].id;
-        cur.surf[k].nvert = view.surf[k].nvert;
-        cur.surf[k].ntri = view.surf[k].ntri;
-        cur.surf[k].tri = view.surf[k].tri;
-        cur.surf[k].q = ss->cur_q[k];
-    }
     proto_header h;
     memset(&h, 0, sizeof h);
     h.frame = ss->frame_no;
     h.last_seq = last_seq;
     h.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
     proto_buf b = {0};
-    proto_status st = PROTO_OK;
-    if (!keyframe) {
-        key = cur;
-        for (int k = 0; k < view.nsurf; k++)
-            key.surf[k].q = ss->key_q[k];
-        cur.key_frame = ss->key_frame_no;
-        st = proto_encode_mesh_delta(&b, &h, &key, &cur, 1);
-        /* Once the shape has drifted so far from the keyframe that a delta costs half a
-         * keyframe, a new keyframe pays for itself within two frames. */
-        if (st == PROTO_OK && b.len * 2 > ss->key_bytes) {
-            keyframe = 1;
-            b.len = 0;
+    proto_frame_stats fs;
+    if (encode || !ss->encoded_any) {
+        srv_view view;
+        ss->scene->view(ss->scene_data, ss->frame_no, &view);
+        srv_frame *f = NULL;
+        if (proto_encode_frame2(ss->enc, &b, &h, view.obj, view.n, &fs) == PROTO_OK)
+            f = frame_of(&b, ss->frame_no, &fs);
+        if (!f) {
+            proto_encoder_reset(ss->enc);
+            snapshot = 0;
+        } else {
+            ss->encoded_any = 1;
+            srv_session_publish(ss, f);
+            snapshot &= !(fs.flags & PROTO_FLAG_SNAPSHOT); /* this frame is one */
         }
     }
-    srv_frame *table = NULL;
-    if (keyframe && view.nlods) { /* the LOD table that describes the keyframe */
-        proto_buf t = {0};
-        st = proto_encode_lod_table(&t, &h, view.lods, view.nlods, 1);
-        table = st == PROTO_OK ? srv_frame_new(t.data, t.len, ss->frame_no, 0) : NULL;
-        if (!table)
-            st = PROTO_ERR_NOMEM;
-        proto_buf_free(&t);
+    if (snapshot && ss->encoded_any) {
+        srv_frame *f = NULL;
+        if (proto_encode_snapshot(ss->enc, &b, &h, &fs) == PROTO_OK)
+            f = frame_of(&b, ss->frame_no, &fs);
+        if (f)
+            srv_session_publish_snapshot(ss, f);
     }
-    if (keyframe && st == PROTO_OK)
-        st = proto_encode_mesh_key(&b, &h, &cur, 1);
-    srv_frame *f = st == PROTO_OK ? srv_frame_new(b.data, b.len, ss->frame_no, keyframe) : NULL;
-    if (f && keyframe) { /* the reference moves only with a published keyframe */
-        for (int k = 0; k < view.nsurf; k++)
-            memcpy(ss->key_q[k], ss->cur_q[k], (size_t)view.surf[k].nvert * 3 * sizeof(uint16_t));
-        ss->key_frame_no = ss->frame_no;
-        ss->key_bytes = b.len;
-        ss->key_topology = view.topology;
-    }
-    if (f)
-        srv_session_publish(ss, f, table);
-    else
-        srv_frame_unref(table);
     proto_buf_free(&b);
     pthread_mutex_lock(&ss->lock);
     ss->last_encode_ms = srv_now_ms() - t0;
@@ -280,9 +229,9 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     int n;
     pthread_mutex_lock(&ss->lock);
     size_t bytes = srv_inbox_take(&ss->inbox, ss->paused, wk->batch, &n);
-    int nclients = ss->nclients, want_key = ss->want_keyframe;
+    int nclients = ss->nclients, want_snapshot = ss->want_snapshot;
     uint32_t driver = ss->driver;
-    ss->want_keyframe = 0;
+    ss->want_snapshot = 0;
     pthread_mutex_unlock(&ss->lock);
     (void)bytes;
     if (nclients == 0 && n == 0)
@@ -302,21 +251,18 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     ss->frame_no++;
     int news = publish_state(ss, c.pub.params_changed, t.state_changed, paused);
     /* A paused session sends nothing new (its events wait in the inbox for resume); a
-     * joiner still gets its keyframe. Keyframes: the first, one a joiner asked for, and at
-     * most every keyframe_every frames while the shape moves (0: only when a delta grows
-     * past half a keyframe, see encode_and_publish). A keyframe to every viewer is the one
-     * burst that the clients of a big classroom feel, so a settled scene never sends one. */
+     * joiner still gets its snapshot. A settled scene encodes nothing: the encoder keys
+     * objects itself (new, re-shaped, or a delta costlier than a key; --keyframe-every as
+     * a backstop), so no frame ever keys every object for every viewer at once but a
+     * snapshot, which only the clients that need one get. */
     int changed = moved || (n > 0 && !paused);
-    int keyframe = want_key || ss->key_frame_no == 0 ||
-                   (changed && s->cfg.keyframe_every > 0 &&
-                    ss->frame_no - ss->key_frame_no >= (uint64_t)s->cfg.keyframe_every);
-    if (changed || keyframe)
-        encode_and_publish(s, ss, keyframe, last_seq);
+    if (changed || want_snapshot || !ss->encoded_any)
+        encode_and_publish(s, ss, changed, want_snapshot, last_seq);
     count_frame(ss, step_ms, &t);
     pthread_mutex_lock(&ss->lock);
     int replies = ss->nmail;
     pthread_mutex_unlock(&ss->lock);
-    return changed || keyframe || replies || news;
+    return changed || want_snapshot || replies || news;
 }
 
 void srv_worker_poke(srv *s, uint32_t slot)

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "sim/sim.h"
+#include "protocol/proto.h"
 
 #define SRV_ID_LEN    32
 #define SRV_TOKEN_LEN 33 /* 32 hex characters + NUL */
@@ -53,12 +54,12 @@ int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_s
 typedef struct srv_frame {
     atomic_int refs;
     uint64_t frame;
-    int keyframe;
+    uint32_t flags; /* an object frame's PROTO_FLAG_SNAPSHOT, PROTO_FLAG_STRUCTURAL */
     size_t len;
     uint8_t *data; /* SRV_FRAME_HEADROOM bytes, then len bytes */
 } srv_frame;
 
-srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int keyframe);
+srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, uint32_t flags);
 void srv_frame_ref(srv_frame *f);
 void srv_frame_unref(srv_frame *f);
 
@@ -123,8 +124,11 @@ size_t srv_inbox_take(srv_inbox *ib, int paused, unsigned char *out, int *n);
 /* ---------------------------------------------------------------- sessions */
 
 typedef struct srv_scene_i srv_scene_i; /* scene.h */
-#define SRV_MAX_SURF 4
-#define SRV_MAILBOX  32 /* replies from the worker waiting for the WebSocket thread */
+/* Structural frames a session keeps for clients a few frames behind (latest wins for the
+ * others): a client that would lose one starts again at a snapshot. */
+#define SRV_CHAIN       32
+#define SRV_CHAIN_BYTES (8u << 20)
+#define SRV_MAILBOX     32 /* replies from the worker waiting for the WebSocket thread */
 
 typedef struct srv_session {
     /* Immutable after creation. */
@@ -136,16 +140,19 @@ typedef struct srv_session {
 
     pthread_mutex_t lock; /* guards everything below, up to "worker only" */
     srv_inbox inbox;
-    srv_frame *latest;    /* newest frame */
-    srv_frame *keyframe;  /* newest keyframe (late joiners and slow clients start here) */
-    srv_frame *key_table; /* the scene's table frame that describes the newest keyframe
-                             (cloth: LODs), sent before it; NULL for scenes without one */
+    srv_frame *latest;           /* newest object frame */
+    srv_frame *snapshot;         /* newest snapshot (joiners, and clients that lost a structural
+                                    frame, start here) */
+    srv_frame *chain[SRV_CHAIN]; /* the newest structural frames, a ring, oldest first */
+    int chain_head, nchain;
+    size_t chain_bytes;
+    uint64_t chain_lost; /* the newest structural frame dropped from the ring (0: none) */
     int nclients;
     uint32_t driver; /* client id holding control (0: none) */
     int paused;
     char *params_json;      /* current parameters, a JSON object (state messages) */
     uint32_t state_version; /* bumped when clients, driver, pause or parameters change */
-    int want_keyframe;      /* a client joined: encode a keyframe next */
+    int want_snapshot;      /* a client waits for a snapshot: encode one next */
     uint32_t last_seq;
     /* counters for /metrics */
     uint64_t frames, frames_sent, bytes_sent, events, errors, encodes;
@@ -164,14 +171,10 @@ typedef struct srv_session {
     } mail[SRV_MAILBOX];
     int mail_head, nmail;
 
-    /* Worker only: the surfaces' quantised positions now and at the last keyframe. */
-    int enc_nsurf;
-    uint32_t enc_nvert[SRV_MAX_SURF];
-    uint16_t *cur_q[SRV_MAX_SURF], *key_q[SRV_MAX_SURF];
-    uint32_t key_topology;
-    int params_dirty; /* parameters changed: a state message after the next step */
-    uint64_t key_frame_no;
-    size_t key_bytes; /* encoded size of the last keyframe (adaptive keyframes) */
+    /* Worker only. */
+    proto_encoder *enc; /* what every client holds of each object (its key, its base) */
+    int encoded_any;    /* a frame was published since the encoder last started afresh */
+    int params_dirty;   /* parameters changed: a state message after the next step */
     uint64_t frame_no;
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
 } srv_session;
@@ -195,9 +198,11 @@ int srv_session_delete(srv *s, const char *id, const char *token);
 /// Push an event into the session's inbox (any thread) and tell the worker. 0, or -1 when
 /// the inbox is full.
 int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *payload);
-/// Replace the latest frame (worker). Takes ownership of f, and of table (may be NULL):
-/// a keyframe replaces the session's keyframe and its table together.
-void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table);
+/// Publish an object frame (worker; takes f): the latest, kept in the chain when
+/// structural, the snapshot when it is one.
+void srv_session_publish(srv_session *ss, srv_frame *f);
+/// Publish a snapshot of the latest frame's state (worker; takes f).
+void srv_session_publish_snapshot(srv_session *ss, srv_frame *f);
 /// Mail a reply for one client (worker): a binary frame (owned) or a text (copied).
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text);
 /// Mail an error for one client (worker) and count it.

@@ -40,7 +40,7 @@ void srv_random_hex(char *out, size_t nbytes)
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int keyframe)
+srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, uint32_t flags)
 {
     srv_frame *f = calloc(1, sizeof *f);
     if (!f)
@@ -53,7 +53,7 @@ srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, int k
     memcpy(f->data + SRV_FRAME_HEADROOM, bytes, len);
     f->len = len;
     f->frame = frame;
-    f->keyframe = keyframe;
+    f->flags = flags;
     atomic_init(&f->refs, 1);
     return f;
 }
@@ -89,16 +89,14 @@ static void session_free(srv_session *ss)
         srv_frame_unref(ss->mail[k].frame);
         free(ss->mail[k].text);
     }
-    for (int k = 0; k < SRV_MAX_SURF; k++) {
-        free(ss->cur_q[k]);
-        free(ss->key_q[k]);
-    }
+    proto_encoder_destroy(ss->enc);
     if (ss->scene)
         ss->scene->destroy(ss->scene_data);
     free(ss->params_json);
     srv_frame_unref(ss->latest);
-    srv_frame_unref(ss->keyframe);
-    srv_frame_unref(ss->key_table);
+    srv_frame_unref(ss->snapshot);
+    for (int i = 0; i < ss->nchain; i++)
+        srv_frame_unref(ss->chain[(ss->chain_head + i) % SRV_CHAIN]);
     pthread_mutex_destroy(&ss->lock);
     free(ss);
 }
@@ -151,7 +149,12 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
     }
     srv_random_hex(ss->control_token, 16);
     srv_random_hex(ss->view_token, 16);
-    ss->want_keyframe = 1;
+    proto_encoder_options eo = proto_default_encoder_options();
+    eo.key_every = (uint32_t)s->cfg.keyframe_every;
+    if (proto_encoder_create(&ss->enc, &eo) != PROTO_OK) {
+        snprintf(err, err_sz, "out of memory");
+        goto fail;
+    }
     pthread_mutex_lock(&s->lock);
     int slot = -1;
     for (int i = 0; i < s->cfg.max_sessions; i++)
@@ -253,24 +256,54 @@ int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *pay
     return rc;
 }
 
-void srv_session_publish(srv_session *ss, srv_frame *f, srv_frame *table)
+/* Keep a structural frame in the ring (the lock held); the oldest go when it is full or
+ * holds too many bytes. Returns the frames to unreference, NULL-terminated in out. */
+static void chain_push(srv_session *ss, srv_frame *f, srv_frame **out)
 {
+    int nout = 0;
+    while (ss->nchain > 0 &&
+           (ss->nchain == SRV_CHAIN || ss->chain_bytes + f->len > SRV_CHAIN_BYTES)) {
+        srv_frame *old = ss->chain[ss->chain_head];
+        ss->chain_lost = old->frame > ss->chain_lost ? old->frame : ss->chain_lost;
+        ss->chain_bytes -= old->len;
+        ss->chain_head = (ss->chain_head + 1) % SRV_CHAIN;
+        ss->nchain--;
+        out[nout++] = old;
+    }
+    srv_frame_ref(f);
+    ss->chain[(ss->chain_head + ss->nchain) % SRV_CHAIN] = f;
+    ss->nchain++;
+    ss->chain_bytes += f->len;
+    out[nout] = NULL;
+}
+
+void srv_session_publish(srv_session *ss, srv_frame *f)
+{
+    srv_frame *drop[SRV_CHAIN + 3] = {NULL};
     pthread_mutex_lock(&ss->lock);
-    srv_frame *old = ss->latest, *oldkey = NULL, *oldtable = NULL;
+    srv_frame *old = ss->latest, *oldsnap = NULL;
     ss->latest = f;
-    if (f->keyframe) { /* the keyframe and its table change together: a client sees both */
-        oldkey = ss->keyframe;
+    if (f->flags & PROTO_FLAG_STRUCTURAL)
+        chain_push(ss, f, drop);
+    if (f->flags & PROTO_FLAG_SNAPSHOT) {
+        oldsnap = ss->snapshot;
         srv_frame_ref(f);
-        ss->keyframe = f;
-        oldtable = ss->key_table;
-        ss->key_table = table;
-        table = NULL;
+        ss->snapshot = f;
     }
     pthread_mutex_unlock(&ss->lock);
     srv_frame_unref(old);
-    srv_frame_unref(oldkey);
-    srv_frame_unref(oldtable);
-    srv_frame_unref(table);
+    srv_frame_unref(oldsnap);
+    for (int i = 0; drop[i]; i++)
+        srv_frame_unref(drop[i]);
+}
+
+void srv_session_publish_snapshot(srv_session *ss, srv_frame *f)
+{
+    pthread_mutex_lock(&ss->lock);
+    srv_frame *old = ss->snapshot;
+    ss->snapshot = f;
+    pthread_mutex_unlock(&ss->lock);
+    srv_frame_unref(old);
 }
 
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text)

@@ -8,10 +8,13 @@
  * with something new asks for a WRITEABLE callback. Each WRITEABLE makes one lws_write:
  * the client's outbox first (its own text messages and the replies addressed to it, in
  * order; bounded, the oldest dropped), then a state message if the session's state changed
- * (clients, driver, pause, parameters; latest-wins too), then the session's newest mesh
- * frame. Frames are latest-wins: a slow client is sent the newest frame when its socket
- * drains, never a backlog, so it costs at most one frame in flight and never stalls the
- * others. A client whose keyframe is older than the session's gets that keyframe first.
+ * (clients, driver, pause, parameters; latest-wins too), then the object frame it needs
+ * next (protocol/README.md, "Sending object frames"): a joiner starts at a snapshot, then
+ * gets every structural frame (keys, appends, removals) in order; other frames are
+ * latest-wins: a slow client is sent the newest frame when its socket drains, never a
+ * backlog, so it costs at most one frame in flight and never stalls the others. A client
+ * so far behind that a structural frame it needs has left the session's chain starts again
+ * at a snapshot.
  *
  * Messages: the protocol reads the envelope (type, seq); the server's own messages (ping,
  * request_control, handover, pause, resume) are handled here, every other type is looked
@@ -38,10 +41,8 @@ struct srv_client {
     uint32_t id;
     char session_id[SRV_ID_LEN + 16]; /* room for "session=" while parsing */
     char token[SRV_TOKEN_LEN + 16];
-    uint64_t sent_frame; /* newest mesh frame number sent */
-    uint64_t have_key;   /* keyframe the client holds (its deltas apply to it) */
-    uint64_t have_table; /* the scene's table frame sent (cloth), by frame number */
-    int got_any;
+    uint64_t at;         /* the number of the last object frame sent (the state it holds) */
+    int synced;          /* it holds a snapshot and every structural frame since */
     uint32_t sent_state; /* session state_version last sent */
     int got_state;
     size_t unsent; /* bytes handed to lws since the socket last drained (its WRITEABLE) */
@@ -440,23 +441,27 @@ static int write_out(ws_ctx *w, srv_client *c)
     return 0;
 }
 
-/* The mesh frame the client needs next, referenced (NULL: none); the session lock held. A
- * joiner, or a client whose deltas no longer apply, gets the keyframe, after the table
- * that describes it when the scene has one. */
-static srv_frame *next_frame(srv_client *c, int *is_table)
+/* The object frame the client needs next, not referenced (NULL: none now); the session
+ * lock held. One that must start again waits for a snapshot at least as new as the
+ * newest structural frame (the worker makes one within a frame when asked). */
+static srv_frame *due_frame(srv_client *c, srv_session *ss)
 {
-    srv_session *ss = c->ss;
-    srv_frame *f = NULL, *latest = ss->latest, *key = ss->keyframe, *table = ss->key_table;
-    *is_table = 0;
-    if (key && (!c->got_any || c->have_key != key->frame)) {
-        *is_table = table && c->have_table != table->frame;
-        f = *is_table ? table : key;
-    } else if (latest && (!c->got_any || latest->frame > c->sent_frame)) {
-        f = latest;
+    if (!c->synced || c->at < ss->chain_lost) {
+        uint64_t newest =
+            ss->nchain ? ss->chain[(ss->chain_head + ss->nchain - 1) % SRV_CHAIN]->frame : 0;
+        srv_frame *snap = ss->snapshot;
+        if (snap && snap->frame >= newest && snap->frame >= ss->chain_lost &&
+            (!c->synced || snap->frame > c->at))
+            return snap;
+        ss->want_snapshot = 1;
+        return NULL;
     }
-    if (f)
-        srv_frame_ref(f);
-    return f;
+    for (int i = 0; i < ss->nchain; i++) { /* oldest first: the first it has not had */
+        srv_frame *f = ss->chain[(ss->chain_head + i) % SRV_CHAIN];
+        if (f->frame > c->at)
+            return f;
+    }
+    return ss->latest && ss->latest->frame > c->at ? ss->latest : NULL;
 }
 
 /* One lws_write of whatever is most urgent. Returns -1 to close. */
@@ -466,12 +471,11 @@ static int write_next(ws_ctx *w, srv_client *c)
         return write_out(w, c);
     srv_session *ss = c->ss;
     srv_frame *f = NULL;
-    int is_table = 0;
     pthread_mutex_lock(&ss->lock);
     int closing = ss->closing;
     int state_due = !closing && (!c->got_state || c->sent_state != ss->state_version);
-    if (!closing && !state_due)
-        f = next_frame(c, &is_table);
+    if (!closing && !state_due && (f = due_frame(c, ss)))
+        srv_frame_ref(f);
     pthread_mutex_unlock(&ss->lock);
     if (closing) {
         lws_close_reason(c->wsi, LWS_CLOSE_STATUS_GOINGAWAY, (unsigned char *)"session closed", 14);
@@ -488,14 +492,8 @@ static int write_next(ws_ctx *w, srv_client *c)
     size_t flen = f->len;
     int r = lws_write(c->wsi, f->data + SRV_FRAME_HEADROOM, flen, LWS_WRITE_BINARY);
     note_unsent(c, flen);
-    if (is_table) {
-        c->have_table = f->frame;
-    } else {
-        c->got_any = 1;
-        c->sent_frame = f->frame;
-        if (f->keyframe)
-            c->have_key = f->frame;
-    }
+    c->at = f->frame;
+    c->synced |= (f->flags & PROTO_FLAG_SNAPSHOT) != 0;
     pthread_mutex_lock(&ss->lock);
     ss->frames_sent++;
     ss->bytes_sent += flen;
@@ -516,9 +514,8 @@ static int has_news(srv_client *c)
         return 1;
     srv_session *ss = c->ss;
     pthread_mutex_lock(&ss->lock);
-    int news = ss->closing || (ss->latest && (!c->got_any || ss->latest->frame > c->sent_frame)) ||
-               (ss->keyframe && c->have_key != ss->keyframe->frame) || !c->got_state ||
-               c->sent_state != ss->state_version;
+    int news =
+        ss->closing || due_frame(c, ss) || !c->got_state || c->sent_state != ss->state_version;
     pthread_mutex_unlock(&ss->lock);
     return news;
 }
@@ -634,10 +631,6 @@ static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
         ss->nclients++;
         if (driver)
             ss->driver = c->id; /* the newest holder of the control token drives */
-        /* A joiner starts from the session's keyframe (deltas are relative to it); only a
-         * session that has none yet must make one. */
-        if (!ss->keyframe)
-            ss->want_keyframe = 1;
     }
     pthread_mutex_unlock(&ss->lock);
     return why;

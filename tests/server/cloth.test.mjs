@@ -1,18 +1,27 @@
-// The cloth scene through the server: a crowd session, the LOD table before every
-// keyframe, a forced LOD switch that changes the topology, motions, wind and a grab, and
-// the events that belong to the other scene refused with a reason.
+// The cloth scene through the server: a crowd session whose characters are one object each
+// (cape then body, in the root frame, the root's transform), a forced LOD switch that
+// re-keys that character alone, motions, wind and a grab, and the events that belong to
+// the other scene refused with a reason.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, api, Client, wsUrl } from './harness.mjs';
+import { applyTransform } from '../../protocol/js/softcast-proto.mjs';
 
 let srv;
 before(async () => { srv = await startServer([]); });
 after(async () => { assert.equal(await srv.stop(), 0); });
 
 const lastState = (c) => c.texts.filter((t) => t.type === 'state').at(-1);
-const capeSurface = (c) => c.key.surfaces.find((s) => s.id === 2);
+const newest = (c) => c.frames.at(-1);
 
-test('cloth: REST options, LOD table before each keyframe, a forced switch re-keys the topology', async () => {
+// Vertex j of character id in world metres, as the client holds it now.
+function where(c, id, j) {
+  const f = newest(c), o = f.objects[id], q = f.q[id], top = 2 ** o.qbits - 1;
+  const local = Float32Array.from([0, 1, 2], (b) => o.bmin[b] + (o.bmax[b] - o.bmin[b]) * (q[j * 4 + b] / top));
+  return Array.from(applyTransform(local, o.transform));
+}
+
+test('cloth: REST options, one object per character, a forced switch re-keys that character alone', async () => {
   const bad = await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth', characters: 0 });
   assert.equal(bad.status, 400);
   assert.match(bad.json.detail, /characters/);
@@ -25,46 +34,51 @@ test('cloth: REST options, LOD table before each keyframe, a forced switch re-ke
   assert.equal(r.json.characters, 3);
   const s = r.json;
   const c = await new Client(wsUrl(s, s.control_token)).open();
-  await c.until(() => c.key && lastState(c), 10000, 'first keyframe and state');
+  await c.until(() => c.frames.length && lastState(c), 10000, 'first frame and state');
   assert.equal(lastState(c).scene, 'cloth');
   assert.equal(lastState(c).params.substeps, 10);
-  // The table came first and describes the keyframe: same frame, vertex ranges cover the capes.
-  assert.ok(c.tables.length >= 1);
-  const table = c.tables.at(-1);
-  assert.equal(table.header.frame, c.key.header.frame);
-  assert.equal(table.lods.length, 3);
-  const cape = capeSurface(c);
-  assert.equal(table.lods.reduce((n, e) => n + e.nvert, 0), cape.nvert);
-  assert.ok(c.key.surfaces.some((x) => x.id === 3 && x.ntri > 0), 'bodies');
-  const before = table.lods[0];
-  // Force character 0 to the coarsest LOD: a new table and a keyframe with fewer vertices.
+  // It starts at a snapshot: the three characters, each a cape (info: its vertex and
+  // triangle counts) and a body after it.
+  const first = c.frames[0];
+  assert.ok(first.snapshot, 'the first frame is a snapshot');
+  assert.deepEqual(Object.keys(first.objects).map(Number), [0, 1, 2]);
+  for (const o of Object.values(first.objects)) {
+    assert.equal(o.info.length, 4);
+    assert.ok(o.info[2] > 0 && o.nvert > o.info[2], `cape ${o.info[2]} of ${o.nvert} vertices`);
+    assert.ok(o.nelem > o.info[3], 'a body after the cape');
+  }
+  const before = newest(c).objects;
+  // Force character 0 to the coarsest LOD: its object re-keys with fewer vertices; the
+  // others keep their keys.
   c.send({ type: 'force_lod', seq: 1, character: 0, lod: 2 });
-  await c.until(() => c.tables.length >= 2 && c.key.header.frame === c.tables.at(-1).header.frame &&
-                      c.tables.at(-1).lods[0].lod === 2, 10000, 'switch keyframe');
-  const after = c.tables.at(-1).lods[0];
-  assert.ok(after.nvert < before.nvert);
-  assert.equal(capeSurface(c).nvert, cape.nvert - before.nvert + after.nvert);
-  // Deltas keep applying to the new keyframe (the client counts any that would not).
+  await c.until(() => newest(c).objects[0].lod === 2, 10000, 'switch');
+  const sw = c.frames.find((f) => f.objects[0].lod === 2);
+  assert.ok(sw.key && !sw.snapshot, 'the switch is structural, not a snapshot');
+  assert.ok(sw.objects[0].nvert < before[0].nvert);
+  assert.notEqual(sw.objects[0].key, before[0].key);
+  for (const id of [1, 2]) assert.equal(sw.objects[id].key, before[id].key, `character ${id} re-keyed`);
+  // Walking: the roots move (transforms), deltas keep applying (the client counts any that
+  // would not), and no frame is a snapshot (a cape that flutters far from its key re-keys
+  // alone).
   c.send({ type: 'motion', seq: 2, character: -1, motion: 'walk' });
   c.send({ type: 'wind', seq: 3, impulse: [-2, 0, 1] });
   const n0 = c.frames.length;
-  await c.until(() => c.frames.length > n0 + 20, 10000, 'frames while walking');
-  assert.equal(c.errors, 0);
+  await c.until(() => c.frames.length > n0 + 30, 10000, 'frames while walking');
+  assert.equal(c.errors, 0, c.refusals.join('; '));
+  const walked = newest(c).objects[1].transform.t, stood = before[1].transform.t;
+  assert.ok(Math.hypot(walked[0] - stood[0], walked[1] - stood[1]) > 0.1, 'character 1 walked');
+  assert.ok(c.frames.slice(n0).every((f) => !f.snapshot), 'a snapshot while walking');
   // Hold a bottom corner of character 1 at a hand 5 cm behind and 5 cm above it: the
   // corner goes to the hand and stays; then let go.
-  const capeIndex = () => c.key.surfaces.findIndex((x) => x.id === 2);
-  const where = (j) => {
-    const q = c.q[capeIndex()], { bmin, bmax } = c.key;
-    return [0, 1, 2].map((b) => bmin[b] + (bmax[b] - bmin[b]) * (q[j * 3 + b] / 65535));
-  };
   c.send({ type: 'motion', seq: 4, character: -1, motion: 'idle' });
-  const e1 = c.tables.at(-1).lods[1], corner = e1.nvert - 1, j = e1.firstVertex + corner;
-  const p0 = where(j), hand = [p0[0] - 0.05, p0[1], p0[2] + 0.05];
+  await c.until(() => c.frames.some((f) => f.lastSeq >= 4), 10000, 'idle applied');
+  const corner = newest(c).objects[1].info[2] - 1;
+  const p0 = where(c, 1, corner), hand = [p0[0] - 0.05, p0[1], p0[2] + 0.05];
   c.send({ type: 'grab', seq: 5, character: 1, vertex: corner, point: hand });
   await c.until(() => c.frames.some((f) => f.lastSeq >= 5), 10000, 'grab applied');
   const n1 = c.frames.length;
   await c.until(() => c.frames.length > n1 + 3, 10000, 'frames while held');
-  const held = where(c.tables.at(-1).lods[1].firstVertex + corner);
+  const held = where(c, 1, corner);
   const off = Math.hypot(held[0] - hand[0], held[1] - hand[1], held[2] - hand[2]);
   assert.ok(off < 0.01, `the held vertex is ${off.toFixed(3)} m from the hand`);
   c.send({ type: 'release', seq: 6 });
@@ -80,10 +94,16 @@ test('cloth: REST options, LOD table before each keyframe, a forced switch re-ke
   assert.ok(errs.some((t) => t.seq === 7 && t.error === 'not in this scene'));
   assert.ok(errs.some((t) => t.seq === 8 && /motion must be/.test(t.detail)));
   assert.ok(errs.some((t) => t.seq === 9 && /character and vertex/.test(t.detail)));
-  // A late joiner gets the table, then the keyframe it describes.
+  // A late joiner starts at a snapshot of every character, character 0 still coarse, and
+  // then shows what the driver shows.
   const v = await new Client(wsUrl(s, s.view_token)).open();
-  await v.until(() => v.key, 10000, 'joiner keyframe');
-  assert.equal(v.tables.at(-1).header.frame, v.key.header.frame);
+  await v.until(() => v.frames.length > 5, 10000, 'joiner frames');
+  assert.ok(v.frames[0].snapshot, 'the joiner starts at a snapshot');
+  assert.deepEqual(Object.keys(v.frames[0].objects).map(Number), [0, 1, 2]);
+  assert.equal(v.frames[0].objects[0].lod, 2);
+  const same = v.frames.at(-1), there = c.frames.find((f) => f.frame === same.frame);
+  if (there) assert.deepEqual(Array.from(same.q[2]), Array.from(there.q[2]));
+  assert.equal(v.errors + c.errors, 0, [...v.refusals, ...c.refusals].join('; '));
   await v.close();
   await c.close();
   const del = await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });

@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import WebSocket from 'ws';
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
-import { createDecoder, readHeader, KIND } from '../../protocol/js/softcast-proto.mjs';
+import { createDecoder, readHeader, KIND, FLAG } from '../../protocol/js/softcast-proto.mjs';
 
 await MeshoptDecoder.ready;
 export const dec = createDecoder({ decompress, MeshoptDecoder });
@@ -61,22 +61,26 @@ export async function api(base, method, path, body, headers = {}) {
   return { status: r.status, json, text };
 }
 
-// A client that decodes every frame and keeps a per-surface position state. Every mesh
-// frame is recorded with its arrival time (performance.now(), ms) and size in bytes. With
-// { decode: false } it reads headers only (kind, frame, last seq): a cheap client for the
-// tests that push many large frames.
+// A client that decodes every frame and keeps the objects it holds, as a browser must:
+// from a snapshot on, every structural frame applied in order (protocol/README.md). Every
+// object frame is recorded with its arrival time (performance.now(), ms) and size in
+// bytes; decoded, with each object's quantised vertices (q[id]: x, y, z, scalar per
+// vertex) and what it holds of each (objects[id]: lod, info, counts, transform, parts).
+// A frame the decoder refuses counts in errors (the server must never send one). With
+// { decode: false } it reads headers only (kind, frame, last seq, flags): a cheap client
+// for the tests that push many large frames.
 export class Client {
   constructor(url, { decode = true } = {}) {
     this.url = url;
     this.decode = decode;
     this.texts = [];
-    this.frames = [];      // mesh frames: {frame, lastSeq, key, bytes, t, q (decoded only)}
+    this.frames = [];      // object frames: {frame, lastSeq, key, snapshot, bytes, t, q, objects}
     this.slices = [];
-    this.tables = [];      // LOD tables (cloth)
-    this.key = null;
-    this.q = null;         // current quantised positions per surface
+    this.objects = dec.createObjectDecoder();
+    this.q = null;         // the newest frame's q
     this.waiters = [];
     this.errors = 0;
+    this.refusals = [];    // why the decoder refused frames
     this.bytes = 0;        // binary bytes received
   }
   async open() {
@@ -98,30 +102,43 @@ export class Client {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       const t = performance.now();
       this.bytes += bytes.length;
-      if (!this.decode) {
-        const h = readHeader(bytes);
-        if (h.kind === KIND.MESH_KEY || h.kind === KIND.MESH_DELTA)
-          this.frames.push({ frame: h.frame, lastSeq: h.lastSeq, key: h.kind === KIND.MESH_KEY, bytes: bytes.length, t });
-        for (const w of this.waiters.splice(0)) w();
-        return;
-      }
-      const f = dec.decode(bytes);
-      if (f.pixels) {
-        this.slices.push(f);
-      } else if (f.lods) {
-        this.tables.push(f);
-      } else if (f.header.kind === 1) {
-        this.key = f;
-        this.q = f.surfaces.map((s) => s.q);
-        this.frames.push({ frame: f.header.frame, lastSeq: f.header.lastSeq, key: true, bytes: bytes.length, t, q: this.q });
-      } else if (this.key && f.keyFrame === this.key.header.frame) {
-        this.q = f.surfaces.map((_, s) => dec.applyDelta(this.key, f, s));
-        this.frames.push({ frame: f.header.frame, lastSeq: f.header.lastSeq, key: false, bytes: bytes.length, t, q: this.q });
+      const h = readHeader(bytes);
+      if (h.kind === KIND.SLICE) {
+        if (this.decode) this.slices.push(dec.decode(bytes));
+      } else if (h.kind === KIND.OBJECTS) {
+        const f = {
+          frame: h.frame, lastSeq: h.lastSeq, key: (h.flags & FLAG.STRUCTURAL) !== 0,
+          snapshot: (h.flags & FLAG.SNAPSHOT) !== 0, bytes: bytes.length, t,
+        };
+        if (!this.decode || this.applyObjects(bytes, f)) this.frames.push(f);
       } else {
-        this.errors++; // a delta for a keyframe we do not hold: the server must never send one
+        this.errors++; // the server sends object frames and slices only
       }
     }
     for (const w of this.waiters.splice(0)) w();
+  }
+  applyObjects(bytes, f) {
+    let r;
+    try {
+      r = this.objects.apply(bytes);
+    } catch (e) {
+      this.errors++;
+      this.refusals.push(`frame ${f.frame}: ${e.code ?? ''} ${e.message}`);
+      return false;
+    }
+    f.q = [];
+    f.objects = [];
+    f.named = r.named;
+    for (const o of r.objects) {
+      f.q[o.id] = o.q.slice();
+      f.objects[o.id] = {
+        id: o.id, lod: o.lod, info: [...o.info], nvert: o.nvert, nelem: o.nelem, key: o.key,
+        parts: o.parts, transform: { t: [...o.transform.t], r: [...o.transform.r] },
+        bmin: [...o.bmin], bmax: [...o.bmax], qbits: o.qbits,
+      };
+    }
+    this.q = f.q;
+    return true;
   }
   send(obj) { this.ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj)); }
   async until(pred, ms = 10000, what = 'condition') {

@@ -1,6 +1,7 @@
-// Keyframe policy: at most every --keyframe-every frames while the shape moves, none for a
-// settled scene, and with 0 only the first (a local dent never makes deltas grow past half
-// a keyframe). Every delta must apply to the keyframe the client holds.
+// Keys and structural frames: an object re-keys at most every --keyframe-every frames while
+// it moves, never in a settled scene, and with 0 only when its delta would outgrow its key
+// (a local dent never does). Every client applies every structural frame in order, or
+// starts again at a snapshot: its decoder never refuses a frame.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer, api, Client, wsUrl, tick, quiet } from './harness.mjs';
@@ -24,9 +25,11 @@ test('--keyframe-every N: keyframes at most N frames apart while moving, none on
     const c = await new Client(wsUrl(s, s.control_token)).open();
     await c.until(() => c.frames.length > 0, 5000, 'first keyframe');
     await drag(c, 40);
-    const keys = c.frames.filter((f) => f.key).map((f) => f.frame);
-    assert.ok(keys.length >= 4, `keyframes ${keys}`);
-    for (let i = 1; i < keys.length; i++) assert.ok(keys[i] - keys[i - 1] <= 10, `keyframes ${keys}`);
+    // Counted in frames made (a settled frame makes none): this client, reading as fast as
+    // they come, gets every one.
+    const keys = c.frames.map((f, i) => (f.key ? i : -1)).filter((i) => i >= 0);
+    assert.ok(keys.length >= 4, `keyed frames ${keys}`);
+    for (let i = 1; i < keys.length; i++) assert.ok(keys[i] - keys[i - 1] <= 10, `keyed frames ${keys}`);
     assert.equal(c.errors, 0, 'a delta arrived for a keyframe the client did not hold');
     // Settled once 300 ms pass without a frame; then 2 s (120 frame periods at the default
     // 60 Hz, 12 times --keyframe-every) bring nothing, keyframes included.
@@ -52,6 +55,42 @@ test('--keyframe-every 0: a drag sends one keyframe, then deltas only', async ()
     assert.ok(c.frames.length > 40);
     assert.equal(c.errors, 0);
     await c.close();
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
+
+// A viewer that stops reading while every frame keys (so every frame is structural and
+// large): the server cannot hold all it misses, so when it reads again it must get a
+// snapshot, never a frame that does not apply to what it holds.
+test('a client that falls behind past the structural frames kept starts again at a snapshot', async () => {
+  const srv = await startServer(['--dims', '64x64x40', '--keyframe-every', '1']);
+  try {
+    const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const d = await new Client(wsUrl(s, s.control_token), { decode: false }).open();
+    const v = await new Client(wsUrl(s, s.view_token)).open();
+    await v.until(() => v.frames.length > 0, 10000, 'viewer snapshot');
+    assert.ok(v.frames[0].snapshot, 'a joiner starts at a snapshot');
+    v.ws._socket.pause(); // reads nothing: the kernel's buffers fill, then the server's
+    d.send({ type: 'grab', seq: 1, point: [32, 52, 20], radius: 3, space: 'lattice' });
+    await d.until(() => d.frames.some((f) => f.lastSeq >= 1), 10000, 'grab applied');
+    // Moves until 150 frames, all keyed (a few MB: more than the kernel's socket buffers and
+    // the 32 structural frames the session keeps), went by unread.
+    const from = d.frames.at(-1).frame;
+    for (let i = 1; d.frames.at(-1).frame < from + 150; i++) {
+      assert.ok(i < 3000, 'the session stopped making frames');
+      d.send({ type: 'move', seq: 1 + i, point: [32, 52 + 4 * Math.sin(i / 6), 20], space: 'lattice' });
+      await tick(16);
+    }
+    const sent = d.frames.at(-1).frame;
+    v.ws._socket.resume();
+    await v.until(() => v.frames.length && v.frames.at(-1).frame >= sent, 20000, 'the viewer caught up');
+    assert.equal(v.errors, 0, v.refusals.join('; '));
+    const again = v.frames.slice(1).filter((f) => f.snapshot);
+    assert.ok(again.length >= 1, `no snapshot after the stall (${v.frames.map((f) => f.frame + (f.snapshot ? 'S' : f.key ? 'K' : '')).join(' ')}; sent ${sent})`);
+    for (let i = 1; i < v.frames.length; i++) assert.ok(v.frames[i].frame > v.frames[i - 1].frame, 'frames in order');
+    d.send({ type: 'release', seq: 5000 });
+    await Promise.all([d.close(), v.close()]);
   } finally {
     assert.equal(await srv.stop(), 0);
   }
