@@ -323,10 +323,14 @@ test('a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-
   assert.equal(r.programs, w0.programs, 'shader programs were compiled while the crowd walked');
   assert.ok(r.longest < 250, `a main-thread task of ${Math.round(r.longest)} ms while the crowd walked`);
   assert.ok(r.busy < 0.25 * r.ms, `long tasks held the main thread ${Math.round(r.busy)} of ${Math.round(r.ms)} ms`);
+  // A forced LOD re-keys every character (its new elements and groups), whatever LOD the
+  // camera gave it: 0 then 2. The same materials, and so the same shader programs.
+  await page.selectOption('#force-lod', '0', { timeout: 15000 });
+  await until(page, () => window.softcast.st.lods.every((l) => l === 0), null, 'every cape at LOD 0');
   await page.selectOption('#force-lod', '2', { timeout: 15000 });
   await until(page, () => window.softcast.st.lods.every((l) => l === 2), null, 'every cape at LOD 2');
   assert.match(await page.locator('#lod-counts').textContent(), new RegExp(`0 / 0 / ${CROWD}`));
-  // Every character re-keyed: new elements and groups, the same materials and programs.
+  await until(page, (n) => window.softcast.view.framesDrawn > n, await page.evaluate(() => window.softcast.view.framesDrawn), 'drawn at LOD 2');
   assert.equal(await page.evaluate(() => window.programIds()), w0.programs, 'shader programs were compiled at the re-keys');
   await page.locator('#view3d').screenshot({ path: `${OUT}/cloth-crowd.png` });
   assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
