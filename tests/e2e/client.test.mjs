@@ -299,9 +299,12 @@ test('a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-
       return c;
     };
     window.programIds = () => window.softcast.view.renderer.info.programs.map((p) => p.id).join(' ');
+    window.materialIds = () => [...new Set(window.softcast.view.meshes.flatMap((m) => [m.material].flat().map((x) => x.id)))]
+      .sort((a, b) => a - b).join(' ');
   });
   const w0 = await page.evaluate(() => ({ t: performance.now(), shown: window.softcast.st.frames.length,
-    drawn: window.softcast.view.framesDrawn, bodies: window.bodiesAt(), programs: window.programIds() }));
+    drawn: window.softcast.view.framesDrawn, bodies: window.bodiesAt(), programs: window.programIds(),
+    materials: window.materialIds() }));
   await until(page, (n) => window.softcast.st.frames.length >= n + 20, w0.shown, '20 frames of the walk shown');
   const r = await page.evaluate((w) => {
     const now = performance.now(), lt = window.longTasks.filter(([t]) => t >= w.t).map(([, d]) => d);
@@ -324,13 +327,16 @@ test('a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-
   assert.ok(r.longest < 250, `a main-thread task of ${Math.round(r.longest)} ms while the crowd walked`);
   assert.ok(r.busy < 0.25 * r.ms, `long tasks held the main thread ${Math.round(r.busy)} of ${Math.round(r.ms)} ms`);
   // A forced LOD re-keys every character (its new elements and groups), whatever LOD the
-  // camera gave it: 0 then 2. The same materials, and so the same shader programs.
+  // camera gave it: 0 then 2. The same materials, and so the same shader programs (three.js
+  // reuses a program for a new material like a live one, so the materials are the check
+  // that each style keeps its one material).
   await page.selectOption('#force-lod', '0', { timeout: 15000 });
   await until(page, () => window.softcast.st.lods.every((l) => l === 0), null, 'every cape at LOD 0');
   await page.selectOption('#force-lod', '2', { timeout: 15000 });
   await until(page, () => window.softcast.st.lods.every((l) => l === 2), null, 'every cape at LOD 2');
   assert.match(await page.locator('#lod-counts').textContent(), new RegExp(`0 / 0 / ${CROWD}`));
   await until(page, (n) => window.softcast.view.framesDrawn > n, await page.evaluate(() => window.softcast.view.framesDrawn), 'drawn at LOD 2');
+  assert.equal(await page.evaluate(() => window.materialIds()), w0.materials, 'new materials at the re-keys');
   assert.equal(await page.evaluate(() => window.programIds()), w0.programs, 'shader programs were compiled at the re-keys');
   await page.locator('#view3d').screenshot({ path: `${OUT}/cloth-crowd.png` });
   assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
