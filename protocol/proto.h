@@ -119,8 +119,8 @@ typedef enum proto_primitive {
 #define PROTO_PART_TRANSFORM 8u  ///< this frame's transform (absent: the key's)
 #define PROTO_PART_DELTA     16u ///< this frame's positions as differences from the base
 #define PROTO_PART_HOLD \
-    32u ///< show what the last frame showed (an object updated less
-        ///< often than every frame)
+    32u ///< show the vertices the last frame showed (an object updated less often than every
+        ///< frame); alone, its transform too; with TRANSFORM, this frame's
 
 /// A rigid transform: world = rotate(r, local) + t. r is a unit quaternion (x, y, z, w).
 typedef struct proto_transform {
@@ -158,9 +158,10 @@ typedef struct proto_object_in {
     float tstep;   ///< the position step of this object's frame transforms, scene units (0: the
                    ///< box's largest extent / 65535); a change re-keys
     int force_key; ///< 1: key this object in this frame whatever else holds
-    int hold;      ///< 1: clients keep showing the object as the encoder last sent it (pos,
-                   ///< scalar and xf, still valid, are not sent): update far objects less
-                   ///< often with it. Ignored when the object must be keyed or grows
+    int hold;      ///< 1: clients keep the vertices and scalars the encoder last sent (pos
+                   ///< and scalar, still valid, are not sent) and take this frame's xf: update
+                   ///< far objects' shapes less often while they move every frame. Ignored
+                   ///< when the object must be keyed or grows
 } proto_object_in;
 
 typedef struct proto_encoder_options {
@@ -197,8 +198,10 @@ void proto_encoder_reset(proto_encoder *e);
 /// (other than by appending) change, when force_key is set, after key_every frames, and when
 /// its delta would cost more than rekey_ratio keys; otherwise it sends an append (topology that
 /// grew), a transform (one that differs from the key's) and a delta (vertices that differ
-/// from the base), a hold (hold set, the object away from its key), or nothing. On error the
-/// encoder's state is unchanged. stats may be NULL.
+/// from the base), or nothing. With hold set: a hold when the vertices shown differ from the
+/// base, with a transform when this frame's differs from the one shown; else a transform when
+/// it differs from the key's, or nothing. On error the encoder's state is unchanged. stats may
+/// be NULL.
 proto_status proto_encode_frame2(proto_encoder *e, proto_buf *out, const proto_header *h,
                                  const proto_object_in *objs, uint32_t n, proto_frame_stats *stats);
 /// The state after the last encoded frame as a snapshot (every object keyed with its base,

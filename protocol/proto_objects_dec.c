@@ -458,7 +458,7 @@ static proto_status read_record(ctx *x, rec *r, int prev_id)
                     prev_id);
     if (!r->parts || (r->parts & ~0x3fu) || p[5] ||
         ((r->parts & PROTO_PART_REMOVE) && r->parts != PROTO_PART_REMOVE) ||
-        ((r->parts & PROTO_PART_HOLD) && r->parts != PROTO_PART_HOLD))
+        ((r->parts & PROTO_PART_HOLD) && (r->parts & ~(PROTO_PART_HOLD | PROTO_PART_TRANSFORM))))
         return fail(x, PROTO_ERR_CORRUPT, "object %u: bad parts %u", r->id, r->parts);
     if ((x->h->flags & PROTO_FLAG_SNAPSHOT) && !(r->parts & PROTO_PART_KEY))
         return fail(x, PROTO_ERR_CORRUPT, "object %u: a snapshot keys every object", r->id);
@@ -504,8 +504,13 @@ static void update_held(dobj *o, rec *r)
 {
     proto_object *k = &o->pub;
     k->parts = (uint8_t)r->parts;
-    if (r->parts == PROTO_PART_HOLD)
-        return; /* it shows what it showed */
+    if (r->parts & PROTO_PART_HOLD) { /* it shows the vertices it showed */
+        if (r->parts & PROTO_PART_TRANSFORM) {
+            k->xf = r->xf; /* and walks on: this frame's transform */
+            o->moved = 1;
+        }
+        return;
+    }
     if (r->parts & PROTO_PART_APPEND) {
         size_t es = wire_elem_size(k->primitive);
         if (r->a_nvert)

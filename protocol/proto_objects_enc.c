@@ -8,7 +8,9 @@
  * append for topology that grew, the transform when it differs from the key's, and the
  * vertices as zigzag-coded differences from the base, through meshoptimizer's vertex codec
  * and zstd (what v1 did well; zigzag keeps the high bytes of small differences of either
- * sign at 0). A cape that only moves rigidly sends no vertex at all.
+ * sign at 0). A cape that only moves rigidly sends no vertex at all; one the server holds (far,
+ * its shape updated every few frames) keeps the vertices clients show and sends its transform
+ * alone (HOLD | TRANSFORM), so its character walks on between updates.
  *
  * State changes only when a frame is complete: quantised vertices go to a spare array (alt)
  * and appended ones past the held count, both invisible until the commit; a key builds new
@@ -28,11 +30,11 @@ typedef struct enc_obj {
     float info[PROTO_MAX_INFO];
     float bmin[3], bmax[3], smin, smax, tstep;
     proto_transform key_xf;
-    wire_xf_code xf; /* this frame's transform, when has_xf (else the key's) */
+    wire_xf_code xf; /* the transform clients show, when has_xf (else the key's) */
     int has_xf;
     uint32_t nvert, nelem, topo_version;
     uint32_t cap_vert, cap_elem;
-    uint16_t *base, *cur, *alt; /* (cap_vert x 4): base, the last frame's, spare */
+    uint16_t *base, *cur, *alt; /* (cap_vert x 4): base, the vertices clients show, spare */
     uint32_t *elem;             /* (cap_elem x elem size) */
     size_t key_bytes;           /* the key's and appends' stream bytes */
     uint64_t keyed_at;          /* the encoder's frame count when keyed */
@@ -464,12 +466,48 @@ static proto_status plan_update(proto_encoder *e, plan *p, const proto_transform
     return PROTO_OK;
 }
 
+static int same_code(const wire_xf_code *a, const wire_xf_code *b)
+{
+    return a->largest == b->largest && !memcmp(a->dt, b->dt, sizeof a->dt) &&
+           !memcmp(a->c, b->c, sizeof a->c);
+}
+
+/* Plan a held object (hold set, nothing to key or append): clients keep the vertices they
+ * show and take this frame's transform. Away from its base: HOLD, plus TRANSFORM when the
+ * transform differs from the one shown (the key's, when it is back there, goes as a code like
+ * any other); at its base: what a frame without hold sends for a rigid move (TRANSFORM when
+ * it differs from the key's, else nothing). The vertices stay the last frame's. *rekey when
+ * the transform is too far from the key's for its steps. */
+static void plan_hold(plan *p, const proto_transform *xf, int *rekey)
+{
+    const enc_obj *o = p->old;
+    p->next = *o;
+    p->next.topo_version = p->in->topo_version;
+    int has_xf = memcmp(xf, &o->key_xf, sizeof *xf) != 0;
+    wire_xf_code code;
+    *rekey = !wire_xf_encode(&o->key_xf, o->tstep, has_xf ? xf : &o->key_xf, &code);
+    if (*rekey)
+        return;
+    if (!memcmp(o->cur, o->base, (size_t)o->nvert * 4 * sizeof(uint16_t))) {
+        p->next.has_xf = has_xf;
+        p->next.xf = code;
+        p->parts = has_xf ? PROTO_PART_TRANSFORM : 0;
+        return;
+    }
+    int same = o->has_xf ? same_code(&code, &o->xf) : !has_xf;
+    p->parts = PROTO_PART_HOLD | (same ? 0u : PROTO_PART_TRANSFORM);
+    if (!same) {
+        p->next.has_xf = 1;
+        p->next.xf = code;
+    }
+}
+
 /* The record of one planned object. */
 static proto_status put_record(proto_encoder *e, proto_buf *raw, plan *p, const proto_buf *tmp)
 {
     enc_obj *n = &p->next;
     proto_status st = put_record_head(raw, n->id, n->key, p->parts);
-    if (st != PROTO_OK || p->parts == PROTO_PART_HOLD)
+    if (st != PROTO_OK)
         return st;
     if (p->parts & PROTO_PART_KEY)
         return put_key(e, raw, n, &n->key_bytes);
@@ -578,18 +616,10 @@ static proto_status plan_all(proto_encoder *e, proto_buf *raw, const proto_objec
         unit_xf(&p->in->xf, &xf);
         int topo = p->old ? topology_change(p->old, p->in) : -1, rekey = 1;
         size_t delta_bytes = 0;
-        if (!must_key(e, p->old, p->in) && topo == 0 && p->in->hold) {
-            /* Clients keep what they show: the state stays the last frame's. */
-            p->next = *p->old;
-            p->next.topo_version = p->in->topo_version;
-            p->parts = p->old->has_xf || memcmp(p->old->cur, p->old->base,
-                                                (size_t)p->old->nvert * 4 * sizeof(uint16_t))
-                           ? PROTO_PART_HOLD
-                           : 0;
-            rekey = 0;
-        } else if (!must_key(e, p->old, p->in) && topo >= 0) {
+        if (!must_key(e, p->old, p->in) && topo == 0 && p->in->hold)
+            plan_hold(p, &xf, &rekey);
+        else if (!must_key(e, p->old, p->in) && topo >= 0)
             st = plan_update(e, p, &xf, topo, &rekey, &delta_bytes, &tmp);
-        }
         if (st == PROTO_OK && rekey) {
             st = plan_key(e, p, &xf);
             e->next_key++;

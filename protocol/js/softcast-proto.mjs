@@ -407,7 +407,10 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
    * object it does not name); named, the ids the frame named. A refused frame throws a
    * ProtocolError (code 'state' when it does not fit what is held) and changes nothing.
    * positions and scalars are new arrays whenever they change (safe to transfer);
-   * elements, q and baseQ are the decoder's own (copy before transferring).
+   * elements, q and baseQ are the decoder's own (copy before transferring). parts: the PART
+   * bits the frame had for the object (0: not named, it shows its key); with HOLD, its
+   * vertices are the last frame's (positions and scalars the same arrays) and only its
+   * transform may have changed (HOLD | TRANSFORM): move it, upload nothing.
    */
   function createObjectDecoder() {
     let objs = new Map(); // id -> object
@@ -418,7 +421,7 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
       const rec = { id, key, parts };
       if (id <= prevId) throw new ProtocolError(`object ${id} after object ${prevId}: ids must increase`);
       if (!parts || (parts & ~0x3f) || pad || ((parts & PART.REMOVE) && parts !== PART.REMOVE) ||
-          ((parts & PART.HOLD) && parts !== PART.HOLD))
+          ((parts & PART.HOLD) && (parts & ~(PART.HOLD | PART.TRANSFORM))))
         throw new ProtocolError(`object ${id}: bad parts ${parts}`);
       if ((h.flags & FLAG.SNAPSHOT) && !(parts & PART.KEY))
         throw new ProtocolError(`object ${id}: a snapshot keys every object`);
@@ -458,8 +461,12 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
     function commitRecord(rec) {
       const o = rec.fresh ?? rec.held;
       const es = elemSize(o.primitive);
-      if (rec.parts === PART.HOLD) {
-        o.parts = rec.parts; // it shows what it showed
+      if (rec.parts & PART.HOLD) { // it shows the vertices it showed (the same arrays)
+        if (rec.transform) { // and walks on: this frame's transform
+          o.transform = rec.transform;
+          o.moved = true;
+        }
+        o.parts = rec.parts;
         return o;
       }
       if (rec.append) {

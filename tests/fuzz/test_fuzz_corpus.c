@@ -2,7 +2,8 @@
  * fuzz targets under ASan and UBSan, so every input a fuzzer once found interesting is
  * checked on every test run; and check that the corpora still hold what the fuzzers need
  * to start from (a frame of every kind that decodes; sequences in which every object part,
- * key, append, transform, delta, hold and removal, is applied for both primitives, and frames
+ * key, append, transform, delta, hold and removal, and a hold with a transform, is applied for
+ * both primitives, and frames
  * refused for not fitting what the decoder holds; the version 1 keyframe and delta pairs),
  * so a corpus left behind by a format change fails here instead of fuzzing nothing but the
  * header checks. */
@@ -133,11 +134,11 @@ TEST(fuzz_corpus_frames_decode_as_every_kind)
 
 /* Sequences through one object decoder: which parts were applied, per primitive (from the
  * objects' parts after each frame, and the removed ids), and how many frames were refused
- * for not fitting the state. counts[prim - 1][bit] for PROTO_PART_* bit (0-5); counts[2][0]: state
- * refusals. */
+ * for not fitting the state. counts[prim - 1][bit] for PROTO_PART_* bit (0-5), [6] for HOLD |
+ * TRANSFORM; counts[2][0]: state refusals. */
 static void count_parts(const uint8_t *data, size_t size, void *arg)
 {
-    int(*counts)[6] = arg;
+    int(*counts)[7] = arg;
     const uint8_t *f[32];
     size_t len[32];
     int n = fuzz_split_frames(data, size, f, len);
@@ -160,6 +161,7 @@ static void count_parts(const uint8_t *data, size_t size, void *arg)
             prim_of[o->id] = o->primitive;
             for (int b = 1; b < 6; b++)
                 counts[o->primitive - 1][b] += (o->parts >> b) & 1;
+            counts[o->primitive - 1][6] += o->parts == (PROTO_PART_HOLD | PROTO_PART_TRANSFORM);
         }
     }
     proto_decoder_destroy(d);
@@ -167,14 +169,15 @@ static void count_parts(const uint8_t *data, size_t size, void *arg)
 
 TEST(fuzz_corpus_deltas_apply_every_part_of_both_primitives)
 {
-    int counts[3][6];
+    int counts[3][7];
     memset(counts, 0, sizeof counts);
     int n = each_input("tests/fuzz/corpus/delta", count_parts, counts);
     REQUIRE(n > 0);
-    static const char *const part[6] = {"remove", "key", "append", "transform", "delta", "hold"};
+    static const char *const part[7] = {
+        "remove", "key", "append", "transform", "delta", "hold", "hold with a transform"};
     static const char *const prim[2] = {"triangles", "lines"};
     for (int p = 0; p < 2; p++)
-        for (int b = 0; b < 6; b++) {
+        for (int b = 0; b < 7; b++) {
             th_note("%s %s: applied %d times", prim[p], part[b], counts[p][b]);
             CHECKF(counts[p][b] > 0, "no sequence applies a %s part to %s", part[b], prim[p]);
         }

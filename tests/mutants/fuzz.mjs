@@ -1,12 +1,15 @@
-// Mutations of the protocol's decoders against the checks that claim to catch them: the
-// replayed fuzz corpus (tests/fuzz/: the targets' own checks must fail on the committed
-// corpus without ASan, as the mutants are built), the refusal tests (tests/protocol/
-// test_objects.c), and the test vectors, which the C decoder (test_vectors.c) and the
-// JavaScript one (tests/server/vectors.test.mjs) must both reproduce, refusals included.
+// Mutations of the protocol's decoders (and of the object encoder's choices) against the
+// checks that claim to catch them: the replayed fuzz corpus (tests/fuzz/: the targets' own
+// checks must fail on the committed corpus without ASan, as the mutants are built), the
+// refusal and round-trip tests (tests/protocol/test_objects.c), and the test vectors, which
+// the C decoder (test_vectors.c) and the JavaScript one (tests/server/vectors.test.mjs) must
+// both reproduce, refusals included.
 const tests = ['$BUILD/softcast-tests'];
 const vectorsC = '$BUILD/softcast-tests proto_vectors_object';
 const vectorsJs = 'node --test tests/server/vectors.test.mjs';
 const refusals = '$BUILD/softcast-tests proto_objects_refuse';
+const held = '$BUILD/softcast-tests proto_objects_held';
+const randomTrips = '$BUILD/softcast-tests proto_objects_random';
 
 export default [
   // Version 1 (deprecated): applying a delta to a keyframe.
@@ -93,6 +96,51 @@ export default [
     caught_by: 'test_objects: proto_objects_refuse_malformed_and_unfitting_frames',
   },
   {
+    name: 'object decoder (C): HOLD+TRANSFORM keeps the transform shown (a held cape stands still)',
+    file: 'protocol/proto_objects_dec.c',
+    find: 'k->xf = r->xf; /* and walks on: this frame\'s transform */',
+    replace: 'o->moved = 1; /* and walks on: this frame\'s transform */',
+    build: tests,
+    test: vectorsC,
+    caught_by: 'test_vectors: proto_vectors_object_frames_decode_to_stated_values',
+  },
+  {
+    name: 'object decoder (C): HOLD+TRANSFORM refused (HOLD alone or nothing, as before)',
+    file: 'protocol/proto_objects_dec.c',
+    find: '((r->parts & PROTO_PART_HOLD) && (r->parts & ~(PROTO_PART_HOLD | PROTO_PART_TRANSFORM)))',
+    replace: '((r->parts & PROTO_PART_HOLD) && r->parts != PROTO_PART_HOLD)',
+    build: tests,
+    test: vectorsC,
+    caught_by: 'test_vectors: proto_vectors_object_frames_decode_to_stated_values',
+  },
+  {
+    name: 'object decoder (C): HOLD taken with any part (HOLD+DELTA applied, its delta ignored)',
+    file: 'protocol/proto_objects_dec.c',
+    find: '((r->parts & PROTO_PART_HOLD) && (r->parts & ~(PROTO_PART_HOLD | PROTO_PART_TRANSFORM)))',
+    replace: '((r->parts & PROTO_PART_HOLD) && (r->parts & PROTO_PART_REMOVE))',
+    build: tests,
+    test: vectorsC,
+    caught_by: 'test_vectors: proto_vectors_object_frames_decode_to_stated_values',
+  },
+  {
+    name: 'object encoder: a held object that moved sends HOLD without its TRANSFORM',
+    file: 'protocol/proto_objects_enc.c',
+    find: 'p->parts = PROTO_PART_HOLD | (same ? 0u : PROTO_PART_TRANSFORM);',
+    replace: 'p->parts = PROTO_PART_HOLD;',
+    build: tests,
+    test: randomTrips,
+    caught_by: 'test_objects: proto_objects_random_round_trips_and_snapshots',
+  },
+  {
+    name: 'object encoder: HOLD+TRANSFORM sent, but its state keeps the old transform (a joiner\'s snapshot differs)',
+    file: 'protocol/proto_objects_enc.c',
+    find: '        p->next.has_xf = 1;\n        p->next.xf = code;\n',
+    replace: '        p->next.has_xf = 1;\n',
+    build: tests,
+    test: held,
+    caught_by: 'test_objects: proto_objects_held_object_walks_with_its_transform',
+  },
+  {
     name: 'object encoder: new elements that are not a prefix append instead of re-keying',
     file: 'protocol/proto_objects_enc.c',
     find: '        return -1;',
@@ -134,6 +182,33 @@ export default [
     file: 'protocol/js/softcast-proto.mjs',
     find: '        if (snap) {',
     replace: '        if (snap && false) {',
+    build: tests,
+    test: vectorsJs,
+    caught_by: 'vectors.test.mjs: object frame sequence',
+  },
+  {
+    name: 'object decoder (JS): HOLD+TRANSFORM keeps the transform shown (a held cape stands still)',
+    file: 'protocol/js/softcast-proto.mjs',
+    find: '          o.transform = rec.transform;',
+    replace: '          o.moved = true;',
+    build: tests,
+    test: vectorsJs,
+    caught_by: 'vectors.test.mjs: object frame sequence',
+  },
+  {
+    name: 'object decoder (JS): HOLD+TRANSFORM refused (HOLD alone or nothing, as before)',
+    file: 'protocol/js/softcast-proto.mjs',
+    find: '((parts & PART.HOLD) && (parts & ~(PART.HOLD | PART.TRANSFORM)))',
+    replace: '((parts & PART.HOLD) && parts !== PART.HOLD)',
+    build: tests,
+    test: vectorsJs,
+    caught_by: 'vectors.test.mjs: object frame sequence',
+  },
+  {
+    name: 'object decoder (JS): HOLD taken with any part (HOLD+DELTA applied, its delta ignored)',
+    file: 'protocol/js/softcast-proto.mjs',
+    find: '((parts & PART.HOLD) && (parts & ~(PART.HOLD | PART.TRANSFORM)))',
+    replace: '((parts & PART.HOLD) && (parts & PART.REMOVE))',
     build: tests,
     test: vectorsJs,
     caught_by: 'vectors.test.mjs: object frame sequence',

@@ -38,8 +38,20 @@ async function loadMutants() {
   return all.filter((m) => !only || m.name.includes(only) || m.list.includes(only));
 }
 
+// Files of the scratch copy that the tree no longer tracks (moved or deleted sources) go:
+// the Makefile takes sources by wildcard, so a stale copy would be built and linked.
+function pruneScratch(tracked, dir = scratch) {
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name), rel = path.relative(scratch, p);
+    if (e.isSymbolicLink()) continue; // node_modules links
+    if (e.isDirectory()) pruneScratch(tracked, p);
+    else if (!tracked.has(rel)) fs.rmSync(p);
+  }
+}
+
 function copyTree() {
   const files = execFileSync('git', ['ls-files', '-z'], { cwd: root }).toString().split('\0').filter(Boolean);
+  if (fs.existsSync(scratch)) pruneScratch(new Set(files.filter((f) => fs.existsSync(path.join(root, f)))));
   for (const f of files) {
     const src = path.join(root, f), dst = path.join(scratch, f);
     if (!fs.existsSync(src)) continue; // deleted in the working tree

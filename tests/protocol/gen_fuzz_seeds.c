@@ -4,10 +4,11 @@
  * frame of the sequences below), slices, and the deprecated version 1 mesh keyframe, delta and
  * LOD table; tests/fuzz/corpus/delta/seed-*: frame sequences for fuzz_delta.c (each frame a
  * u32 LE length and its bytes): a crowd keyed, moved, re-keyed and thinned; a line set that
- * grows; far objects held; a joiner's snapshot; sequences that miss a structural frame or repeat an
- * append (refused); and the version 1 keyframe and delta pairs (the pair that applies and pairs
- * that must be refused). `make fuzz` grows the corpora from these; test_fuzz_corpus.c checks that
- * every kind, primitive and part is still there. */
+ * grows; far objects held, standing and walking (HOLD | TRANSFORM); a joiner's snapshot;
+ * sequences that miss a structural frame or repeat an append (refused); and the version 1
+ * keyframe and delta pairs (the pair that applies and pairs that must be refused). `make fuzz`
+ * grows the corpora from these; test_fuzz_corpus.c checks that every kind, primitive and part
+ * is still there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +175,7 @@ static void grow_stem(sobj *o, uint32_t add)
 
 static void objects(const char *fdir, const char *ddir)
 {
-    enum { NF = 10 };
+    enum { NF = 11 };
     static sobj o[4];
     small_grid(&o[0], 1, 5, 6, 16);
     small_grid(&o[1], 2, 4, 4, 12);
@@ -193,11 +194,12 @@ static void objects(const char *fdir, const char *ddir)
     for (int i = 0; i < NF; i++)
         pf[i] = &f[i];
     proto_object_in in[4];
-    static const char *const names[NF] = {
-        "objects-key-triangles", "objects-transform", "objects-delta",
-        "objects-rekey",         "objects-key-lines", "objects-append",
-        "objects-append-delta",  "objects-remove",    "objects-moved-after-rekey",
-        "objects-remove-lines"};
+    static const char *const names[NF] = {"objects-key-triangles",  "objects-transform",
+                                          "objects-delta",          "objects-rekey",
+                                          "objects-key-lines",      "objects-append",
+                                          "objects-append-delta",   "objects-remove",
+                                          "objects-hold-transform", "objects-moved-after-rekey",
+                                          "objects-remove-lines"};
     for (int step = 0; step < NF; step++) {
         switch (step) {
         case 1: /* the crowd moves rigidly */
@@ -233,16 +235,21 @@ static void objects(const char *fdir, const char *ddir)
             o[3].scalar[0] = 4.0f, o[3].pos[1] = 0.05f;
             o[3].in.xf.t[2] = 1.0f;
             break;
-        case 7: /* object 3 goes; object 2 is far: held while it moves on */
+        case 7: /* object 3 goes; object 2 is far: held while it walks on (HOLD | TRANSFORM);
+                 * the line set held while its shape changes (HOLD) */
             live[2] = 0;
             o[1].in.hold = 1, o[1].in.xf.t[2] += 0.2f, o[1].pos[5] += 0.01f;
-            o[3].in.hold = 1, o[3].in.xf.t[0] += 0.1f;
+            o[3].in.hold = 1, o[3].pos[4] += 0.02f;
             break;
-        case 8: /* object 1 moves again, against its new key; 2 and the line set shown again */
+        case 8: /* still held: object 2 stands (HOLD), the line set moves (HOLD | TRANSFORM) */
+            o[1].pos[5] += 0.01f;
+            o[3].in.xf.t[0] += 0.1f, o[3].in.xf.r[2] = 0.28f, o[3].in.xf.r[3] = 0.96f;
+            break;
+        case 9: /* object 1 moves again, against its new key; 2 and the line set shown again */
             o[1].in.hold = 0, o[3].in.hold = 0;
             o[0].pos[4] += 0.03f, o[0].in.xf.t[0] += 0.5f;
             break;
-        case 9: /* the line set goes */
+        case 10: /* the line set goes */
             live[3] = 0;
             break;
         }
@@ -279,9 +286,9 @@ static void objects(const char *fdir, const char *ddir)
 
     /* Sequences. */
     sequence(ddir, "seq-all", pf, NF);
-    proto_buf *join[4] = {&snap, &f[7], &f[8], &f[9]};
-    sequence(ddir, "seq-join-at-snapshot", join, 4);
-    proto_buf *missed_rekey[3] = {&f[0], &f[1], &f[8]}; /* object 1's delta for a key not held */
+    proto_buf *join[5] = {&snap, &f[7], &f[8], &f[9], &f[10]};
+    sequence(ddir, "seq-join-at-snapshot", join, 5);
+    proto_buf *missed_rekey[3] = {&f[0], &f[1], &f[9]}; /* object 1's delta for a key not held */
     sequence(ddir, "seq-missed-rekey", missed_rekey, 3);
     proto_buf *twice[8] = {&f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[5], &f[6]};
     sequence(ddir, "seq-append-twice", twice, 8);

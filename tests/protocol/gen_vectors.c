@@ -3,15 +3,17 @@
  * browser's decoder check them, so a decoder change that breaks old bytes shows up.
  *
  * The object frames (version 2) are a sequence a client receives: two triangle objects keyed,
- * a transform-only frame, vertex deltas, a hold, one object re-keyed (a LOD switch), a line set
- * with scalars, its growth (an append), a removal, then a snapshot a joiner starts from; and
- * frames that must be refused by a decoder in a given state. The values vectors.json states are
+ * a transform-only frame, vertex deltas, a hold, a hold that moves (HOLD | TRANSFORM), one
+ * object re-keyed (a LOD switch), a line set with scalars, its growth (an append), a removal,
+ * then a snapshot a joiner starts from; and frames that must be refused by a decoder in a given
+ * state, or by any (a record no encoder writes: HOLD | DELTA). The values vectors.json states are
  * computed here from the encoder's inputs by the formulas of protocol/README.md (quantisation,
  * the transform code), not by the decoder, so the decoders are checked against the spec. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "protocol/proto.h"
 
@@ -29,6 +31,31 @@ static void write_bin(const char *name, const proto_buf *b, proto_status st)
     }
     if (f && fclose(f) != 0)
         g_ok = 0;
+}
+
+/* The encoder's frame b with the parts byte of its first record set to parts: a record no
+ * encoder writes, for a refusal. */
+static void write_first_parts(const char *name, const proto_buf *b, unsigned was, unsigned parts)
+{
+    proto_header h;
+    proto_buf out = {0};
+    uint8_t *raw = NULL;
+    proto_status st = proto_header_read(&h, b->data, b->len);
+    size_t bound = ZSTD_compressBound(h.raw_size);
+    if (st == PROTO_OK && (raw = malloc(h.raw_size + 1)) &&
+        (out.data = malloc(PROTO_HEADER_SIZE + bound)) &&
+        ZSTD_decompress(raw, h.raw_size, b->data + PROTO_HEADER_SIZE, h.payload_size) ==
+            h.raw_size &&
+        h.raw_size > 8 && raw[8] == was) {
+        raw[8] = (uint8_t)parts; /* after u32 nrecords, u16 id, u16 key */
+        size_t z = ZSTD_compress(out.data + PROTO_HEADER_SIZE, bound, raw, h.raw_size, 1);
+        h.payload_size = (uint32_t)z;
+        proto_header_write(out.data, &h);
+        out.len = ZSTD_isError(z) ? 0 : PROTO_HEADER_SIZE + z;
+    }
+    write_bin(name, &out, out.len ? PROTO_OK : PROTO_ERR_CORRUPT);
+    free(raw);
+    free(out.data);
 }
 
 /* ------------------------------------------------------------------ the spec's formulas */
@@ -85,7 +112,8 @@ typedef struct vobj {
     uint8_t ninfo;
     uint16_t base[MAXV * 4];
     uint32_t nbase, nbase_elem;
-    /* what a client shows: the input of the last frame that did not hold the object */
+    /* what a client shows: the vertices of the last frame that did not hold the object, the
+     * transform of this one */
     float shown_pos[MAXV * 3], shown_scalar[MAXV];
     proto_transform shown_xf;
 } vobj;
@@ -359,6 +387,8 @@ static void objects_sequence(void)
             if (o[i].live) {                                                                    \
                 if (!o[i].in.hold)                                                              \
                     show(&o[i]);                                                                \
+                else                                                                            \
+                    o[i].shown_xf = o[i].in.xf;                                                 \
                 in[n++] = o[i].in;                                                              \
             }                                                                                   \
         proto_header h = hdr(frame, (uint32_t)(frame)-90u);                                     \
@@ -392,13 +422,24 @@ static void objects_sequence(void)
     b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
     ENCODE("objects-03-delta.bin", 102, "vertex deltas on A and B, B still moved", 0);
 
-    /* B is far: the server updates it every other frame and holds it between. */
-    b->in.xf = yaw(110.0f, 10.75f, 0.5f, 0.0f);
+    /* B is far: the server updates its shape every few frames and holds it between. Its
+     * shape moved on, it stands still: HOLD alone. */
     b->pos[3] = 0.8f;
     b->in.hold = 1;
     b->parts = PROTO_PART_HOLD;
     ENCODE("objects-04-hold.bin", 103,
-           "B held: it shows frame 102's state while the server's B moved on", 0);
+           "B held: it shows frame 102's vertices while the server's B changed shape", 0);
+    /* It walks on while held: HOLD | TRANSFORM (the old vertices, this frame's transform). */
+    b->in.xf = yaw(110.0f, 10.75f, 0.5f, 0.0f);
+    b->pos[5] = 0.1f;
+    b->parts = PROTO_PART_HOLD | PROTO_PART_TRANSFORM;
+    ENCODE("objects-05-hold-transform.bin", 104,
+           "B held and moved: frame 102's vertices, frame 104's transform", 0);
+    write_first_parts("objects-refused-hold-delta.bin", &buf, PROTO_PART_DELTA,
+                      PROTO_PART_HOLD | PROTO_PART_DELTA);
+    j_refusal("objects-refused-hold-delta.bin", "main", "corrupt",
+              "frame 104 with A's record (a delta) marked HOLD | DELTA: HOLD takes no part but "
+              "TRANSFORM (without the HOLD bit the frame applies)");
     b->in.hold = 0;
     b->parts = PROTO_PART_TRANSFORM | PROTO_PART_DELTA;
 
@@ -412,7 +453,7 @@ static void objects_sequence(void)
     a->in.ninfo = 2, a->in.info[0] = 0.0125f, a->in.info[1] = 0.5f;
     expect_key(a, 2);
     a->parts = PROTO_PART_KEY;
-    ENCODE("objects-05-rekey.bin", 104, "A re-keyed alone (a LOD switch); B goes on as a delta", 0);
+    ENCODE("objects-06-rekey.bin", 105, "A re-keyed alone (a LOD switch); B goes on as a delta", 0);
     j_refusal("objects-03-delta.bin", "empty", "state", "a delta for objects a decoder never held");
     j_refusal("objects-03-delta.bin", "main", "state",
               "a delta for A's first key (0) after its re-key (2)");
@@ -421,8 +462,8 @@ static void objects_sequence(void)
     expect_key(c, 3);
     a->parts = 0;
     c->parts = PROTO_PART_KEY;
-    ENCODE("objects-06-lines.bin", 105, "a line set with a scalar per vertex keyed", 0);
-    j_refusal("objects-08-remove.bin", "main", "state",
+    ENCODE("objects-07-lines.bin", 106, "a line set with a scalar per vertex keyed", 0);
+    j_refusal("objects-09-remove.bin", "main", "state",
               "a frame of after the growth: the line set's delta has 6 vertices, it holds 4 "
               "(nothing of it applies: B stays)");
 
@@ -435,30 +476,30 @@ static void objects_sequence(void)
     c->in.nvert = 6, c->in.nelem = 5, c->in.topo_version = 1;
     expect_append(c);
     c->parts = PROTO_PART_APPEND;
-    ENCODE("objects-07-append.bin", 106, "the line set grows: two vertices, two segments", 0);
-    j_refusal("objects-07-append.bin", "main", "state",
+    ENCODE("objects-08-append.bin", 107, "the line set grows: two vertices, two segments", 0);
+    j_refusal("objects-08-append.bin", "main", "state",
               "the same append again: it starts at vertex 4, the line set has 6");
 
     b->live = 0;
     removed[0] = 2;
     c->scalar[0] = 1.8f; /* the root's energy changes */
     c->parts = PROTO_PART_DELTA;
-    ENCODE("objects-08-remove.bin", 107, "B removed; the line set's root energy changes", 1);
+    ENCODE("objects-09-remove.bin", 108, "B removed; the line set's root energy changes", 1);
 
-    /* The snapshot of frame 107, for a joiner. */
-    proto_header h = hdr(107, 17);
+    /* The snapshot of frame 108, for a joiner. */
+    proto_header h = hdr(108, 18);
     proto_status s = proto_encode_snapshot(e, &buf, &h, &st);
-    write_bin("objects-09-snapshot.bin", &buf, s);
+    write_bin("objects-10-snapshot.bin", &buf, s);
     a->parts = PROTO_PART_KEY;
     c->parts = PROTO_PART_KEY | PROTO_PART_DELTA;
-    j_step("objects-09-snapshot.bin", "joiner", &h, st.flags, o, 3, removed, 0,
-           "a joiner starts from the snapshot of frame 107: what main holds");
+    j_step("objects-10-snapshot.bin", "joiner", &h, st.flags, o, 3, removed, 0,
+           "a joiner starts from the snapshot of frame 108: what main holds");
     /* The main client may take it too; B is gone already. */
-    j_step("objects-09-snapshot.bin", "main", &h, st.flags, o, 3, removed, 0,
+    j_step("objects-10-snapshot.bin", "main", &h, st.flags, o, 3, removed, 0,
            "the snapshot applied by a client that has everything changes nothing but parts");
     static const uint16_t gone[1] = {2};
-    j_step("objects-09-snapshot.bin", "late", &h, st.flags, o, 3, gone, 1,
-           "the client that missed frames 101-107 takes the snapshot: B, which it still held, is "
+    j_step("objects-10-snapshot.bin", "late", &h, st.flags, o, 3, gone, 1,
+           "the client that missed frames 101-108 takes the snapshot: B, which it still held, is "
            "dropped, A re-keyed, the line set added");
 
     proto_buf_free(&buf);

@@ -200,13 +200,14 @@ test('limits: volume size (413), clients per session, sessions per server (429)'
 test('replies and frames follow one another without waiting for a wake-up', async () => {
   const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
   const a = await new Client(wsUrl(s, s.control_token)).open();
-  await a.until(() => a.frames.length > 0, 5000, 'keyframe');
+  await a.until(() => a.frames.length > 0, 5000, 'snapshot');
   a.send({ type: 'ping', seq: 1, t: 1 });
   a.send({ type: 'ping', seq: 2, t: 2 });
   await a.until(() => a.texts.filter((t) => t.type === 'pong').length === 2, 2000, 'both pongs');
-  // A viewer joining the settled session gets its keyframe at once, not at the next one.
+  // A viewer joining the settled session gets its snapshot at once.
   const b = await new Client(wsUrl(s, s.view_token)).open();
-  await b.until(() => b.frames.length > 0, 2000, 'joiner keyframe');
+  await b.until(() => b.frames.length > 0, 2000, 'joiner snapshot');
+  assert.ok(b.frames[0].snapshot);
   await a.close();
   await b.close();
 });

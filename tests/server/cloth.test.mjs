@@ -78,6 +78,7 @@ test('cloth: REST options, one object per character, a forced switch re-keys tha
   await c.until(() => c.frames.some((f) => f.lastSeq >= 5), 10000, 'grab applied');
   const n1 = c.frames.length;
   await c.until(() => c.frames.length > n1 + 3, 10000, 'frames while held');
+  assert.equal(newest(c).objects[1].qbits, 10, 'the held character at the precision the driver sees');
   const held = where(c, 1, corner);
   const off = Math.hypot(held[0] - hand[0], held[1] - hand[1], held[2] - hand[2]);
   assert.ok(off < 0.01, `the held vertex is ${off.toFixed(3)} m from the hand`);

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
 import {
-  createDecoder, ProtocolError, applyTransform, readHeader, KIND, PRIM, VERSION,
+  createDecoder, ProtocolError, applyTransform, readHeader, KIND, PART, PRIM, VERSION,
 } from '../../protocol/js/softcast-proto.mjs';
 
 const dir = new URL('../../protocol/vectors/', import.meta.url);
@@ -104,12 +104,34 @@ test('applyTransform turns local positions to world', () => {
   // An object of the sequence: the stem after its growth, in world.
   const dec = d.createObjectDecoder();
   for (const n of ['objects-01-key.bin', 'objects-02-transform.bin', 'objects-03-delta.bin',
-    'objects-04-hold.bin', 'objects-05-rekey.bin', 'objects-06-lines.bin', 'objects-07-append.bin'])
+    'objects-04-hold.bin', 'objects-05-hold-transform.bin', 'objects-06-rekey.bin',
+    'objects-07-lines.bin', 'objects-08-append.bin'])
     dec.apply(bin(n));
   const stem = dec.get(7);
   const world = applyTransform(stem.positions, stem.transform);
   assert.equal(world.length, 18);
   assert.ok(Math.abs(world[1] - 5) <= 2 / 1023); // the root, moved 5 along y (within a step)
+});
+
+test('a held object says so in parts: its positions stay the same arrays, its transform moves', () => {
+  const dec = d.createObjectDecoder();
+  for (const n of ['objects-01-key.bin', 'objects-02-transform.bin', 'objects-03-delta.bin'])
+    dec.apply(bin(n));
+  const { positions, scalars, transform } = dec.get(2);
+  dec.apply(bin('objects-04-hold.bin'));
+  let b = dec.get(2);
+  assert.equal(b.parts, PART.HOLD);
+  assert.ok(b.positions === positions && b.scalars === scalars, 'HOLD: the same arrays');
+  assert.deepEqual(b.transform, transform);
+  dec.apply(bin('objects-05-hold-transform.bin'));
+  b = dec.get(2);
+  assert.equal(b.parts, PART.HOLD | PART.TRANSFORM);
+  assert.ok(b.positions === positions && b.scalars === scalars, 'HOLD | TRANSFORM: the same arrays');
+  assert.notDeepEqual(b.transform, transform);
+  dec.apply(bin('objects-06-rekey.bin')); // shown again: this frame's vertices
+  b = dec.get(2);
+  assert.equal(b.parts, PART.TRANSFORM | PART.DELTA);
+  assert.notEqual(b.positions, positions);
 });
 
 test('slice vector', () => {
