@@ -9,13 +9,20 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { launch } from './browser.mjs';
 import { encodeKeys, PRIM } from './objectframe.mjs';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const OUT = `${ROOT}build/e2e`;
-const vector = (n) => Array.from(readFileSync(`${ROOT}protocol/vectors/${n}`));
+// The vectors' frames by what they do (objects-NN-<what>.bin: the numbers move when the
+// vectors gain a step), as arrays for the page; a frame's number from its header.
+const vector = (what) => {
+  const f = readdirSync(`${ROOT}protocol/vectors`).find((n) => new RegExp(`^objects-\\d+-${what}\\.bin$`).test(n));
+  assert.ok(f, `protocol/vectors/objects-NN-${what}.bin missing`);
+  return Array.from(readFileSync(`${ROOT}protocol/vectors/${f}`));
+};
+const frameOf = (bytes) => Number(new DataView(Uint8Array.from(bytes).buffer).getBigUint64(8, true));
 
 let browser, page;
 
@@ -46,7 +53,7 @@ after(async () => {
 
 test('a line set with a scalar per vertex is drawn in the colormap\'s colours (the protocol\'s vectors)', { timeout: 60000 }, async () => {
   await page.evaluate(() => window.start(null));
-  for (const f of ['objects-01-key.bin', 'objects-05-rekey.bin', 'objects-06-lines.bin'])
+  for (const f of ['key', 'rekey', 'lines'])
     assert.ok(await page.evaluate((b) => window.feed([b]), vector(f)), `${f}: no update`);
   let lines = (await page.evaluate(() => window.info())).find((o) => o.id === 7);
   assert.deepEqual([lines.type, lines.count, lines.colors, lines.position], ['LineSegments', 6, true, [0, 5, 0]]);
@@ -56,7 +63,7 @@ test('a line set with a scalar per vertex is drawn in the colormap\'s colours (t
   assert.ok(n.grey < n.coloured / 10, `grey pixels on a line set with a scalar: ${JSON.stringify(n)}`);
   await page.locator('canvas').screenshot({ path: `${OUT}/lines-scalar.png` });
   // Its growth: two vertices and two segments appended, drawn.
-  assert.ok(await page.evaluate((b) => window.feed([b]), vector('objects-07-append.bin')));
+  assert.ok(await page.evaluate((b) => window.feed([b]), vector('append')));
   lines = (await page.evaluate(() => window.info())).find((o) => o.id === 7);
   assert.deepEqual([lines.count, lines.colors], [10, true]);
   const m = await page.evaluate(() => window.look([7]));
@@ -106,20 +113,22 @@ test('a busy page takes the structural frames it missed in one update, the array
   await page.reload();
   await page.waitForFunction(() => typeof window.start === 'function');
   await page.evaluate(() => window.start(null));
-  assert.ok(await page.evaluate((b) => window.feed([b]), vector('objects-01-key.bin')));
+  assert.ok(await page.evaluate((b) => window.feed([b]), vector('key')));
   // Busy: the re-key's update waits on the page; three structural frames come after it, one
   // at a time, each decoded while the page holds the update before.
   assert.equal(await page.evaluate(() => window.busy(true)), 1);
-  assert.ok(await page.evaluate((b) => window.feed([b]), vector('objects-05-rekey.bin')));
-  for (const [f, frame] of [['objects-06-lines.bin', 105], ['objects-07-append.bin', 106], ['objects-08-remove.bin', 107]]) {
-    await page.evaluate((b) => window.feed([b], false), vector(f));
-    assert.ok(await page.evaluate((n) => window.decoded(n), frame), `frame ${frame} not decoded`);
+  assert.ok(await page.evaluate((b) => window.feed([b]), vector('rekey')));
+  for (const f of ['lines', 'append', 'remove']) {
+    const bytes = vector(f);
+    await page.evaluate((b) => window.feed([b], false), bytes);
+    assert.ok(await page.evaluate((n) => window.decoded(n), frameOf(bytes)), `frame ${frameOf(bytes)} (${f}) not decoded`);
   }
   assert.equal(await page.evaluate(() => window.t.updates.length), 2, 'an update posted while the page held one');
   await page.evaluate(() => window.busy(false));
   await page.waitForFunction(() => window.t.updates.length === 3 && window.t.applied === 3);
   const last = await page.evaluate(() => { const u = window.t.updates[2]; return { frame: u.frame, removed: u.removed, ids: u.objects.map((o) => o.id) }; });
-  assert.deepEqual(last, { frame: 107, removed: [2], ids: [7] }, 'the update after the busy time: the line set (keyed, grown), B removed');
+  assert.deepEqual(last, { frame: frameOf(vector('remove')), removed: [2], ids: [7] },
+    'the update after the busy time: the line set (keyed, grown), B removed');
   const info = await page.evaluate(() => window.info());
   assert.deepEqual(info.map((o) => [o.id, o.type, o.count, o.colors]), [[1, 'Mesh', 6, false], [7, 'LineSegments', 10, true]]);
   assert.deepEqual(await page.evaluate(() => window.t.errors), []);

@@ -6,20 +6,25 @@
 // elements, transforms, scalar colours), however many updates the page did not take in time.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { createWire, normals } from '../../web-client/src/core/wire.mjs';
 import { scalarColors } from '../../web-client/src/core/colormap.mjs';
 import { createDecoder, PRIM } from '../../protocol/js/softcast-proto.mjs';
 
+// The main sequence's frames by what they do (objects-NN-<what>.bin: the numbers move when
+// the vectors gain a step), and each one's frame number from its header.
 const dir = new URL('../../protocol/vectors/', import.meta.url);
-const bin = (n) => new Uint8Array(readFileSync(new URL(n, dir)));
-const frames = Object.fromEntries([
-  ['key', 'objects-01-key.bin'], ['transform', 'objects-02-transform.bin'], ['delta', 'objects-03-delta.bin'],
-  ['hold', 'objects-04-hold.bin'], ['rekey', 'objects-05-rekey.bin'], ['lines', 'objects-06-lines.bin'],
-  ['append', 'objects-07-append.bin'], ['remove', 'objects-08-remove.bin'], ['snapshot', 'objects-09-snapshot.bin'],
-].map(([k, f]) => [k, bin(f)]));
+const files = readdirSync(dir);
+const bin = (what) => {
+  const f = files.find((n) => new RegExp(`^objects-\\d+-${what}\\.bin$`).test(n));
+  assert.ok(f, `protocol/vectors/objects-NN-${what}.bin missing`);
+  return new Uint8Array(readFileSync(new URL(f, dir)));
+};
+const frames = Object.fromEntries(['key', 'transform', 'delta', 'hold', 'hold-transform', 'rekey', 'lines', 'append',
+  'remove', 'snapshot'].map((k) => [k, bin(k)]));
+const number = (k) => Number(new DataView(frames[k].buffer, frames[k].byteOffset).getBigUint64(8, true));
 // The page's own packages (web-client/node_modules, make web), for the reference decoder.
 const fromPage = (name) => import(pathToFileURL(createRequire(new URL('../../web-client/src/', import.meta.url)).resolve(name)));
 const { decompress } = await fromPage('fzstd');
@@ -117,24 +122,24 @@ test('the worker applies every structural frame, in order, and the newest; the p
   const first = p.updates()[0];
   assert.deepEqual(first.objects.map((o) => [o.id, o.keyed, !!o.elements, !!o.positions, !!o.transform]),
     [[1, true, true, true, true], [2, true, true, true, true]]);
-  // The page is busy: it does not take the first update while four bursts arrive. Of the
-  // first burst, the transform, delta and hold frames (latest wins) give way to the re-key.
-  await p.send(frames.transform, frames.delta, frames.hold, frames.rekey);
+  // The page is busy: it does not take the first update while three bursts arrive. Of the
+  // first, the transform, delta and hold frames (latest wins) give way to the re-key.
+  await p.send(frames.transform, frames.delta, frames.hold, frames['hold-transform'], frames.rekey);
   await p.send(frames.lines);
   await p.send(frames.append, frames.remove);
   assert.equal(p.updates().length, 1, 'an update posted while the page held the last');
-  assert.deepEqual((await p.log()).map(([f]) => f), [100, 104, 105, 106, 107], 'the frames applied');
+  assert.deepEqual((await p.log()).map(([f]) => f), ['key', 'rekey', 'lines', 'append', 'remove'].map(number), 'the frames applied');
   await p.take();
   assert.equal(p.updates().length, 2, 'the merged update posted at the ack');
   const u = p.updates()[1];
   assert.deepEqual(u.removed, [2], 'B, removed by the last frame');
   assert.deepEqual(u.objects.map((o) => [o.id, o.keyed]), [[1, true], [7, true]], 'A re-keyed, the line set keyed');
-  assert.equal(u.frame, 107);
+  assert.equal(u.frame, number('remove'));
   assert.equal(u.objects[1].elements.length, 10, 'the line set with its append: five segments');
   await p.take();
-  sameAsDecoder(p, ['key', 'transform', 'delta', 'hold', 'rekey', 'lines', 'append', 'remove'], 'after frame 107');
-  assert.equal(u.skipped, 3 + 2, 'skipped: three frames of the burst, two updates the page never took');
-  assert.equal(u.received, 8);
+  sameAsDecoder(p, ['key', 'transform', 'delta', 'hold', 'hold-transform', 'rekey', 'lines', 'append', 'remove'], 'after the removal');
+  assert.equal(u.skipped, 4 + 2, 'skipped: four frames of the burst, two updates the page never took');
+  assert.equal(u.received, 9);
   assert.deepEqual(p.errors(), []);
 });
 
@@ -169,7 +174,8 @@ test('frames wait for a snapshot: at the start, and after a refusal (what is sho
   await p.take();
   assert.equal(p.updates().length, 2);
   assert.deepEqual(p.updates()[1].removed, [2], 'the snapshot drops B');
-  sameAsDecoder(p, ['key', 'transform', 'delta', 'hold', 'rekey', 'lines', 'append', 'remove', 'snapshot'], 'after the snapshot');
+  sameAsDecoder(p, ['key', 'transform', 'delta', 'hold', 'hold-transform', 'rekey', 'lines', 'append', 'remove', 'snapshot'],
+    'after the snapshot');
 });
 
 test('a transform alone posts only the transform; a frame that changes nothing posts its number only', async () => {
@@ -188,5 +194,22 @@ test('a transform alone posts only the transform; a frame that changes nothing p
   await p.send(frames.transform);
   await p.take();
   assert.equal(p.updates().length, 3);
-  assert.deepEqual([p.updates()[2].frame, p.updates()[2].objects, p.updates()[2].removed], [101, [], []]);
+  assert.deepEqual([p.updates()[2].frame, p.updates()[2].objects, p.updates()[2].removed], [number('transform'), [], []]);
+});
+
+test('a held object that moves: its transform alone goes to the page, its shape stays', async () => {
+  const p = await page();
+  for (const k of ['key', 'transform', 'delta', 'hold']) {
+    await p.send(frames[k]);
+    await p.take();
+  }
+  const before = p.shown.get(2).positions;
+  await p.send(frames['hold-transform']);
+  await p.take();
+  const u = p.updates().at(-1);
+  assert.equal(u.frame, number('hold-transform'));
+  assert.deepEqual(u.objects.filter((o) => o.id === 2).map((o) => [!!o.elements, !!o.positions, !!o.transform]), [[false, false, true]],
+    'B held and moved: a transform, no vertex');
+  assert.equal(p.shown.get(2).positions, before);
+  sameAsDecoder(p, ['key', 'transform', 'delta', 'hold', 'hold-transform'], 'after the hold that moves');
 });
