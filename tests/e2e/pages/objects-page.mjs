@@ -34,19 +34,20 @@ window.start = async (styleSource) => {
 };
 
 /** Frames (arrays of bytes) arrive together; resolves once the worker has posted an update
- *  (or after a second without one; at once when posts is false). */
+ *  (false after 15 s without one: a worker starting on a busy machine takes a while), at
+ *  once when posts is false. */
 window.feed = async (frames, posts = true) => {
   const n = window.t.updates.length;
   const buffers = frames.map((f) => new Uint8Array(f).buffer);
   window.t.worker.postMessage({ op: 'frames', frames: buffers }, buffers);
   if (!posts) return false;
-  for (let i = 0; i < 200 && window.t.updates.length === n; i++) await wait(5);
+  for (const end = performance.now() + 15000; performance.now() < end && window.t.updates.length === n;) await wait(5);
   return window.t.updates.length > n;
 };
 
 /** Resolves once the worker has applied that frame (its decode log says so). */
 window.decoded = async (frame) => {
-  for (let i = 0; i < 200; i++) {
+  for (const end = performance.now() + 15000; performance.now() < end;) {
     const log = await new Promise((resolve) => {
       window.t.logWaiter = resolve;
       window.t.worker.postMessage({ op: 'log' });
