@@ -1,18 +1,22 @@
 #!/usr/bin/env node
 // softcast-load: creates N sessions with M clients each (1 driver + M-1 viewers), drives
 // each session with a grab-move-release loop, stops after S seconds and prints one JSON
-// line: sessions, clients, frames, bytes, fps_per_client, latency_ms_p50/p99 (from a
-// move's send to the first frame that echoes its seq, at every client), errors.
-// Only frame headers are read (40 bytes): the tool stays cheap next to the server.
+// line: sessions, clients, frames (object frames, kind 5), structural_frames, bytes,
+// fps_per_client, latency_ms_p50/p99 (from a move's send to the first frame that echoes its
+// seq, at every client), errors. Only frame headers are read (40 bytes), so the tool stays
+// cheap next to the server; with --decode D the first D clients of each session also decode
+// every frame as the browser does (objects.mjs: every structural frame in order, the newest
+// of a burst) and the line adds what that cost and whether every frame applied.
 import WebSocket from 'ws';
 
 const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--clients M] [--seconds S]
                      [--dims WxHxD] [--rate HZ]   (moves per second per driver, default 30)
                      [--scene volume|cloth] [--characters N]   (cloth: the camera circles a
-                     walking crowd instead of a drag)`;
+                     walking crowd instead of a drag)
+                     [--decode D]   (the first D clients of each session decode the frames)`;
 
 function parse(argv) {
-  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30, scene: 'volume', characters: 1 };
+  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30, scene: 'volume', characters: 1, decode: 0 };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i], v = argv[i + 1];
     if (k === '--help' || k === '-h') { console.log(usage); process.exit(0); }
@@ -27,6 +31,7 @@ function parse(argv) {
       if (v !== 'volume' && v !== 'cloth') throw new Error(`--scene ${v}: volume or cloth`);
       o.scene = v;
     } else if (k === '--characters') o.characters = posInt(k, v);
+    else if (k === '--decode') o.decode = v === '0' ? 0 : posInt(k, v);
     else if (k === '--dims') {
       const m = /^(\d+)x(\d+)x(\d+)$/.exec(v);
       if (!m) throw new Error(`--dims ${v}: must be WxHxD`);
@@ -53,7 +58,10 @@ const quantile = (xs, q) => {
 async function main() {
   const o = parse(process.argv);
   const base = o.url.replace(/\/+$/, '');
-  const stats = { frames: 0, bytes: 0, errors: 0, latencies: [] };
+  const stats = { frames: 0, structural: 0, other: 0, bytes: 0, errors: 0, latencies: [] };
+  // Loaded only when asked: the header-only tool needs nothing but ws.
+  const createObjectClient = o.decode ? (await import('./objects.mjs')).createObjectClient : null;
+  const decoders = [];
   const sessions = [];
   for (let i = 0; i < o.sessions; i++) {
     const r = await fetch(`${base}/api/sessions`, {
@@ -70,16 +78,22 @@ async function main() {
       const token = c === 0 ? s.info.control_token : s.info.view_token;
       const ws = new WebSocket(`${s.info.ws_url}&token=${token}`);
       ws.binaryType = 'nodebuffer';
-      const cl = { ws, lastSeq: 0, frames: 0 };
+      const cl = { ws, lastSeq: 0, frames: 0, decoder: c < o.decode ? createObjectClient() : null };
+      if (cl.decoder) decoders.push(cl.decoder);
       ws.on('message', (data, isBinary) => {
         if (!isBinary) {
           const t = JSON.parse(data.toString());
           if (t.type === 'error') stats.errors++;
           return;
         }
-        stats.frames++;
         stats.bytes += data.length;
+        // Object frames (version 2, kind 5) are the view; a slice answers a request (none
+        // here); anything else is a server this tool does not know.
+        if (data.length < 40 || data[4] !== 2 || data[5] !== 5) { stats.other++; return; }
+        stats.frames++;
+        if (data.readUInt32LE(36) & 2) stats.structural++;
         cl.frames++;
+        cl.decoder?.receive(data);
         const seq = data.readUInt32LE(16);
         const now = performance.now();
         for (let q = cl.lastSeq + 1; q <= seq; q++) {
@@ -128,15 +142,22 @@ async function main() {
     await fetch(`${base}/api/sessions/${s.info.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.info.control_token}` } });
   }
   const nclients = o.sessions * o.clients;
+  const sum = (f) => decoders.reduce((a, d) => a + f(d.stats), 0);
+  const decoding = !decoders.length ? {} : {
+    decoding_clients: decoders.length, frames_applied: sum((d) => d.applied), frames_skipped: sum((d) => d.skipped),
+    frames_refused: sum((d) => d.refused), decode_ms_per_frame: Number((sum((d) => d.decodeMs) / Math.max(1, sum((d) => d.applied))).toFixed(3)),
+    objects: decoders[0].stats.objects, records: decoders[0].stats.parts,
+  };
   console.log(JSON.stringify({
     sessions: o.sessions, clients: nclients, seconds: Number(seconds.toFixed(2)),
-    frames: stats.frames, bytes: stats.bytes,
+    frames: stats.frames, structural_frames: stats.structural, other_frames: stats.other, bytes: stats.bytes,
     fps_per_client: Number((stats.frames / nclients / seconds).toFixed(2)),
     kbytes_per_s: Number((stats.bytes / 1024 / seconds).toFixed(1)),
     latency_ms_p50: quantile(stats.latencies, 0.5)?.toFixed(2) * 1 ?? null,
     latency_ms_p99: quantile(stats.latencies, 0.99)?.toFixed(2) * 1 ?? null,
     latency_samples: stats.latencies.length,
     errors: stats.errors,
+    ...decoding,
   }));
 }
 

@@ -70,7 +70,7 @@ async function drag(page, x, y, dx, dy, steps) {
 
 let driverPage, viewerLink;
 
-test('lobby creates a session; the canvas renders the surfaces', { timeout: 60000 }, async () => {
+test('lobby creates a session; the canvas renders the objects', { timeout: 60000 }, async () => {
   const ctx = await newContext({ width: 1280, height: 760 });
   const page = await ctx.newPage();
   driverPage = page;
@@ -234,12 +234,12 @@ test('a dropped connection comes back; a bad token or a deleted session says so'
   const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
   await page.goto(`${srv.base}/${new URL(s.join_url).search}`);
   await until(page, () => window.softcast?.st.frames.length > 0, null, 'first frame');
-  // Drop: the page reconnects by itself and gets a keyframe again.
+  // Drop: the page reconnects by itself and starts again from a snapshot.
   const decoded = await page.evaluate(() => window.softcast.st.frames.length);
   await page.evaluate(() => window.softcast.conn.drop());
   await until(page, () => window.softcast.conn.state === 'reconnecting', null, 'reconnecting');
   await until(page, (n) => window.softcast.conn.state === 'connected' && window.softcast.st.frames.length > n,
-    decoded, 'reconnected with a new keyframe');
+    decoded, 'reconnected with a new snapshot');
   // The session is deleted: the close is followed by a refused reconnect, then a message.
   const del = await fetch(`${srv.base}/api/sessions/${s.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.control_token}` } });
   assert.equal(del.status, 204);
@@ -257,8 +257,9 @@ test('a dropped connection comes back; a bad token or a deleted session says so'
   await ctx.close();
 });
 
-// The cloth crowd: a walking crowd is a keyframe every frame, the heaviest stream the
-// page gets. CROWD characters (the ASan server steps 16 at about 10 frames a second here).
+// The cloth crowd: an object per character, each with a delta or a hold and a transform
+// every frame, a re-key at each LOD switch: the heaviest stream the page gets. CROWD
+// characters (the ASan server steps 16 at about 10 frames a second here).
 const CROWD = 16;
 let crowdPage;
 
@@ -289,14 +290,21 @@ test('a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-
   const c0 = Date.now();
   await page.click('#motions button[data-motion=walk]', { timeout: 15000 });
   figures.crowd_click_walk_ms = Date.now() - c0;
-  // Where the bodies are (the centre of their bounds, m): walking moves them. Which shader
-  // programs the renderer holds.
+  // Where the characters are (the mean of their root positions, m): walking moves them.
+  // Which shader programs the renderer holds.
   await page.evaluate(() => {
-    window.bodiesAt = () => window.softcast.view.meshes.find((m) => m.userData.id === 3).geometry.boundingSphere.center.toArray();
+    window.bodiesAt = () => {
+      const ms = window.softcast.view.meshes, c = [0, 0, 0];
+      for (const m of ms) for (let b = 0; b < 3; b++) c[b] += m.position.getComponent(b) / ms.length;
+      return c;
+    };
     window.programIds = () => window.softcast.view.renderer.info.programs.map((p) => p.id).join(' ');
+    window.materialIds = () => [...new Set(window.softcast.view.meshes.flatMap((m) => [m.material].flat().map((x) => x.id)))]
+      .sort((a, b) => a - b).join(' ');
   });
   const w0 = await page.evaluate(() => ({ t: performance.now(), shown: window.softcast.st.frames.length,
-    drawn: window.softcast.view.framesDrawn, bodies: window.bodiesAt(), programs: window.programIds() }));
+    drawn: window.softcast.view.framesDrawn, bodies: window.bodiesAt(), programs: window.programIds(),
+    materials: window.materialIds() }));
   await until(page, (n) => window.softcast.st.frames.length >= n + 20, w0.shown, '20 frames of the walk shown');
   const r = await page.evaluate((w) => {
     const now = performance.now(), lt = window.longTasks.filter(([t]) => t >= w.t).map(([, d]) => d);
@@ -312,14 +320,24 @@ test('a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-
   const walked = Math.hypot(...r.bodies.map((v, i) => v - w0.bodies[i]));
   figures.crowd_walked_m = Number(walked.toFixed(2));
   assert.ok(walked > 0.1, `the crowd did not walk: its bodies moved ${walked.toFixed(3)} m in 20 frames`);
-  // Keyframes bring new positions (and, at a LOD switch, new triangles), never a new
-  // shader program: each would cost the software renderer 50 to 400 ms on this thread.
+  // Frames bring new positions and transforms (and, at a LOD switch, a character's new key),
+  // never a new shader program: each would cost the software renderer 50 to 400 ms on this
+  // thread.
   assert.equal(r.programs, w0.programs, 'shader programs were compiled while the crowd walked');
   assert.ok(r.longest < 250, `a main-thread task of ${Math.round(r.longest)} ms while the crowd walked`);
   assert.ok(r.busy < 0.25 * r.ms, `long tasks held the main thread ${Math.round(r.busy)} of ${Math.round(r.ms)} ms`);
+  // A forced LOD re-keys every character (its new elements and groups), whatever LOD the
+  // camera gave it: 0 then 2. The same materials, and so the same shader programs (three.js
+  // reuses a program for a new material like a live one, so the materials are the check
+  // that each style keeps its one material).
+  await page.selectOption('#force-lod', '0', { timeout: 15000 });
+  await until(page, () => window.softcast.st.lods.every((l) => l === 0), null, 'every cape at LOD 0');
   await page.selectOption('#force-lod', '2', { timeout: 15000 });
   await until(page, () => window.softcast.st.lods.every((l) => l === 2), null, 'every cape at LOD 2');
   assert.match(await page.locator('#lod-counts').textContent(), new RegExp(`0 / 0 / ${CROWD}`));
+  await until(page, (n) => window.softcast.view.framesDrawn > n, await page.evaluate(() => window.softcast.view.framesDrawn), 'drawn at LOD 2');
+  assert.equal(await page.evaluate(() => window.materialIds()), w0.materials, 'new materials at the re-keys');
+  assert.equal(await page.evaluate(() => window.programIds()), w0.programs, 'shader programs were compiled at the re-keys');
   await page.locator('#view3d').screenshot({ path: `${OUT}/cloth-crowd.png` });
   assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
 });
@@ -363,4 +381,42 @@ test('a page busy for a second shows the newest frame next, decoded meanwhile of
   assert.ok(upTo >= 1 && upTo <= 2, `after the busy second the page showed ${upTo} frames to reach frame ${newest} ` +
     `(${during.length} decoded meanwhile): ${JSON.stringify(shown.slice(0, 8).map(([f]) => f))}`);
   await page.context().close();
+});
+
+// A crowd of 100 walking, as the lobby's users make it: every character's cape drawn, in the
+// first view (behind the crowd), over several parts of the image.
+test('a crowd of 100 walks with its capes drawn (build/e2e/cloth-crowd-100.png)', { timeout: 180000 }, async () => {
+  const ctx = await newContext({ width: 1280, height: 760 });
+  const page = await ctx.newPage();
+  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ scene: 'cloth', characters: 100 }) })).json();
+  await page.goto(`${srv.base}/${new URL(s.control_url).search}`);
+  await until(page, () => window.softcast?.view.framesDrawn > 0 && window.softcast.st.lods?.length === 100 &&
+    window.softcast.st.role === 'driver', null, 'a crowd of 100 drawn', 90000);
+  await page.click('#motions button[data-motion=walk]', { timeout: 30000 });
+  const shown = await page.evaluate(() => window.softcast.st.frames.length);
+  await until(page, (n) => window.softcast.st.frames.length >= n + 5, shown, '5 frames of the walk shown', 90000);
+  // The cape colour (0xb0303a lit: red well above green and blue) in a grid of 8 x 4 cells.
+  const capes = await page.evaluate(() => {
+    const { w, h, px } = window.softcast.view.readPixels();
+    const cells = new Array(32).fill(0);
+    let red = 0;
+    for (let y = 0; y < h; y++)
+      for (let x = 0; x < w; x++) {
+        const i = (y * w + x) * 4, r = px[i], g = px[i + 1], b = px[i + 2];
+        if (r > 50 && r > 1.6 * g && r > 1.6 * b) {
+          red++;
+          cells[Math.floor((y * 4) / h) * 8 + Math.floor((x * 8) / w)]++;
+        }
+      }
+    return { red, total: w * h, cells: cells.filter((c) => c >= 20).length,
+      characters: window.softcast.view.meshes.length, lods: window.softcast.st.lods };
+  });
+  await page.locator('#view3d').screenshot({ path: `${OUT}/cloth-crowd-100.png` });
+  figures.crowd100_cape_pixels = capes.red;
+  figures.crowd100_cells_with_capes = capes.cells;
+  assert.equal(capes.characters, 100);
+  assert.ok(capes.red > capes.total * 0.005, `cape-coloured pixels: ${capes.red} of ${capes.total}`);
+  assert.ok(capes.cells >= 6, `capes in only ${capes.cells} of 32 parts of the image`);
+  assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0);
+  await ctx.close();
 });

@@ -1,11 +1,15 @@
 // web.mjs: the browser client's behaviour checks (tests/e2e/) against the bugs they claim
 // to catch. The crowd tests run by name (the busy-page test uses the crowd test's page, so
-// both run); the viewer test with the lobby test, whose page it drives.
+// both run); the viewer test with the lobby test, whose page it drives; the worker's frame
+// rule under node (wire.test.mjs) and the drawing of objects on a page of their own
+// (objects.test.mjs), neither with a server.
 const build = ['web', '$BUILD/test/softcast-server'];
 const crowd = 'node --test --test-name-pattern "cloth crowd|page busy" tests/e2e/';
 const viewer = 'node --test --test-name-pattern "lobby creates|a viewer in a second context" tests/e2e/client.test.mjs';
 const nonames = 'node --test tests/e2e/nonames.test.mjs';
 const extension = 'node --test tests/e2e/extension.test.mjs';
+const wire = 'node --test tests/e2e/wire.test.mjs';
+const objects = 'node --test tests/e2e/objects.test.mjs';
 
 export default [
   {
@@ -19,19 +23,19 @@ export default [
     caught_by: 'e2e "a page busy for a second shows the newest frame next, decoded meanwhile off its main thread"',
   },
   {
-    name: 'the worker hands the page every decoded frame in turn (a backlog, not the newest)',
+    name: 'the worker hands the page every update in turn (a backlog, not the newest)',
     file: 'web-client/src/core/wire.mjs',
-    find: 'outbox = [{ f, base, surfaces }];',
-    replace: 'outbox.push({ f, base, surfaces });',
+    find: 'outbox = [update(last)];',
+    replace: 'outbox.push(update(last));',
     build,
     test: crowd,
     caught_by: 'e2e "a page busy for a second shows the newest frame next, decoded meanwhile off its main thread"',
   },
   {
-    name: 'a new material for each keyframe, the old one disposed (its shader program recompiled)',
+    name: 'a new material for each key, the old one disposed (its shader program recompiled)',
     file: 'web-client/src/core/view3d.mjs',
-    find: 'if (!this.materials.has(key)) {',
-    replace: 'if (this.materials.get(key)?.dispose() ?? true) {',
+    find: 'if (!made.has(variant)) {',
+    replace: 'if (made.get(variant)?.dispose() ?? true) {',
     build,
     test: crowd,
     caught_by: 'e2e "a cloth crowd: renders, walks, the page stays responsive, a forced LOD re-keys every cape"',
@@ -55,7 +59,7 @@ export default [
     caught_by: 'nonames.test.mjs "... and the shell and core/ name no scene"',
   },
   {
-    name: 'the 3D view leaves out a surface by its id (a scene\'s choice made in core/)',
+    name: 'the 3D view leaves out an object by its id (a scene\'s choice made in core/)',
     file: 'web-client/src/core/view3d.mjs',
     find: '.filter((h) => rank(h) !== null && rank(h) !== undefined)',
     replace: '.filter((h) => rank(h) !== null && rank(h) !== undefined && h.object.userData.id !== 3)',
@@ -107,5 +111,41 @@ export default [
     build,
     test: extension,
     caught_by: 'extension.test.mjs "a parameter added by one line in sim/cloth/params.def is ... in the panel"',
+  },
+  {
+    name: 'the worker skips a structural frame when a newer one is queued (latest wins for every frame)',
+    file: 'web-client/src/core/wire.mjs',
+    find: '(!structural && i < waiting.length - 1)',
+    replace: '(i < waiting.length - 1)',
+    build,
+    test: wire,
+    caught_by: 'wire.test.mjs "the worker applies every structural frame, in order, and the newest; ..."',
+  },
+  {
+    name: 'the worker goes on after a refused structural frame (no wait for the next snapshot)',
+    file: 'web-client/src/core/wire.mjs',
+    find: "if (structural || e.code === 'state') awaitSnapshot = true;",
+    replace: '',
+    build,
+    test: wire,
+    caught_by: 'wire.test.mjs "frames wait for a snapshot: at the start, and after a refusal ..."',
+  },
+  {
+    name: 'a line set drawn without its scalar\'s colours',
+    file: 'web-client/src/core/view3d.mjs',
+    find: "if (o.colors) g.setAttribute('color', new THREE.BufferAttribute(o.colors, 3));",
+    replace: '',
+    build,
+    test: objects,
+    caught_by: 'objects.test.mjs "a line set with a scalar per vertex is drawn in the colormap\'s colours ..."',
+  },
+  {
+    name: 'an object drawn in one style (the cloth\'s cape and body groups not split)',
+    file: 'web-client/src/core/view3d.mjs',
+    find: 'if (e.groups.length > 1) {',
+    replace: 'if (e.groups.length > 99) {',
+    build,
+    test: objects,
+    caught_by: 'objects.test.mjs "a line set without a scalar is grey; a two-part object gets its groups ..."',
   },
 ];

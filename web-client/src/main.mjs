@@ -110,8 +110,9 @@ async function session(id, token) {
   const wsPort = new URL(info.ws_url).port;
   const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hostname}:${wsPort}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
 
-  // frames: numbers of the mesh frames shown; shown: [frame, decodedAt, shownAt] (ms since
-  // the epoch) of the same. A scene module may add its own (the cloth: lods).
+  // frames: numbers of the frames shown (the newest each update brought); shown: [frame,
+  // decodedAt, shownAt] (ms since the epoch) of the same. A scene module may add its own
+  // (the cloth: lods).
   const st = { state: null, role: null, frame: -1, frames: [], shown: [], texts: [] };
   // The scene module's hooks once it is open (see web-client/README.md); until then frames
   // wait in the worker.
@@ -122,11 +123,12 @@ async function session(id, token) {
     onMove: (p) => hand.move(p),
     onRelease: () => hand.release(),
   });
-  // Latest wins on the page too: the worker hands over one decoded frame at a time; it is
-  // applied on the next animation frame (or at once in a hidden tab, which has none), then
-  // taken (ack), and the worker posts the newest frame since.
+  // Latest wins on the page too: the worker hands over one update at a time; it is applied
+  // on the next animation frame (or at once in a hidden tab, which has none), then taken
+  // (ack), and the worker posts the next: everything that changed since, to the newest frame.
+  // (The worker never posts while the page holds one: an update is never overwritten.)
   let pending = null;
-  const applyMesh = () => {
+  const applyObjects = () => {
     const m = pending;
     if (!m || !scene) return;
     pending = null;
@@ -137,9 +139,9 @@ async function session(id, token) {
     st.shown.push([m.frame, m.decodedAt, performance.timeOrigin + performance.now()]);
     if (st.shown.length > 600) st.shown.splice(0, 300);
     conn.ack();
-    scene.mesh?.(m);
+    scene.objects?.(m);
   };
-  document.addEventListener('visibilitychange', () => { if (document.hidden) applyMesh(); });
+  document.addEventListener('visibilitychange', () => { if (document.hidden) applyObjects(); });
 
   const hint = (t) => {
     $('#hint3d').textContent = scene?.hint?.(t.role === 'driver') ??
@@ -176,9 +178,9 @@ async function session(id, token) {
   };
 
   const conn = new Connection(wsUrl, {
-    onMesh: (m) => {
+    onObjects: (m) => {
       pending = m;
-      if (document.hidden) applyMesh();
+      if (document.hidden) applyObjects();
       else view.requestDraw();
     },
     onSlice: (s) => scene?.sliceFrame?.(s),
@@ -211,10 +213,10 @@ async function session(id, token) {
   const stats = new Stats($('#stats'), conn, st);
   conn.start();
 
-  // Drawing: one animation frame per change (a new mesh frame, the camera, a resize); the
-  // newest decoded frame is applied first.
+  // Drawing: one animation frame per change (an update, the camera, a resize); the update
+  // waiting is applied first.
   view.onFrame = (now) => {
-    applyMesh();
+    applyObjects();
     if (view.render()) stats.drawn(now);
   };
 

@@ -2,15 +2,16 @@
 // numbers, latency from the seq echoed in frames, reconnection with back-off. Refusals
 // (unknown session, wrong token) are final: they are reported, never retried.
 // The socket itself and the frame decoding live in a Web Worker (wire.mjs, bundled as
-// dist/wire.js): frames reach the page decoded, one at a time, the newest first; the page
-// calls ack() once it has taken a frame, and the worker then posts the newest one since.
+// dist/wire.js): frames reach the page decoded, as updates of the objects shown, one at a
+// time; the page calls ack() once it has taken one, and the worker then posts the next (all
+// that changed since, up to the newest frame).
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
 const UNTIMED = new Set(['slice', 'ping', 'request_control', 'handover', 'camera']);
 
 export class Connection {
-  /** url: ws://host:port/?session=ID&token=T; handlers: onMesh (a decoded mesh frame, see
-   *  wire.mjs; call ack() when taken), onSlice, onText, onStatus. */
+  /** url: ws://host:port/?session=ID&token=T; handlers: onObjects (an update of the objects,
+   *  see wire.mjs; call ack() when taken), onSlice, onText, onStatus. */
   constructor(url, handlers) {
     this.url = url;
     this.h = handlers;
@@ -18,9 +19,9 @@ export class Connection {
     this.sent = new Map();        // seq -> performance.now() at send, for latency
     this.latencies = [];          // recent input-to-frame latencies, ms
     this.bytes = 0;               // bytes received (frames), from the worker's counters
-    this.received = 0;            // mesh frames received by the worker
-    this.skipped = 0;             // of which skipped unread (latest wins)
-    this.decodeMs = 0;            // the worker's time for the last frame posted
+    this.received = 0;            // object frames received by the worker
+    this.skipped = 0;             // of which never shown (latest wins; refused; before a snapshot)
+    this.decodeMs = 0;            // the worker's time for the last update (its frames and the diff)
     this.attempt = 0;
     this.final = null;            // a refusal: no more retries
     this.state = 'connecting';
@@ -62,7 +63,7 @@ export class Connection {
     });
   }
 
-  /** The page has taken the last mesh frame: the worker may post the next. */
+  /** The page has taken the last update: the worker may post the next. */
   ack() {
     this.worker.postMessage({ op: 'ack' });
   }
@@ -72,8 +73,8 @@ export class Connection {
     this.h.onStatus?.(state, detail);
   }
 
-  /** Send an event; returns its seq. Events that change the scene are timed until a mesh
-   *  frame echoes them; slices, pings and control requests are not (frames echo only the
+  /** Send an event; returns its seq. Events that change the scene are timed until an object
+   *  frame shown echoes them; slices, pings and control requests are not (frames echo only the
    *  driver's scene events). */
   send(type, fields = {}) {
     if (!this.connected) return 0;
@@ -103,8 +104,8 @@ export class Connection {
       this.text(JSON.parse(m.data));
     } else if (m.ev === 'slice') {
       this.h.onSlice?.(m);
-    } else if (m.ev === 'mesh') {
-      this.mesh(m);
+    } else if (m.ev === 'objects') {
+      this.objects(m);
     } else if (m.ev === 'log') {
       this.logWaiters?.shift()?.(m.decodes);
     } else if (m.ev === 'error') {
@@ -122,7 +123,7 @@ export class Connection {
     this.h.onText?.(t);
   }
 
-  mesh(m) {
+  objects(m) {
     const now = performance.now();
     for (const [seq, t0] of this.sent) {
       if (seq > m.lastSeq) break;
@@ -130,6 +131,6 @@ export class Connection {
       this.sent.delete(seq);
     }
     if (this.latencies.length > 240) this.latencies.splice(0, this.latencies.length - 240);
-    this.h.onMesh?.(m);
+    this.h.onObjects?.(m);
   }
 }

@@ -1,13 +1,17 @@
-// view3d.mjs: the streamed surfaces in three.js, orbit, zoom and pan with mouse or touch,
-// and grab by picking: a press on a surface grabs there, the drag moves the grab point in
-// the plane facing the camera, the release lets go. What each surface id looks like, which
-// ones a press may grab and where the camera starts come from the scene module
-// (setScene); the view itself knows no scene.
+// view3d.mjs: the streamed objects in three.js (one Mesh or LineSegments per protocol
+// object, placed by its transform), orbit, zoom and pan with mouse or touch, and grab by
+// picking: a press on an object grabs there, the drag moves the grab point in the plane
+// facing the camera, the release lets go. What each object looks like (one style, or one
+// per range of its elements), which ones a press may grab and where the camera starts come
+// from the scene module (setScene); the view itself knows no scene.
 import * as THREE from 'three';
 import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
+import { PRIM } from '../../../protocol/js/softcast-proto.mjs';
 
-// A surface id the scene did not style: opaque grey, both sides, grabbable.
+// An object the scene did not style: opaque grey, both sides, grabbable; a line set grey
+// (or coloured by its scalar) and never grabbed.
 const DEFAULT_STYLE = { color: 0xa0a6b0, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'double', pick: 0 };
+const DEFAULT_LINES = { ...DEFAULT_STYLE, pick: null };
 
 // A software rasteriser (SwiftShader, llvmpipe: no GPU) cannot afford multisampling, and
 // it shares the CPU with the page, the decoder and whatever else runs: it draws at most
@@ -25,8 +29,9 @@ function softwareRenderer() {
 }
 
 export class View3D {
-  /** onGrab(point, {surface, vertex}) / onMove(point) / onRelease(): the driver's hand, in
-   *  world units; onCamera(position): the camera moved. */
+  /** onGrab(point, {object, vertex, point}) / onMove(point) / onRelease(): the driver's
+   *  hand, in world units (vertex: the object's, a local index); onCamera(position): the
+   *  camera moved. */
   constructor(canvas, { onGrab, onMove, onRelease, onCamera }) {
     this.canvas = canvas;
     this.gpu = softwareRenderer();
@@ -42,9 +47,10 @@ export class View3D {
     this.scene.add(this.camera);
     this.controls = new OrbitControls(this.camera, canvas);
     this.controls.enableDamping = false;
-    this.meshes = [];
-    this.materials = new Map();
-    this.styles = {};
+    this.objects = new Map(); // protocol object id -> {id, obj (Mesh or LineSegments), meta, groups}
+    this.meshes = [];         // their three.js objects, in id order
+    this.materials = new Map(); // style -> {variant -> material}: made once each
+    this.styleFor = () => null;
     this.frameFor = null;   // the scene's first-frame camera, if it has one
     this.box = null;
     this.driver = false;
@@ -71,19 +77,27 @@ export class View3D {
     this.resize();
   }
 
-  /** The scene's look, before its first frame. styles[id]: { color, opacity, transparent,
-   *  depthWrite, renderOrder, side: 'front' | 'double', pick: 0 (grabbed first), 1 (where
-   *  the ray misses every rank-0 surface) or null (never grabbed) }. frameCamera(view,
-   *  frame): places the camera on the first frame (default: frameBox). */
-  setScene({ styles = {}, frameCamera = null } = {}) {
-    this.styles = styles;
+  /** The scene's look, before its first frame. styleFor(meta): an object's style from its
+   *  key's fields (meta: id, primitive, lod, info, nvert, nelem, bmin, bmax, hasScalar, smin,
+   *  smax), or a list of groups [{style, from}] (from: its first element; each group runs
+   *  to the next one's start) for an object drawn in parts, or null (the default). Return
+   *  the same style objects each time: each has one material for the page's life. A style:
+   *  { color, opacity, transparent, depthWrite, renderOrder, side: 'front' | 'double', pick:
+   *  0 (grabbed first), 1 (where the ray misses every rank-0 part) or null (never grabbed) };
+   *  a line set's vertices are coloured by its scalar when it has one. frameCamera(view,
+   *  update): places the camera on the first update (default: frameBox). */
+  setScene({ styleFor = () => null, frameCamera = null } = {}) {
+    this.styleFor = styleFor;
     this.frameFor = frameCamera;
-    for (const m of this.materials.values()) m.dispose();
+    for (const m of this.materials.values()) for (const x of m.values()) x.dispose();
     this.materials.clear();
   }
 
-  style(id) {
-    return this.styles[id] ?? DEFAULT_STYLE;
+  /** The groups an object is drawn in: [{style, from}], from 0 up. */
+  groupsOf(meta) {
+    const lines = meta.primitive === PRIM.LINES;
+    const s = this.styleFor({ ...meta }) ?? (lines ? DEFAULT_LINES : DEFAULT_STYLE);
+    return Array.isArray(s) ? s : [{ style: s, from: 0 }];
   }
 
   setDriver(driver) {
@@ -102,72 +116,121 @@ export class View3D {
     this.requestDraw();
   }
 
-  /** A decoded mesh frame from wire.mjs: per surface, positions, normals and bounding
-   *  sphere in world units, and the triangles when the topology changed. The arrays are
-   *  the worker's, transferred: they become the attributes' arrays without a copy. */
-  update(frame) {
-    this.box = { bmin: frame.bmin, bmax: frame.bmax };
-    const n = frame.surfaces.length;
-    while (this.meshes.length > n) {
-      const m = this.meshes.pop();
-      this.scene.remove(m);
-      m.geometry.dispose();
-    }
-    frame.surfaces.forEach((s, k) => {
-      let m = this.meshes[k];
-      if (s.tri || !m) {
-        // A new topology: a new geometry (the page is sent triangles only when they change).
-        const g = new THREE.BufferGeometry();
-        g.setIndex(new THREE.BufferAttribute(s.tri ?? new Uint32Array(0), 1));
-        g.setAttribute('position', new THREE.BufferAttribute(s.pos, 3));
-        g.setAttribute('normal', new THREE.BufferAttribute(s.nrm, 3));
-        if (!m) {
-          m = new THREE.Mesh(g);
-          this.scene.add(m);
-          this.meshes[k] = m;
-        } else {
-          m.geometry.dispose();
-          m.geometry = g;
-        }
-      } else {
-        const g = m.geometry;
-        g.attributes.position.array = s.pos;
-        g.attributes.position.needsUpdate = true;
-        g.attributes.normal.array = s.nrm;
-        g.attributes.normal.needsUpdate = true;
-      }
-      if (frame.key || m.userData.id !== s.id) {
-        // A keyframe says what each surface is: its style by id. The material is the
-        // style's one for the page's life, and so its compiled shader program: compiling
-        // one costs a software renderer hundreds of milliseconds, and a walking crowd
-        // sends a keyframe every frame.
-        m.material = this.material(s.id);
-        m.renderOrder = this.style(s.id).renderOrder;
-        m.userData.id = s.id;
-      }
-      // Picking culls by the sphere, and crowds walk: the worker computed it.
-      const [x, y, z, r] = s.sphere;
-      m.geometry.boundingSphere = new THREE.Sphere(new THREE.Vector3(x, y, z), r);
-    });
-    if (!this.framed && n) {
-      if (this.frameFor) this.frameFor(this, frame); else this.frameBox();
+  /** An update from wire.mjs: the objects removed, and per object that changed its key's
+   *  fields and elements (a key or an append), its positions, normals, colours and bounding
+   *  sphere (local frame, when they changed), its transform (when it changed). The arrays
+   *  are the worker's, transferred: they become the attributes' arrays without a copy. */
+  update(u) {
+    for (const id of u.removed) this.drop(id);
+    for (const o of u.objects) this.apply(o);
+    if (!this.framed && this.objects.size) {
+      this.box = this.worldBox();
+      if (this.frameFor) this.frameFor(this, u); else this.frameBox();
       this.framed = true;
     }
-    this.requestDraw();
+    if (u.removed.length || u.objects.length) this.requestDraw();
   }
 
-  /** One material per surface style, made once. */
-  material(id) {
-    const key = this.styles[id] ? id : 'default';
-    if (!this.materials.has(key)) {
-      const st = this.style(id);
-      // Lambert, not PBR: matte surfaces, and a software rasteriser has a third of the cost.
-      this.materials.set(key, new THREE.MeshLambertMaterial({
-        color: st.color, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide,
-        transparent: st.transparent, opacity: st.opacity, depthWrite: st.depthWrite,
-      }));
+  apply(o) {
+    let e = this.objects.get(o.id);
+    if (o.meta) {
+      // A key or an append: a new geometry (a buffer cannot change its size).
+      const lines = o.meta.primitive === PRIM.LINES;
+      const g = new THREE.BufferGeometry();
+      g.setIndex(new THREE.BufferAttribute(o.elements, 1));
+      g.setAttribute('position', new THREE.BufferAttribute(o.positions, 3));
+      if (o.normals) g.setAttribute('normal', new THREE.BufferAttribute(o.normals, 3));
+      if (o.colors) g.setAttribute('color', new THREE.BufferAttribute(o.colors, 3));
+      if (e && e.lines !== lines) { this.drop(o.id); e = null; }
+      if (!e) {
+        e = { id: o.id, lines, obj: lines ? new THREE.LineSegments(g) : new THREE.Mesh(g) };
+        e.obj.userData.id = o.id;
+        this.objects.set(o.id, e);
+        this.scene.add(e.obj);
+        this.meshes = [...this.objects.values()].sort((a, b) => a.id - b.id).map((x) => x.obj);
+      } else {
+        e.obj.geometry.dispose();
+        e.obj.geometry = g;
+      }
+      e.meta = { id: o.id, ...o.meta };
+      this.restyle(e);
+    } else if (e && o.positions) {
+      const g = e.obj.geometry;
+      for (const [name, array] of [['position', o.positions], ['normal', o.normals], ['color', o.colors]]) {
+        if (!array || !g.attributes[name]) continue;
+        g.attributes[name].array = array;
+        g.attributes[name].needsUpdate = true;
+      }
     }
-    return this.materials.get(key);
+    if (!e) return; // (the worker sends a new object's key first)
+    if (o.sphere) {
+      // Culling and picking test the sphere in the object's frame; crowds walk and capes
+      // flutter: the worker computed it.
+      const [x, y, z, r] = o.sphere;
+      e.obj.geometry.boundingSphere = new THREE.Sphere(new THREE.Vector3(x, y, z), r);
+    }
+    if (o.transform) {
+      e.obj.position.set(...o.transform.t);
+      e.obj.quaternion.set(...o.transform.r);
+    }
+  }
+
+  drop(id) {
+    const e = this.objects.get(id);
+    if (!e) return;
+    this.scene.remove(e.obj);
+    e.obj.geometry.dispose();
+    this.objects.delete(id);
+    this.meshes = this.meshes.filter((m) => m !== e.obj);
+  }
+
+  /** The object's materials and groups, by the scene's style for its key. The material is
+   *  the style's one for the page's life, and so its compiled shader program: compiling one
+   *  costs a software renderer hundreds of milliseconds, and a walking crowd re-keys often. */
+  restyle(e) {
+    const g = e.obj.geometry, per = e.lines ? 2 : 3, n = g.index.count / per;
+    const vc = !!g.attributes.color;
+    e.groups = this.groupsOf(e.meta);
+    g.clearGroups();
+    if (e.groups.length > 1) {
+      e.groups.forEach((x, k) => {
+        const end = k + 1 < e.groups.length ? Math.min(n, e.groups[k + 1].from) : n;
+        const from = Math.min(n, x.from);
+        if (end > from) g.addGroup(from * per, (end - from) * per, k);
+      });
+      e.obj.material = e.groups.map((x) => this.material(x.style, e.lines, vc));
+    } else {
+      e.obj.material = this.material(e.groups[0].style, e.lines, vc);
+    }
+    e.obj.renderOrder = Math.min(...e.groups.map((x) => x.style.renderOrder ?? 0));
+  }
+
+  /** One material per style and kind (surface or lines, with vertex colours or not), made once. */
+  material(st, lines, vertexColors) {
+    if (!this.materials.has(st)) this.materials.set(st, new Map());
+    const made = this.materials.get(st), variant = `${lines ? 'l' : 's'}${vertexColors ? 'c' : ''}`;
+    if (!made.has(variant)) {
+      const common = {
+        color: vertexColors ? 0xffffff : st.color, vertexColors, transparent: st.transparent,
+        opacity: st.opacity, depthWrite: st.depthWrite,
+      };
+      // Lambert, not PBR: matte surfaces, and a software rasteriser has a third of the cost.
+      made.set(variant, lines ? new THREE.LineBasicMaterial(common)
+        : new THREE.MeshLambertMaterial({ ...common, side: st.side === 'double' ? THREE.DoubleSide : THREE.FrontSide }));
+    }
+    return made.get(variant);
+  }
+
+  /** The objects' bounds in world units (of those ids, or all): each object's
+   *  quantisation box (local) placed by its transform. {bmin, bmax}. */
+  worldBox(ids = null) {
+    const box = new THREE.Box3();
+    for (const e of this.objects.values()) {
+      if (ids && !ids.includes(e.id)) continue;
+      e.obj.updateMatrixWorld();
+      box.union(new THREE.Box3(new THREE.Vector3(...e.meta.bmin), new THREE.Vector3(...e.meta.bmax)).applyMatrix4(e.obj.matrixWorld));
+    }
+    return { bmin: box.min.toArray(), bmax: box.max.toArray() };
   }
 
   /** The camera at position, looking at target (world units), with its near and far planes. */
@@ -181,12 +244,12 @@ export class View3D {
     this.requestDraw();
   }
 
-  /** The default first view: the whole box from the front (+y), a little from above and
-   *  the side. */
+  /** The default first view: the objects' world box (this.box, set at the first update)
+   *  from the front (+y), a little from above and the side. */
   frameBox() {
     const { bmin, bmax } = this.box;
     const c = [0, 1, 2].map((b) => (bmin[b] + bmax[b]) / 2);
-    const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2;
+    const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2 || 1;
     this.lookAt(c, [c[0] + 0.55 * r, c[1] + 2.6 * r, c[2] + 0.9 * r], r / 20, r * 20);
   }
 
@@ -227,7 +290,7 @@ export class View3D {
     this.dirty = false;
     this.drawnAt = performance.now();
     this.renderer.render(this.scene, this.camera);
-    if (this.meshes.length) {
+    if (this.objects.size) {
       this.framesDrawn++;
       if (this.firstFrameAt === null) this.firstFrameAt = performance.now();
     }
@@ -245,26 +308,22 @@ export class View3D {
   down(e) {
     if (!this.driver || e.button !== 0 || e.shiftKey || e.ctrlKey || e.metaKey || !this.meshes.length) return;
     this.ray(e);
-    // Rank 0 first (the surface a hand lands on); rank 1 where the ray misses all of those
-    // (a bone poking out of the skin); surfaces without a rank are never grabbed.
-    const rank = (h) => this.style(h.object.userData.id).pick;
+    this.scene.updateMatrixWorld(); // transforms may have moved since the last drawn frame
+    // Rank 0 first (the part a hand lands on); rank 1 where the ray misses all of those (a
+    // bone poking out of the skin); parts without a rank are never grabbed.
+    const rank = (h) => this.objects.get(h.object.userData.id)?.groups[h.face?.materialIndex ?? 0]?.style.pick;
     const hits = this.raycaster.intersectObjects(this.meshes, false)
       .filter((h) => rank(h) !== null && rank(h) !== undefined)
       .sort((a, b) => rank(a) - rank(b) || a.distance - b.distance);
     if (!hits.length) return; // empty space: orbit
     e.stopImmediatePropagation(); // keep OrbitControls out of this drag
     this.canvas.setPointerCapture(e.pointerId);
-    const p = hits[0].point;
+    const hit = hits[0], p = hit.point;
     const normal = this.camera.getWorldDirection(new THREE.Vector3());
     this.dragPlane.setFromNormalAndCoplanarPoint(normal, p);
     this.grabbing = true;
     this.controls.enabled = false;
-    // The hit triangle's nearest corner: for scenes that grab a vertex.
-    const f = hits[0].face, pos = hits[0].object.geometry.attributes.position;
-    const corner = [f.a, f.b, f.c]
-      .map((i) => [i, new THREE.Vector3().fromBufferAttribute(pos, i).distanceTo(p)])
-      .sort((x, y) => x[1] - y[1])[0][0];
-    this.hand.onGrab([p.x, p.y, p.z], { surface: hits[0].object.userData.id, vertex: corner });
+    this.hand.onGrab([p.x, p.y, p.z], { object: hit.object.userData.id, vertex: nearestVertex(hit), point: [p.x, p.y, p.z] });
   }
 
   move(e) {
@@ -307,4 +366,15 @@ export class View3D {
     gl.readPixels(0, 0, w, h, gl.RGBA, gl.UNSIGNED_BYTE, px);
     return { w, h, px };
   }
+}
+
+/** The hit triangle's corner nearest the hit point (a local index), for scenes that grab a
+ *  vertex; on a line set, the hit segment's first vertex. */
+function nearestVertex(hit) {
+  if (!hit.face) return hit.index;
+  const pos = hit.object.geometry.attributes.position;
+  const local = hit.object.worldToLocal(hit.point.clone());
+  return [hit.face.a, hit.face.b, hit.face.c]
+    .map((i) => [i, new THREE.Vector3().fromBufferAttribute(pos, i).distanceTo(local)])
+    .sort((x, y) => x[1] - y[1])[0][0];
 }

@@ -1,40 +1,54 @@
 // wire.mjs: the session's WebSocket and all the work a binary frame needs before the page
-// can draw it: zstd (fzstd), meshoptimizer's decoders, deltas against the keyframe,
-// positions in world units, vertex normals and bounding spheres. wire.worker.mjs runs it in
-// a Web Worker, so none of it lands on the page's main thread.
+// can draw it: object frames (protocol/README.md "Kind 5") through the protocol's stateful
+// object decoder (fzstd, meshoptimizer's decoders), and per object what changed since the
+// page's last update, with vertex normals, bounding spheres and scalar colours.
+// wire.worker.mjs runs it in a Web Worker, so none of it lands on the page's main thread.
 //
-// Latest wins, as on the server, and the page never waits for a decode: frames are decoded
-// as they arrive (of those that arrived together, only the newest, with the keyframe it
-// needs), and the newest decoded frame waits in a one-frame outbox while the page holds
-// the last one posted; the page takes a frame (ack) and gets the newest at once. A page
-// that was busy for a second gets the present, not a backlog, and the decoding went on
-// meanwhile on another core.
+// Which frames are applied (protocol/README.md "Sending object frames"): a frame with the
+// STRUCTURAL flag (it keys, appends or removes) is applied always, in arrival order; a frame
+// without it is skipped when a newer frame is already here (latest wins, as on the server).
+// Frames are read as they arrive and decoded once the messages already waiting have been
+// read, so a burst costs the structural frames in it and its newest. Frames are ignored
+// until a SNAPSHOT (the first frame of a connection) and again after a refusal of a
+// structural frame ('state': one was missed): what the page shows stays until the next.
+//
+// The page is sent updates, not frames: per object that changed since the last update
+// posted, what changed (a key or an append: the elements and the key's fields; new
+// positions; a new transform), and the ids removed. One update at a time: the next waits in
+// a one-frame outbox until the page takes the last (ack). A newer decode replaces the
+// outbox with the update from the page's objects to the newest state, so an update the page
+// never saw loses nothing (its key, append or removal is in the next) and a page that was
+// busy for a second gets the present, not a backlog, while the decoding went on meanwhile
+// on another core.
 //
 // Commands (page -> wire): {op: 'open', url}, {op: 'send', text}, {op: 'close'}, {op: 'ack'},
 // {op: 'log'} (answered by {ev: 'log', decodes: [[frame, decodedAt], ...]}, the last 64).
 // Events (wire -> page): {ev: 'open'}, {ev: 'close', code}, {ev: 'text', data},
-// {ev: 'mesh', ...} (see post), {ev: 'slice', ...}, {ev: 'error', message}. Every event
+// {ev: 'objects', ...} (see update), {ev: 'slice', ...}, {ev: 'error', message}. Every event
 // carries the counters {bytes, received, skipped, decodeMs}. Times (decodedAt) are
 // performance.timeOrigin + performance.now(), comparable across the page and the worker.
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
-import { createDecoder, readHeader, KIND } from '../../../protocol/js/softcast-proto.mjs';
+import { createDecoder, readHeader, KIND, FLAG, PRIM } from '../../../protocol/js/softcast-proto.mjs';
+import { scalarColors } from './colormap.mjs';
 
 const decoderReady = MeshoptDecoder.ready.then(() => createDecoder({ decompress, MeshoptDecoder }));
 const now = () => performance.timeOrigin + performance.now();
 
-/** post(message, transferList): how events leave (the worker's postMessage). */
-export function createWire(post) {
-  let dec = null;
+/** post(message, transferList): how events leave (the worker's postMessage). Socket: the
+ *  WebSocket class (the tests pass their own). */
+export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
+  let dec = null;          // the protocol's decoders (slices; object decoders)
+  let objects = null;      // this connection's object decoder: the objects as the frames left them
   let ws = null;
-  let queue = [];          // {h, bytes}: mesh frames and LOD tables that arrived, not yet decoded
+  let queue = [];          // {h, bytes}: object frames that arrived, not yet decoded
   let scheduled = false;   // a decode is due once the messages already here are read
-  let key = null;          // the keyframe deltas apply to: decoded, with its LOD table
-  let outbox = [];         // decoded, not yet posted: the newest frame only
-  let withPage = false;    // a mesh frame posted and not yet taken
-  let postedTri = [];      // per surface slot: the topology the page holds
-  let postedKey = null;    // the keyframe the page's last frame was built on
-  let decodes = [];        // [frame, decodedAt] of the last 64 frames decoded
+  let awaitSnapshot = true; // ignore frames until a snapshot (a new connection, a refusal)
+  let outbox = [];         // the update due to the page, not yet posted (one at most)
+  let withPage = false;    // an update posted and not yet taken
+  const shown = new Map(); // id -> what the page holds once it has taken every update posted
+  const derived = new WeakMap(); // positions -> {normals, sphere, colors}: made once per array
+  let decodes = [];        // [frame, decodedAt] of the last 64 frames applied
   const count = { bytes: 0, received: 0, skipped: 0, decodeMs: 0 };
 
   const emit = (m, transfer = []) => post({ ...m, ...count }, transfer);
@@ -42,13 +56,13 @@ export function createWire(post) {
   async function open(url) {
     dec = dec ?? await decoderReady;
     if (ws) { ws.onclose = ws.onmessage = null; ws.close(); }
+    // A new connection starts at its snapshot. The page keeps what it shows until then, and
+    // `shown` stays what it holds: the snapshot's objects are new objects, so the update
+    // after it re-sends each one and removes what the snapshot dropped.
+    objects = dec.createObjectDecoder();
     queue = [];
-    key = null;
-    outbox = [];
-    withPage = false;
-    postedTri = [];
-    postedKey = null;
-    const s = new WebSocket(url);
+    awaitSnapshot = true;
+    const s = new Socket(url);
     s.binaryType = 'arraybuffer';
     ws = s;
     s.onopen = () => emit({ ev: 'open' });
@@ -68,90 +82,119 @@ export function createWire(post) {
       return;
     }
     if (h.kind === KIND.SLICE) { postSlice(bytes); return; }
-    if (h.kind !== KIND.LOD_TABLE) count.received++;
+    if (h.kind !== KIND.OBJECTS) {
+      emit({ ev: 'error', message: `frame ${h.frame} of kind ${h.kind} (version ${h.version}) ignored: this page draws object frames` });
+      return;
+    }
+    count.received++;
     queue.push({ h, bytes });
-    // Decode after the messages already waiting have been read, so a burst costs one decode.
+    // Decode after the messages already waiting have been read, so a burst costs one update.
     if (!scheduled) {
       scheduled = true;
-      setTimeout(decodeNewest, 0);
+      setTimeout(decodeQueued, 0);
     }
   }
 
-  /** Decode the newest mesh frame that arrived (and the keyframe it needs), skip the rest. */
-  function decodeNewest() {
+  /** Apply the frames that arrived: every structural one, in order, and the newest. */
+  function decodeQueued() {
     scheduled = false;
-    let i = queue.length - 1;
-    while (i >= 0 && queue[i].h.kind === KIND.LOD_TABLE) i--;
-    if (i < 0) return;
-    const t0 = performance.now();
     const waiting = queue;
-    queue = waiting.slice(i + 1); // LOD tables of keyframes still to come
-    try {
-      const f = dec.decodeMesh(waiting[i].bytes);
-      let base = key;
-      if (f.header.kind === KIND.MESH_KEY) {
-        base = keyframe(f, waiting, i);
-      } else if (!key || key.header.frame !== f.keyFrame) {
-        // Its keyframe came with it, or is gone (the server sends a new one).
-        const k = findLast(waiting, i, (x) => x.h.kind === KIND.MESH_KEY && x.h.frame === f.keyFrame);
-        base = k >= 0 ? keyframe(dec.decodeMesh(waiting[k].bytes), waiting, k) : null;
+    queue = [];
+    const t0 = performance.now();
+    let last = null;
+    for (let i = 0; i < waiting.length; i++) {
+      const { h, bytes } = waiting[i];
+      const structural = (h.flags & FLAG.STRUCTURAL) !== 0;
+      if ((awaitSnapshot && !(h.flags & FLAG.SNAPSHOT)) || (!structural && i < waiting.length - 1)) {
+        count.skipped++;
+        continue;
       }
-      count.skipped += waiting.slice(0, i).filter((x) => x.h.kind !== KIND.LOD_TABLE).length + (base ? 0 : 1);
-      if (!base) return;
-      const surfaces = base.surfaces.map((s, n) => {
-        const q = f === base ? s.q : dec.applyDelta(base, f, n);
-        const pos = dequantise(q, base.bmin, base.bmax);
-        return { id: s.id, nvert: s.nvert, pos, nrm: normals(pos, s.tri), sphere: sphere(pos) };
-      });
-      count.decodeMs = performance.now() - t0;
-      decodes.push([f.header.frame, now()]);
-      if (decodes.length > 64) decodes.shift();
-      count.skipped += outbox.length; // decoded, never shown: the page was busy
-      outbox = [{ f, base, surfaces }];
-      postNext();
-    } catch (e) {
-      emit({ ev: 'error', message: `frame dropped: ${e.message}` });
+      try {
+        objects.apply(bytes);
+        awaitSnapshot = false;
+        last = h;
+        decodes.push([h.frame, now()]);
+        if (decodes.length > 64) decodes.shift();
+      } catch (e) {
+        count.skipped++;
+        // A structural frame refused: the objects lack what it keyed, appended or removed,
+        // and later frames may name it. What is shown stays until the next snapshot.
+        if (structural || e.code === 'state') awaitSnapshot = true;
+        emit({ ev: 'error', message: `frame ${h.frame} dropped (${e.code ?? 'error'}): ${e.message}` +
+          (awaitSnapshot ? '; waiting for a snapshot' : '') });
+      }
     }
+    if (!last) return;
+    count.skipped += outbox.length; // an update made and never shown: the page was busy
+    outbox = [update(last)];
+    count.decodeMs = performance.now() - t0;
+    postNext();
   }
 
-  function findLast(list, before, pred) {
-    for (let k = before - 1; k >= 0; k--) if (pred(list[k])) return k;
-    return -1;
+  /** What the page must change to show the objects now: per object, against `shown`. */
+  function update(h) {
+    const list = [], next = [], transfer = [], live = new Set();
+    for (const o of objects.objects) {
+      live.add(o.id);
+      const was = shown.get(o.id);
+      const keyed = !was || was.obj !== o; // a key makes a new object in the decoder
+      const grown = !keyed && (o.nvert !== was.nvert || o.nelem !== was.nelem);
+      // The decoder makes new positions whenever they may have changed (an object that moved
+      // the frame before goes back to its base); the quantised values say whether they did.
+      const moved = keyed || grown || (o.positions !== was.positions && !sameValues(o.q, was.q));
+      const turned = keyed || !sameTransform(o.transform, was.transform);
+      if (!moved && !turned) continue;
+      const u = { id: o.id };
+      if (keyed || grown) {
+        // The elements only with a key or an append: the decoder's own, copied to transfer.
+        u.keyed = keyed;
+        u.meta = meta(o);
+        u.elements = o.elements.slice();
+        transfer.push(u.elements.buffer);
+      }
+      if (moved) {
+        const d = derive(o);
+        u.positions = o.positions; // a new array whenever they change: the page may have it
+        u.sphere = d.sphere;
+        transfer.push(o.positions.buffer);
+        if (d.normals) { u.normals = d.normals; transfer.push(d.normals.buffer); }
+        if (d.colors) { u.colors = d.colors; transfer.push(d.colors.buffer); }
+      }
+      if (turned) u.transform = { t: [...o.transform.t], r: [...o.transform.r] };
+      list.push(u);
+      next.push({ id: o.id, obj: o, nvert: o.nvert, nelem: o.nelem, positions: o.positions,
+        q: moved ? o.q.slice() : was.q, transform: u.transform ?? was.transform });
+    }
+    const removed = [...shown.keys()].filter((id) => !live.has(id)).sort((a, b) => a - b);
+    return {
+      message: { ev: 'objects', frame: h.frame, lastSeq: h.lastSeq, simTime: h.simTime, decodedAt: decodes.at(-1)[1], objects: list, removed },
+      transfer, next, removed,
+    };
   }
 
-  /** A decoded keyframe becomes the base for deltas, with the LOD table of its frame. */
-  function keyframe(k, list, at) {
-    const t = findLast(list, at, (x) => x.h.kind === KIND.LOD_TABLE && x.h.frame === k.header.frame);
-    k.table = t >= 0 ? dec.decodeLodTable(list[t].bytes) : null;
-    key = k;
-    return k;
+  /** Normals (triangles), the bounding sphere and the scalars' colours of this frame's
+   *  positions, in the object's local frame. */
+  function derive(o) {
+    let d = derived.get(o.positions);
+    if (!d) {
+      d = {
+        sphere: sphere(o.positions),
+        normals: o.primitive === PRIM.TRIANGLES ? normals(o.positions, o.elements) : null,
+        colors: o.scalars ? scalarColors(o.scalars, o.smin, o.smax) : null,
+      };
+      derived.set(o.positions, d);
+    }
+    return d;
   }
 
-  /** Post the oldest frame in the outbox (there is one at most), once the page is free. */
+  /** Post the update in the outbox, once the page is free; `shown` becomes what it holds. */
   function postNext() {
     if (withPage || !outbox.length) return;
-    const { f, base, surfaces } = outbox.shift();
-    const transfer = [];
-    for (let n = 0; n < surfaces.length; n++) {
-      const s = surfaces[n], tri = base.surfaces[n].tri;
-      s.tri = null;
-      // Topology goes to the page only when it changed: a walking crowd is all keyframes,
-      // and an unchanged index buffer need not be copied, uploaded or rebuilt.
-      if (!sameArray(postedTri[n], tri)) {
-        postedTri[n] = tri;
-        s.tri = tri.slice();
-        transfer.push(s.tri.buffer);
-      }
-      transfer.push(s.pos.buffer, s.nrm.buffer);
-    }
-    postedTri.length = surfaces.length;
-    const table = base !== postedKey && base.table ? { frame: base.header.frame, lods: base.table.lods } : null;
-    postedKey = base;
+    const { message, transfer, next, removed } = outbox.shift();
+    for (const id of removed) shown.delete(id);
+    for (const s of next) shown.set(s.id, s);
     withPage = true;
-    emit({
-      ev: 'mesh', frame: f.header.frame, lastSeq: f.header.lastSeq, key: f === base, keyFrame: base.header.frame,
-      bmin: base.bmin, bmax: base.bmax, table, surfaces, decodedAt: decodes[decodes.length - 1][1],
-    }, transfer);
+    emit(message, transfer);
   }
 
   function postSlice(bytes) {
@@ -175,7 +218,7 @@ export function createWire(post) {
   return {
     command(m) {
       if (m.op === 'open') open(m.url);
-      else if (m.op === 'send') { if (ws?.readyState === WebSocket.OPEN) ws.send(m.text); }
+      else if (m.op === 'send') { if (ws?.readyState === Socket.OPEN) ws.send(m.text); }
       else if (m.op === 'close') { if (ws) ws.close(); }
       else if (m.op === 'ack') { withPage = false; postNext(); }
       else if (m.op === 'log') emit({ ev: 'log', decodes: decodes.slice() });
@@ -183,23 +226,25 @@ export function createWire(post) {
   };
 }
 
-function sameArray(a, b) {
-  if (a === b) return true;
-  if (!a || a.length !== b.length) return false;
+/** The key's fields the page and the scene need (cloth: lod, info). */
+function meta(o) {
+  return {
+    key: o.key, primitive: o.primitive, lod: o.lod, info: [...o.info], nvert: o.nvert, nelem: o.nelem,
+    bmin: [...o.bmin], bmax: [...o.bmax], hasScalar: o.hasScalar, smin: o.smin, smax: o.smax,
+  };
+}
+
+function sameValues(a, b) {
+  if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
 
-/** Quantised positions (16 bits within the box) to world units. */
-export function dequantise(q, bmin, bmax) {
-  const p = new Float32Array(q.length);
-  const s = [(bmax[0] - bmin[0]) / 65535, (bmax[1] - bmin[1]) / 65535, (bmax[2] - bmin[2]) / 65535];
-  for (let i = 0; i < q.length; i += 3) {
-    p[i] = bmin[0] + s[0] * q[i];
-    p[i + 1] = bmin[1] + s[1] * q[i + 1];
-    p[i + 2] = bmin[2] + s[2] * q[i + 2];
-  }
-  return p;
+function sameTransform(a, b) {
+  if (!b) return false;
+  for (let k = 0; k < 3; k++) if (a.t[k] !== b.t[k]) return false;
+  for (let k = 0; k < 4; k++) if (a.r[k] !== b.r[k]) return false;
+  return true;
 }
 
 /** Area-weighted vertex normals, as three.js's computeVertexNormals makes them. */

@@ -1,12 +1,12 @@
-// volume.mjs: the CT volume scene (HP-ChainMail) in the page. Its surfaces are the skin,
-// translucent, over the bone; a press on the body grabs a point with a radius of three
+// volume.mjs: the CT volume scene (HP-ChainMail) in the page. Its objects are the skin,
+// translucent, over the bone (triangles, world millimetres, no transform); a press on the body grabs a point with a radius of three
 // lattice cells; beside the 3D view, a slice of the deformed volume (core/sliceview.mjs).
 // Its parameters are the panel's, drawn from the schema (core/panel.mjs): none is named
 // here. The module contract: web-client/README.md, "Adding a scene".
 import { h } from '../core/dom.mjs';
 import { SliceView } from '../core/sliceview.mjs';
 
-// Surface ids in this scene's frames (server/scene_volume.c).
+// Object ids in this scene's frames (server/scene_volume.c).
 const SKIN = 0, BONE = 1;
 const STYLES = {
   // Translucent, drawn after the bone; the surface a press grabs.
@@ -38,7 +38,7 @@ export default {
 
   /** The session: ctx = { conn, view, st, side } (see main.mjs). Returns its hooks. */
   open({ conn, view, side }) {
-    view.setScene({ styles: STYLES });
+    view.setScene({ styleFor: (o) => STYLES[o.id] ?? null });
     const el = h('div');
     side.append(el);
     const slice = new SliceView(el, (plane, index, level, width) => conn.send('slice', { plane, index, level, width }));
@@ -56,8 +56,8 @@ export default {
       sliceFrame(s) {
         slice.show(s);
       },
-      /** A mesh frame was shown: the slice follows it. */
-      mesh(m) {
+      /** An update was shown: the slice follows its frame. */
+      objects(m) {
         slice.meshFrame(m.frame);
       },
       text(t) {
