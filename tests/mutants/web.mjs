@@ -10,6 +10,7 @@ const nonames = 'node --test tests/e2e/nonames.test.mjs';
 const extension = 'node --test tests/e2e/extension.test.mjs';
 const wire = 'node --test tests/e2e/wire.test.mjs';
 const objects = 'node --test tests/e2e/objects.test.mjs';
+const capeGrab = 'node --test --test-name-pattern "cloth crowd|press on a cape" tests/e2e/client.test.mjs';
 
 export default [
   {
@@ -147,5 +148,14 @@ export default [
     build,
     test: objects,
     caught_by: 'objects.test.mjs "a line set without a scalar is grey; a two-part object gets its groups ..."',
+  },
+  {
+    name: 'a cape grabbed by its first vertex, not the one pressed on',
+    file: 'web-client/src/scenes/cloth.mjs',
+    find: "conn.send('grab', { character: hit.object, vertex: hit.vertex, point });",
+    replace: "conn.send('grab', { character: hit.object, vertex: 0, point });",
+    build,
+    test: capeGrab,
+    caught_by: 'e2e "a press on a cape grabs that character by its own vertex and pulls it"',
   },
 ];
