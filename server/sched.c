@@ -166,8 +166,9 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
         srv_frame *f = NULL;
         if (proto_encode_frame2(ss->enc, &b, &h, view.obj, view.n, &fs) == PROTO_OK)
             f = frame_of(&b, ss->frame_no, &fs);
-        if (!f) {
+        if (!f) { /* the next beat encodes afresh: a snapshot every client takes */
             proto_encoder_reset(ss->enc);
+            ss->encoded_any = 0;
             snapshot = 0;
         } else {
             /* About the last 30 frames: long enough to see past one key, short enough to
