@@ -60,6 +60,21 @@ int wire_reserve(proto_buf *b, size_t extra)
     return 1;
 }
 
+int wire_grow(void **p, uint32_t *cap, uint32_t need, size_t item)
+{
+    if (need <= *cap)
+        return 1;
+    uint32_t c = *cap ? *cap : 16;
+    while (c < need)
+        c = c > UINT32_MAX / 2 ? need : c * 2;
+    void *q = realloc(*p, (size_t)c * item);
+    if (!q)
+        return 0;
+    *p = q;
+    *cap = c;
+    return 1;
+}
+
 uint8_t *wire_put(proto_buf *b, const void *src, size_t n)
 {
     if (!wire_reserve(b, n))

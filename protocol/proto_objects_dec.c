@@ -156,31 +156,16 @@ void proto_object_scalars(const proto_object *o, float *s)
 
 /* ------------------------------------------------------------------ reading */
 
-static int grow(void **p, uint32_t *cap, uint32_t need, size_t item)
-{
-    if (need <= *cap)
-        return 1;
-    uint32_t c = *cap ? *cap : 16;
-    while (c < need)
-        c = c > UINT32_MAX / 2 ? need : c * 2;
-    void *q = realloc(*p, (size_t)c * item);
-    if (!q)
-        return 0;
-    *p = q;
-    *cap = c;
-    return 1;
-}
-
 /* Room for n vertices and m elements, contents kept (the object stays as it was). */
 static int reserve(dobj *o, uint32_t n, uint32_t m)
 {
     uint32_t cv = o->cap_vert, cv2 = o->cap_vert;
-    int ok = grow((void **)&o->base, &cv, n, 4 * sizeof(uint16_t)) &&
-             grow((void **)&o->cur, &cv2, n, 4 * sizeof(uint16_t));
+    int ok = wire_grow((void **)&o->base, &cv, n, 4 * sizeof(uint16_t)) &&
+             wire_grow((void **)&o->cur, &cv2, n, 4 * sizeof(uint16_t));
     if (ok)
         o->cap_vert = cv;
-    ok = ok && grow((void **)&o->elem, &o->cap_elem, m,
-                    wire_elem_size(o->pub.primitive) * sizeof(uint32_t));
+    ok = ok && wire_grow((void **)&o->elem, &o->cap_elem, m,
+                         wire_elem_size(o->pub.primitive) * sizeof(uint32_t));
     o->pub.base_q = o->base;
     o->pub.q = o->cur;
     o->pub.elem = o->elem;

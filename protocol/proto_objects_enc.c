@@ -326,35 +326,21 @@ typedef struct plan {
     int new_arrays; /* next owns freshly allocated arrays (a key) */
 } plan;
 
-static int grow(void **p, uint32_t *cap, uint32_t need, size_t item)
-{
-    if (need <= *cap)
-        return 1;
-    uint32_t c = *cap ? *cap : 16;
-    while (c < need)
-        c = c > UINT32_MAX / 2 ? need : c * 2;
-    void *q = realloc(*p, (size_t)c * item);
-    if (!q)
-        return 0;
-    *p = q;
-    return 1;
-}
-
 /* Room for n vertices and m elements in o's arrays (contents kept: o stays valid). */
 static int reserve_obj(enc_obj *o, uint32_t n, uint32_t m)
 {
     size_t vs = 4 * sizeof(uint16_t), es = wire_elem_size(o->primitive) * sizeof(uint32_t);
     uint32_t c = o->cap_vert;
-    if (!grow((void **)&o->base, &c, n, vs))
+    if (!wire_grow((void **)&o->base, &c, n, vs))
         return 0;
     c = o->cap_vert;
-    if (!grow((void **)&o->cur, &c, n, vs))
+    if (!wire_grow((void **)&o->cur, &c, n, vs))
         return 0;
     c = o->cap_vert;
-    if (!grow((void **)&o->alt, &c, n, vs))
+    if (!wire_grow((void **)&o->alt, &c, n, vs))
         return 0;
     o->cap_vert = c;
-    return grow((void **)&o->elem, &o->cap_elem, m, es);
+    return wire_grow((void **)&o->elem, &o->cap_elem, m, es);
 }
 
 /* A fresh key of the input in p->next (new arrays), quantised with the encoder's rules. */

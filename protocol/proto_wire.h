@@ -53,6 +53,9 @@ static inline float wire_get_f32(const uint8_t *p)
 
 /// Make room for extra more bytes (refused past twice PROTO_MAX_PAYLOAD). 1 on success.
 int wire_reserve(proto_buf *b, size_t extra);
+/// Room for need items of item bytes in the array *p of *cap items (doubling; contents
+/// kept). 1, with *cap updated; 0 when out of memory, *p and *cap unchanged.
+int wire_grow(void **p, uint32_t *cap, uint32_t need, size_t item);
 /// Append n bytes (src NULL: zeros); returns where they went, or NULL.
 uint8_t *wire_put(proto_buf *b, const void *src, size_t n);
 

@@ -14,9 +14,6 @@
 #include "sim/cloth/cloth.h"
 
 #define MAX_CHARACTERS 400
-#define BODY_CAPS      5
-#define BOX_VERTS      8
-#define BOX_TRIS       12
 
 /* Bits per position and frames between shape updates, by LOD (at most: the budget may
  * space the updates further). A quantum of a quarter of the
@@ -105,18 +102,13 @@ static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
     if (sim_cloth_model_create(&c->model, NULL, err, err_sz) != SIM_OK ||
         sim_cloth_scene_create(&c->sim, c->model, b, nchar, err, err_sz) != SIM_OK)
         return 500;
-    int ntri0 = 0, nv0 = 0; /* the largest LOD, whichever it is */
-    for (int k = 0; k < sim_cloth_model_nlod(c->model); k++) {
-        int nt, nv = sim_cloth_model_lod_size(c->model, k, &nt);
-        nv0 = nv > nv0 ? nv : nv0;
-        ntri0 = nt > ntri0 ? nt : ntri0;
-    }
+    int maxt, maxv = sim_cloth_character_mesh_max(c->model, &maxt);
     c->cv = calloc((size_t)nchar, sizeof *c->cv);
     c->obj = calloc((size_t)nchar, sizeof *c->obj);
     for (int i = 0; c->cv && c->obj && i < nchar; i++) {
         character_view *v = &c->cv[i];
-        v->pos = malloc((size_t)(nv0 + BODY_CAPS * BOX_VERTS) * 3 * sizeof(float));
-        v->tri = malloc((size_t)(ntri0 + BODY_CAPS * BOX_TRIS) * 3 * sizeof(uint32_t));
+        v->pos = malloc((size_t)maxv * 3 * sizeof(float));
+        v->tri = malloc((size_t)maxt * 3 * sizeof(uint32_t));
         v->lod = -1;
         if (!v->pos || !v->tri)
             break;
@@ -395,91 +387,24 @@ static int cl_step(srv_scene_ctx *c, void *scene, double *ms)
     return 1; /* cloth is never quite still while anyone watches */
 }
 
-/* World point p into the root frame at root, heading yaw. */
-static void to_root(const float *p, const float *root, float cy, float sy, float *out)
-{
-    float d[3] = {p[0] - root[0], p[1] - root[1], p[2] - root[2]};
-    out[0] = cy * d[0] + sy * d[1];
-    out[1] = -sy * d[0] + cy * d[1];
-    out[2] = d[2];
-}
-
-/* A box round each capsule (a, b, radius; root frame) into pos from vertex 0; its
- * triangles into tri (vertex numbers from first) when tri is not NULL. Returns the
- * vertices written. */
-static uint32_t body_boxes(float caps[][7], int n, float *pos, uint32_t *tri, uint32_t first)
-{
-    static const int quads[6][4] = {{0, 1, 3, 2}, {4, 6, 7, 5}, {0, 4, 5, 1},
-                                    {2, 3, 7, 6}, {0, 2, 6, 4}, {1, 5, 7, 3}};
-    uint32_t nv = 0;
-    for (int k = 0; k < n; k++) {
-        const float *a = caps[k], *b = caps[k] + 3, r = caps[k][6];
-        float ax[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
-        float len = sqrtf(ax[0] * ax[0] + ax[1] * ax[1] + ax[2] * ax[2]);
-        float u[3] = {0, 0, 1};
-        if (len > 1e-6f)
-            for (int q = 0; q < 3; q++)
-                u[q] = ax[q] / len;
-        /* Two unit vectors across the axis. */
-        float t[3] = {fabsf(u[0]) < 0.9f ? 1.0f : 0.0f, fabsf(u[0]) < 0.9f ? 0.0f : 1.0f, 0};
-        float d = t[0] * u[0] + t[1] * u[1] + t[2] * u[2];
-        for (int q = 0; q < 3; q++)
-            t[q] -= d * u[q];
-        float tl = sqrtf(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]);
-        for (int q = 0; q < 3; q++)
-            t[q] /= tl;
-        float w[3] = {u[1] * t[2] - u[2] * t[1], u[2] * t[0] - u[0] * t[2],
-                      u[0] * t[1] - u[1] * t[0]};
-        for (int v = 0; v < BOX_VERTS; v++) {
-            float su = v & 4 ? 1.0f : 0.0f, st = v & 2 ? r : -r, sw = v & 1 ? r : -r;
-            float *p = &pos[(nv + (uint32_t)v) * 3];
-            for (int q = 0; q < 3; q++)
-                p[q] = a[q] - u[q] * r + u[q] * su * (len + 2 * r) + t[q] * st + w[q] * sw;
-        }
-        for (int f = 0; tri && f < 6; f++) {
-            const int *q = quads[f];
-            uint32_t o = first + nv;
-            uint32_t tt[6] = {o + (uint32_t)q[0], o + (uint32_t)q[1], o + (uint32_t)q[2],
-                              o + (uint32_t)q[0], o + (uint32_t)q[2], o + (uint32_t)q[3]};
-            memcpy(&tri[(nv / BOX_VERTS * 12 + (uint32_t)f * 2) * 3], tt, sizeof tt);
-        }
-        nv += BOX_VERTS;
-    }
-    return nv;
-}
-
-/* Character i's positions in its root frame; its triangles again after a LOD switch. */
+/* Character i's positions in its root frame (sim/cloth's mesh of it: cape, then body
+ * boxes); its triangles again after a LOD switch. */
 static void character_shape(cloth_srv *c, int i, proto_object_in *o)
 {
     character_view *v = &c->cv[i];
-    int n, lod = sim_cloth_lod(c->sim, i), ntri;
-    const float *x = sim_cloth_positions(c->sim, i, &n);
-    float root[3], yaw;
-    sim_cloth_root(c->sim, i, root, &yaw);
-    float cy = cosf(yaw), sy = sinf(yaw);
-    for (int k = 0; k < n; k++)
-        to_root(x + 3 * k, root, cy, sy, v->pos + 3 * k);
-    float caps[BODY_CAPS][7];
-    int ncap = sim_cloth_body(c->sim, i, caps, BODY_CAPS);
-    for (int k = 0; k < ncap; k++) {
-        to_root(caps[k], root, cy, sy, caps[k]);
-        to_root(caps[k] + 3, root, cy, sy, caps[k] + 3);
-    }
-    sim_cloth_model_lod_size(c->model, lod, &ntri);
-    int retri = lod != v->lod;
+    int retri = sim_cloth_lod(c->sim, i) != v->lod;
+    sim_cloth_character_mesh m;
+    sim_cloth_character_mesh_get(c->sim, c->model, i, v->pos, retri ? v->tri : NULL, &m);
     if (retri) {
-        memcpy(v->tri, sim_cloth_model_triangles(c->model, lod), (size_t)ntri * 3 * sizeof *v->tri);
-        v->lod = lod;
+        v->lod = m.lod;
         v->topo++;
     }
-    uint32_t nb =
-        body_boxes(caps, ncap, v->pos + 3 * n, retri ? v->tri + 3 * ntri : NULL, (uint32_t)n);
-    o->nvert = (uint32_t)n + nb;
-    o->nelem = (uint32_t)ntri + nb / BOX_VERTS * BOX_TRIS;
-    o->xf.t[0] = root[0], o->xf.t[1] = root[1], o->xf.t[2] = root[2];
+    o->nvert = (uint32_t)m.nvert;
+    o->nelem = (uint32_t)m.ntri;
+    o->xf.t[0] = m.root[0], o->xf.t[1] = m.root[1], o->xf.t[2] = m.root[2];
     o->xf.r[0] = 0.0f, o->xf.r[1] = 0.0f;
-    o->xf.r[2] = sinf(yaw / 2), o->xf.r[3] = cosf(yaw / 2);
-    o->info[2] = (float)n, o->info[3] = (float)ntri;
+    o->xf.r[2] = sinf(m.yaw / 2), o->xf.r[3] = cosf(m.yaw / 2);
+    o->info[2] = (float)m.cape_nvert, o->info[3] = (float)m.cape_ntri;
 }
 
 /* The normal box, or one grown to hold every vertex while any is (or lately was) out. */

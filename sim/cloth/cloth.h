@@ -177,6 +177,27 @@ void sim_cloth_root(const sim_cloth_scene *s, int character, float pos[3], float
 int sim_cloth_body(const sim_cloth_scene *s, int character, float caps[][7], int max);
 /// The character's latest switch; 0 when it never switched.
 int sim_cloth_last_switch(const sim_cloth_scene *s, int character, sim_cloth_switch *out);
+
+/* A character as one mesh in its root frame (x forward, y left, z up; m): its cape's
+ * particles at its LOD, then its body drawn as a box round each capsule. What the server
+ * sends of a character, and what the protocol's crowd measurement encodes. */
+#define SIM_CLOTH_BODY_CAPS 6  ///< capsules a body has at most
+#define SIM_CLOTH_BOX_VERTS 8  ///< a capsule's box
+#define SIM_CLOTH_BOX_TRIS  12 ///< its triangles
+
+typedef struct sim_cloth_character_mesh {
+    int nvert, ntri;           ///< all of it
+    int cape_nvert, cape_ntri; ///< the cape: the first vertices and triangles
+    int lod;                   ///< the cape's
+    float root[3], yaw;        ///< the root frame: world = rotate_z(yaw) local + root
+} sim_cloth_character_mesh;
+
+/// The most vertices and triangles a character's mesh has (for the buffers below).
+int sim_cloth_character_mesh_max(const sim_cloth_model *m, int *max_tris);
+/// Character c's mesh: positions into pos (max vertices x 3); the triangles into tri when
+/// not NULL (they change only with the LOD).
+void sim_cloth_character_mesh_get(const sim_cloth_scene *s, const sim_cloth_model *m, int c,
+                                  float *pos, uint32_t *tri, sim_cloth_character_mesh *out);
 /// Bitwise hash of every garment's positions and velocities.
 uint64_t sim_cloth_hash(const sim_cloth_scene *s);
 

@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 #define CLOTH_MAX_COLOURS 64
-#define CLOTH_MAX_CAPS    6
+#define CLOTH_MAX_CAPS    SIM_CLOTH_BODY_CAPS
 #define CLOTH_QUEUE_CAP   256
 #define CLOTH_ACCEL_HIST  8   /* frames of acceleration kept to judge settling */
 #define CLOTH_SETTLE_CAP  120 /* frames a switch is watched before it counts as unsettled */

@@ -1310,10 +1310,6 @@ TEST(proto_objects_crowd_of_capes_costs_transforms_not_vertices)
  * every frame (HOLD | TRANSFORM). A decoder follows the frames: every object must show this
  * frame's transform. */
 
-#define CROWD_CAPS 5  /* capsules a body has (server/scene_cloth.c BODY_CAPS) */
-#define BOX_V      8  /* vertices of a capsule's box */
-#define BOX_T      12 /* its triangles */
-
 typedef struct real_bytes {
     double bytes;              /* mean bytes a frame */
     uint32_t keys;             /* objects keyed */
@@ -1324,58 +1320,12 @@ typedef struct real_bytes {
     float cape_lo[3], cape_hi[3], body_lo[3], body_hi[3]; /* extents seen, root frame, m */
 } real_bytes;
 
-/* The box round capsule caps (a[3], b[3], r): its 8 corners into p (8 x 3). */
-static void capsule_box(const float caps[7], float *p)
+/* The extent [lo, hi] widened by n points. */
+static void widen(const float *l, int n, float lo[3], float hi[3])
 {
-    const float *a = caps, *b = caps + 3, r = caps[6];
-    float ax[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
-    float len = sqrtf(ax[0] * ax[0] + ax[1] * ax[1] + ax[2] * ax[2]);
-    float u[3] = {0, 0, 1};
-    if (len > 1e-6f)
-        for (int q = 0; q < 3; q++)
-            u[q] = ax[q] / len;
-    float t[3] = {fabsf(u[0]) < 0.9f ? 1.0f : 0.0f, fabsf(u[0]) < 0.9f ? 0.0f : 1.0f, 0};
-    float d = t[0] * u[0] + t[1] * u[1] + t[2] * u[2];
-    for (int q = 0; q < 3; q++)
-        t[q] -= d * u[q];
-    float tl = sqrtf(t[0] * t[0] + t[1] * t[1] + t[2] * t[2]);
-    for (int q = 0; q < 3; q++)
-        t[q] /= tl;
-    float w[3] = {u[1] * t[2] - u[2] * t[1], u[2] * t[0] - u[0] * t[2], u[0] * t[1] - u[1] * t[0]};
-    for (int v = 0; v < BOX_V; v++) {
-        float su = v & 4 ? 1.0f : 0.0f, st = v & 2 ? r : -r, sw = v & 1 ? r : -r;
-        for (int q = 0; q < 3; q++)
-            p[v * 3 + q] = a[q] - u[q] * r + u[q] * su * (len + 2 * r) + t[q] * st + w[q] * sw;
-    }
-}
-
-/* The 12 triangles of a box whose corners start at vertex v0. */
-static void box_tris(uint32_t v0, uint32_t *tri)
-{
-    static const int quads[6][4] = {{0, 1, 3, 2}, {4, 6, 7, 5}, {0, 4, 5, 1},
-                                    {2, 3, 7, 6}, {0, 2, 6, 4}, {1, 5, 7, 3}};
-    for (int f = 0; f < 6; f++) {
-        const int *q = quads[f];
-        uint32_t t[6] = {v0 + (uint32_t)q[0], v0 + (uint32_t)q[1], v0 + (uint32_t)q[2],
-                         v0 + (uint32_t)q[0], v0 + (uint32_t)q[2], v0 + (uint32_t)q[3]};
-        memcpy(tri + f * 6, t, sizeof t);
-    }
-}
-
-/* n world points into the root frame at p turned by yaw; the extent [lo, hi] widened. */
-static void to_root(const float *x, int n, const float p[3], float yaw, float *l, float lo[3],
-                    float hi[3])
-{
-    float cy = cosf(yaw), sy = sinf(yaw);
-    for (int v = 0; v < n; v++) {
-        float d[3] = {x[v * 3] - p[0], x[v * 3 + 1] - p[1], x[v * 3 + 2] - p[2]};
-        l[v * 3] = cy * d[0] + sy * d[1];
-        l[v * 3 + 1] = -sy * d[0] + cy * d[1];
-        l[v * 3 + 2] = d[2];
-        for (int k = 0; k < 3; k++) {
-            lo[k] = fminf(lo[k], l[v * 3 + k]);
-            hi[k] = fmaxf(hi[k], l[v * 3 + k]);
-        }
+    for (int v = 0; v < n * 3; v++) {
+        lo[v % 3] = fminf(lo[v % 3], l[v]);
+        hi[v % 3] = fmaxf(hi[v % 3], l[v]);
     }
 }
 
@@ -1395,29 +1345,20 @@ typedef struct crowd_run {
  * with 100 characters or 10, plus a margin). */
 static const float k_crowd_lo[3] = {-0.85f, -0.45f, -0.05f}, k_crowd_hi[3] = {0.4f, 0.45f, 1.8f};
 
-/* Character c this frame into r->in[c]. */
+/* Character c this frame into r->in[c]: sim/cloth's mesh of it, as the server sends it. */
 static void crowd_character(crowd_run *r, int c, int f, const unsigned qbits[3], const int every[3],
                             real_bytes *out)
 {
-    int n, nt, lod = sim_cloth_lod(r->s, c), l3 = lod < 3 ? lod : 2;
-    const float *x = sim_cloth_positions(r->s, c, &n);
-    sim_cloth_model_lod_size(r->m, lod, &nt);
-    float p[3], yaw, caps[CROWD_CAPS][7];
-    sim_cloth_root(r->s, c, p, &yaw);
-    int ncap = sim_cloth_body(r->s, c, caps, CROWD_CAPS);
     float *l = r->local + (size_t)c * (size_t)r->nv * 3;
     uint32_t *t = r->tri + (size_t)c * (size_t)r->nt * 3;
-    to_root(x, n, p, yaw, l, out->cape_lo, out->cape_hi);
-    const uint32_t *ct = sim_cloth_model_triangles(r->m, lod);
-    memcpy(t, ct, (size_t)nt * 3 * sizeof *t);
-    for (int k = 0; k < ncap; k++) {
-        float w[BOX_V * 3];
-        capsule_box(caps[k], w);
-        uint32_t v0 = (uint32_t)(n + k * BOX_V);
-        to_root(w, BOX_V, p, yaw, l + (size_t)v0 * 3, out->body_lo, out->body_hi);
-        box_tris(v0, t + ((size_t)nt + (size_t)k * BOX_T) * 3);
-    }
-    for (int v = 0; v < (n + ncap * BOX_V) * 3; v++)
+    sim_cloth_character_mesh m;
+    sim_cloth_character_mesh_get(r->s, r->m, c, l, t, &m);
+    int lod = m.lod, l3 = lod < 3 ? lod : 2;
+    const float *p = m.root;
+    float yaw = m.yaw;
+    widen(l, m.cape_nvert, out->cape_lo, out->cape_hi);
+    widen(l + 3 * m.cape_nvert, m.nvert - m.cape_nvert, out->body_lo, out->body_hi);
+    for (int v = 0; v < m.nvert * 3; v++)
         out->clamped += l[v] < k_crowd_lo[v % 3] || l[v] > k_crowd_hi[v % 3];
     proto_object_in *o = &r->in[c];
     memset(o, 0, sizeof *o);
@@ -1427,9 +1368,9 @@ static void crowd_character(crowd_run *r, int c, int f, const unsigned qbits[3],
     o->lod = (uint8_t)lod;
     memcpy(o->bmin, k_crowd_lo, sizeof o->bmin);
     memcpy(o->bmax, k_crowd_hi, sizeof o->bmax);
-    o->nvert = (uint32_t)(n + ncap * BOX_V);
+    o->nvert = (uint32_t)m.nvert;
     o->pos = l;
-    o->nelem = (uint32_t)(nt + ncap * BOX_T);
+    o->nelem = (uint32_t)m.ntri;
     o->elem = t;
     o->topo_version = (uint32_t)lod;
     o->hold = (f + c) % every[l3] != 0; /* shape every every[lod] frames, staggered */
@@ -1472,8 +1413,7 @@ static sim_status crowd_open(crowd_run *r, int nchar, int force_lod0)
     }
     if (st != SIM_OK)
         return st;
-    r->nv = sim_cloth_model_lod_size(r->m, 0, &r->nt) + CROWD_CAPS * BOX_V;
-    r->nt += CROWD_CAPS * BOX_T;
+    r->nv = sim_cloth_character_mesh_max(r->m, &r->nt);
     size_t nv = (size_t)nchar * (size_t)r->nv, nt = (size_t)nchar * (size_t)r->nt;
     r->in = calloc((size_t)nchar, sizeof *r->in);
     r->local = malloc(nv * 3 * sizeof(float));
