@@ -29,6 +29,13 @@ ifneq ($(NIFTI_H),)
   NIFTI_CFLAGS = -DSIM_HAVE_NIFTI=1 -I/usr/include/nifti
   NIFTI_LIBS   = -lniftiio -lznz -lz
 endif
+# meshoptimizer's simplifier decimates the soft-body surfaces when Debian's
+# libmeshoptimizer-dev is installed (without it, decimation returns an error).
+MESHOPT_H := $(wildcard /usr/include/meshoptimizer.h)
+ifneq ($(MESHOPT_H),)
+  MESHOPT_CFLAGS = -DSIM_HAVE_MESHOPT=1
+  MESHOPT_LIBS   = -lmeshoptimizer
+endif
 
 # CUDA backend when nvcc exists (CUDA=0 forces it off).
 ifeq ($(CUDA),0)
@@ -71,7 +78,7 @@ ifneq ($(BULLET_H),)
   BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
 endif
 
-LIBS = $(NIFTI_LIBS) $(CUDA_LIBS) -lm
+LIBS = $(NIFTI_LIBS) $(MESHOPT_LIBS) $(CUDA_LIBS) -lm
 # The protocol (and later the server) need these; the sim and the bench do not.
 PROTO_LIBS = -lzstd -lmeshoptimizer -lcjson
 SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
@@ -79,9 +86,9 @@ SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
 # Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
 REL  = $(BUILD)/rel
 TST  = $(BUILD)/test
-REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(MESHOPT_CFLAGS) $(CUDA_CFLAGS)
 TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
-             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(MESHOPT_CFLAGS) $(CUDA_CFLAGS)
 
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
