@@ -3,13 +3,14 @@
  * sum_k w_k x_k gives the vertex back and, when the tets deform, the surface follows
  * (SOFA's BarycentricMapping, Ten Minute Physics 12's skinning).
  *
- * Point location: a uniform grid over the mesh's box, each cell listing the tets whose
- * bounding box overlaps it (a CSR table built by counting, then filling). The cell size
- * starts at the mean tet's size and grows until the table holds at most 16 entries per
- * tet, so a mesh whose coarse interior tets span many cells stays cheap. A point tests
- * the tets of its cell (then of the 26 around it if none contains it); the tet whose
- * smallest weight is largest wins, so a point just outside by rounding gets the nearest
- * tet. Weights are solved in double (Cramer's rule) and the first is 1 minus the others.
+ * Point location: a hierarchy of uniform grids (cells of h0, 2 h0, 4 h0, ... with h0 the
+ * smallest tet's extent); each tet lives on the level whose cells are at least its size,
+ * listed in the (at most 8) cells its box overlaps there, as one sorted table of
+ * (level, cell) keys. So the fine tets at a surface and the coarse tets inside cost the
+ * same few entries each. A point tests the tets of its cell on every level (then of the
+ * 26 cells around it where none contains it); the tet whose smallest weight is largest
+ * wins, so a point just outside by rounding gets the nearest tet. Weights are solved in double
+ * (Cramer's rule) and the first is 1 minus the others.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,12 +19,33 @@
 #include "../core/sc_base.h"
 #include "geometry.h"
 
+#define GRID_LEVELS 16
+
+/* One entry per (cell, tet): key = level << 60 | cx << 40 | cy << 20 | cz. */
+typedef struct grid_entry {
+    uint64_t key;
+    uint32_t tet;
+} grid_entry;
+
 typedef struct tet_grid {
-    double lo[3], h;
-    int d[3];
-    uint32_t *start; /* (ncell + 1) */
-    uint32_t *item;  /* tets per cell */
+    double lo[3], h0;
+    int levels_used; /* bit l: some tet lives on level l */
+    grid_entry *e;
+    size_t n;
 } tet_grid;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const grid_entry *x = (const grid_entry *)a, *y = (const grid_entry *)b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->tet < y->tet ? -1 : x->tet > y->tet;
+}
+
+static uint64_t cell_key(int level, const int64_t c[3])
+{
+    return (uint64_t)level << 60 | (uint64_t)c[0] << 40 | (uint64_t)c[1] << 20 | (uint64_t)c[2];
+}
 
 static void tet_box(const sim_tetmesh *t, size_t k, double lo[3], double hi[3])
 {
@@ -37,36 +59,19 @@ static void tet_box(const sim_tetmesh *t, size_t k, double lo[3], double hi[3])
         }
 }
 
-static int cell_coord(const tet_grid *g, double x, int a)
+static double box_extent(const double lo[3], const double hi[3])
 {
-    double c = floor((x - g->lo[a]) / g->h);
-    return c < 0.0 ? 0 : c >= (double)g->d[a] ? g->d[a] - 1 : (int)c;
-}
-
-/* Cells tet k's box overlaps: lo and hi cell coordinates. */
-static void tet_cells(const tet_grid *g, const sim_tetmesh *t, size_t k, int clo[3], int chi[3])
-{
-    double lo[3], hi[3];
-    tet_box(t, k, lo, hi);
+    double e = 0.0;
     for (int a = 0; a < 3; a++)
-        clo[a] = cell_coord(g, lo[a], a), chi[a] = cell_coord(g, hi[a], a);
+        e = hi[a] - lo[a] > e ? hi[a] - lo[a] : e;
+    return e;
 }
 
-static size_t grid_entries(const tet_grid *g, const sim_tetmesh *t)
+/* The mesh's box corner, and the base cell: the smallest tet's extent (at least 1e-6 of
+ * the mesh's), so every tet lives on the level whose cells are as large as it. */
+static int grid_frame(tet_grid *g, const sim_tetmesh *t)
 {
-    size_t n = 0;
-    for (size_t k = 0; k < (size_t)t->ntet; k++) {
-        int lo[3], hi[3];
-        tet_cells(g, t, k, lo, hi);
-        n +=
-            (size_t)(hi[0] - lo[0] + 1) * (size_t)(hi[1] - lo[1] + 1) * (size_t)(hi[2] - lo[2] + 1);
-    }
-    return n;
-}
-
-static void grid_size(tet_grid *g, const sim_tetmesh *t)
-{
-    double hi[3];
+    double hi[3], emin = (double)INFINITY;
     for (int a = 0; a < 3; a++)
         g->lo[a] = (double)INFINITY, hi[a] = -(double)INFINITY;
     for (size_t v = 0; v < (size_t)t->nvert; v++)
@@ -75,57 +80,80 @@ static void grid_size(tet_grid *g, const sim_tetmesh *t)
             g->lo[a] = x < g->lo[a] ? x : g->lo[a];
             hi[a] = x > hi[a] ? x : hi[a];
         }
-    double vol = 1.0;
-    for (int a = 0; a < 3; a++)
-        vol *= hi[a] - g->lo[a] > 0.0 ? hi[a] - g->lo[a] : 1.0;
-    g->h = cbrt(vol / (double)t->ntet);
-    for (;;) {
-        for (int a = 0; a < 3; a++) {
-            double n = floor((hi[a] - g->lo[a]) / g->h) + 1.0;
-            g->d[a] = n > 1024.0 ? 1024 : (int)n;
-        }
-        if (g->d[0] < 1024 && g->d[1] < 1024 && g->d[2] < 1024 &&
-            grid_entries(g, t) <= 16 * (size_t)t->ntet)
-            return;
-        g->h *= 1.5;
+    for (size_t k = 0; k < (size_t)t->ntet; k++) {
+        double lo[3], h[3];
+        tet_box(t, k, lo, h);
+        double e = box_extent(lo, h);
+        emin = e < emin ? e : emin;
     }
+    double span = box_extent(g->lo, hi);
+    if (!(span > 0.0) || !isfinite(span))
+        return 0;
+    g->h0 = emin > span * 1e-6 ? emin : span * 1e-6;
+    /* cell coordinates must fit their 20 bits */
+    while (span / g->h0 >= (double)(1 << 19))
+        g->h0 *= 2.0;
+    return 1;
+}
+
+/* Tet k's level and the cells (at most 2 a side) its box, shrunk by a hair, overlaps. */
+static int tet_cells(const tet_grid *g, const sim_tetmesh *t, size_t k, int *level, int64_t clo[3],
+                     int64_t chi[3])
+{
+    double lo[3], hi[3];
+    tet_box(t, k, lo, hi);
+    double ext = box_extent(lo, hi), h = g->h0;
+    int l = 0;
+    while (h < ext && l < GRID_LEVELS - 1)
+        h *= 2.0, l++;
+    *level = l;
+    int n = 1;
+    for (int a = 0; a < 3; a++) {
+        double eps = 1e-7 * h;
+        clo[a] = (int64_t)floor((lo[a] + eps - g->lo[a]) / h);
+        chi[a] = (int64_t)floor((hi[a] - eps - g->lo[a]) / h);
+        chi[a] = chi[a] < clo[a] ? clo[a] : chi[a];
+        n *= (int)(chi[a] - clo[a] + 1);
+    }
+    return n;
 }
 
 static int grid_build(tet_grid *g, const sim_tetmesh *t)
 {
-    grid_size(g, t);
-    size_t ncell = (size_t)g->d[0] * (size_t)g->d[1] * (size_t)g->d[2];
-    size_t nent = grid_entries(g, t);
-    g->start = (uint32_t *)sc_calloc(ncell + 1, sizeof *g->start);
-    g->item = (uint32_t *)sc_calloc(nent + 1, sizeof *g->item);
-    uint32_t *fill = (uint32_t *)sc_calloc(ncell + 1, sizeof *fill);
-    if (!g->start || !g->item || !fill || nent >= UINT32_MAX) {
-        free(fill);
+    if (!grid_frame(g, t))
         return 0;
+    size_t cap = 8 * (size_t)t->ntet;
+    g->e = (grid_entry *)sc_calloc(cap, sizeof *g->e);
+    if (!g->e)
+        return 0;
+    for (size_t k = 0; k < (size_t)t->ntet; k++) {
+        int l;
+        int64_t lo[3], hi[3], c[3];
+        tet_cells(g, t, k, &l, lo, hi);
+        g->levels_used |= 1 << l;
+        for (c[2] = lo[2]; c[2] <= hi[2]; c[2]++)
+            for (c[1] = lo[1]; c[1] <= hi[1]; c[1]++)
+                for (c[0] = lo[0]; c[0] <= hi[0]; c[0]++) {
+                    g->e[g->n].key = cell_key(l, c);
+                    g->e[g->n++].tet = (uint32_t)k;
+                }
     }
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t k = 0; k < (size_t)t->ntet; k++) {
-            int lo[3], hi[3];
-            tet_cells(g, t, k, lo, hi);
-            for (int z = lo[2]; z <= hi[2]; z++)
-                for (int y = lo[1]; y <= hi[1]; y++)
-                    for (int x = lo[0]; x <= hi[0]; x++) {
-                        size_t c =
-                            (size_t)x + (size_t)g->d[0] * ((size_t)y + (size_t)g->d[1] * (size_t)z);
-                        if (pass == 0)
-                            g->start[c + 1]++;
-                        else
-                            g->item[fill[c]++] = (uint32_t)k;
-                    }
-        }
-        if (pass == 0) {
-            for (size_t c = 0; c < ncell; c++)
-                g->start[c + 1] += g->start[c];
-            memcpy(fill, g->start, ncell * sizeof *fill);
-        }
-    }
-    free(fill);
+    qsort(g->e, g->n, sizeof *g->e, cmp_entry);
     return 1;
+}
+
+/* First entry with this key, or g->n. */
+static size_t grid_find(const tet_grid *g, uint64_t key)
+{
+    size_t a = 0, b = g->n;
+    while (a < b) {
+        size_t m = a + (b - a) / 2;
+        if (g->e[m].key < key)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
 }
 
 /* Barycentric weights of p in tet k (double). Returns the smallest. */
@@ -160,30 +188,35 @@ static double barycentric(const sim_tetmesh *t, size_t k, const double p[3], dou
     return mn;
 }
 
-/* The best tet among the cells within ring r of p's cell; -(double)INFINITY when none listed. */
+/* The best tet among the cells within ring r of p's cell on every level; -INFINITY when
+ * none is listed there. */
 static double locate(const tet_grid *g, const sim_tetmesh *t, const double p[3], int r,
                      uint32_t *best, double bw[4])
 {
-    double best_min = -(double)INFINITY;
-    int c[3];
-    for (int a = 0; a < 3; a++)
-        c[a] = cell_coord(g, p[a], a);
-    for (int z = c[2] - r; z <= c[2] + r; z++)
-        for (int y = c[1] - r; y <= c[1] + r; y++)
-            for (int x = c[0] - r; x <= c[0] + r; x++) {
-                if (x < 0 || y < 0 || z < 0 || x >= g->d[0] || y >= g->d[1] || z >= g->d[2])
-                    continue;
-                size_t cell =
-                    (size_t)x + (size_t)g->d[0] * ((size_t)y + (size_t)g->d[1] * (size_t)z);
-                for (uint32_t k = g->start[cell]; k < g->start[cell + 1]; k++) {
-                    double w[4], mn = barycentric(t, g->item[k], p, w);
-                    if (mn > best_min) {
-                        best_min = mn;
-                        *best = g->item[k];
-                        memcpy(bw, w, sizeof w);
+    double best_min = -(double)INFINITY, h = g->h0;
+    for (int l = 0; l < GRID_LEVELS; l++, h *= 2.0) {
+        if (!((g->levels_used >> l) & 1))
+            continue;
+        int64_t c[3], q[3];
+        for (int a = 0; a < 3; a++)
+            c[a] = (int64_t)floor((p[a] - g->lo[a]) / h);
+        for (q[2] = c[2] - r; q[2] <= c[2] + r; q[2]++)
+            for (q[1] = c[1] - r; q[1] <= c[1] + r; q[1]++)
+                for (q[0] = c[0] - r; q[0] <= c[0] + r; q[0]++) {
+                    if (q[0] < 0 || q[1] < 0 || q[2] < 0 || q[0] >= (1 << 20) ||
+                        q[1] >= (1 << 20) || q[2] >= (1 << 20))
+                        continue;
+                    uint64_t key = cell_key(l, q);
+                    for (size_t i = grid_find(g, key); i < g->n && g->e[i].key == key; i++) {
+                        double w[4], mn = barycentric(t, g->e[i].tet, p, w);
+                        if (mn > best_min) {
+                            best_min = mn;
+                            *best = g->e[i].tet;
+                            memcpy(bw, w, sizeof w);
+                        }
                     }
                 }
-            }
+    }
     return best_min;
 }
 
@@ -230,8 +263,7 @@ sim_status sim_embed_points(sim_embedding *out, const sim_tetmesh *t, const floa
         st = sc_fail(err, err_sz, SIM_ERR_NOMEM, "embed: out of memory");
     if (st == SIM_OK)
         st = embed_all(out, &g, t, points, err, err_sz);
-    free(g.start);
-    free(g.item);
+    free(g.e);
     if (st != SIM_OK)
         sim_embedding_free(out);
     return st;

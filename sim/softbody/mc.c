@@ -10,9 +10,13 @@
  * diagonal) that keeps the two inside corners apart, and the neighbouring cube, walking
  * the same face the other way, pairs the same crossings: the two cubes agree on every
  * face. Each crossing starts one segment (on the face where the walk enters) and ends one
- * (on the face where it leaves), so the segments close into loops; a fan over each loop
+ * (on the face where it leaves), so the segments close into loops. A fan over each loop
  * gives the triangles, counter-clockwise seen from outside (inside = f > iso; with one
- * inside corner at the origin the loop runs x edge, y edge, z edge, normal (1,1,1)).
+ * inside corner at the origin the loop runs x edge, y edge, z edge, normal (1,1,1)). The
+ * fan's hub is a crossing whose chords all cross the cube's inside: a chord between two
+ * crossings of one face could be drawn by the cube across it too, and that edge would
+ * carry four triangles (random fields found it); where no crossing qualifies, the fan
+ * comes from a new vertex at the loop's centroid.
  *
  * Vertices live on lattice edges and are shared through two layers of edge slots (this z
  * and the next) and one of z edges, so memory beyond the output is O(nx ny).
@@ -41,10 +45,13 @@ static const uint8_t k_face[6][4] = {
     {0, 2, 3, 1}, {4, 5, 7, 6}, /* z = 0, z = 1 */
 };
 
-/* One case: up to 12 crossings in loops; tri lists edge triples. */
+/* One case: its loops of crossings (edge indices, in order) and each loop's fan hub
+ * (an index into the loop, or -1: fan from a new vertex at the loop's centroid). */
 typedef struct mc_case {
-    uint8_t ntri;
-    uint8_t tri[12][3];
+    uint8_t nloop;
+    uint8_t n[4];
+    int8_t hub[4];
+    uint8_t e[4][12];
 } mc_case;
 
 static int edge_of(int a, int b)
@@ -78,24 +85,55 @@ static void case_segments(int mask, int next[12])
     }
 }
 
+/* Faces (bit f) each edge lies on. */
+static int edge_faces(int e)
+{
+    int bits = 0;
+    for (int f = 0; f < 6; f++) {
+        int on = 0;
+        for (int k = 0; k < 4; k++)
+            on += k_face[f][k] == k_edge[e][0] || k_face[f][k] == k_edge[e][1];
+        bits |= (on == 2) << f;
+    }
+    return bits;
+}
+
+/* A hub whose chords join it to no crossing on a face it lies on (other than its two
+ * neighbours on the loop). A chord between two crossings of one face could be drawn by the
+ * cube across that face as well (a loop that visits an ambiguous face twice), and an edge
+ * of four triangles is not manifold; a chord through the cube's inside is this cube's
+ * alone. -1 when no hub qualifies. */
+static int loop_hub(const uint8_t *loop, int n)
+{
+    for (int h = 0; h < n; h++) {
+        int ok = 1;
+        for (int k = 2; k + 1 < n && ok; k++)
+            ok = !(edge_faces(loop[h]) & edge_faces(loop[(h + k) % n]));
+        if (ok)
+            return h;
+    }
+    return -1;
+}
+
 static void build_case(int mask, mc_case *out)
 {
     int next[12], seen[12] = {0};
     case_segments(mask, next);
-    out->ntri = 0;
+    out->nloop = 0;
     for (int s = 0; s < 12; s++) {
         if (next[s] < 0 || seen[s])
             continue;
-        int loop[12], n = 0;
+        SC_ASSERT(out->nloop < 4);
+        uint8_t *loop = out->e[out->nloop];
+        int n = 0;
         for (int e = s; !seen[e]; e = next[e]) {
             SC_ASSERT(next[e] >= 0 && n < 12);
             seen[e] = 1;
-            loop[n++] = e;
+            loop[n++] = (uint8_t)e;
         }
-        for (int k = 1; k + 1 < n; k++) {
-            uint8_t *t = out->tri[out->ntri++];
-            t[0] = (uint8_t)loop[0], t[1] = (uint8_t)loop[k], t[2] = (uint8_t)loop[k + 1];
-        }
+        out->n[out->nloop] = (uint8_t)n;
+        out->hub[out->nloop] = (int8_t)loop_hub(loop, n);
+        out->nloop++;
     }
 }
 
@@ -167,15 +205,40 @@ static uint32_t *slot_of(int e, size_t x, size_t y, size_t nx, uint32_t *lo, uin
     }
 }
 
+/* Fan one loop (vertex ids v[0..n)) from its hub, or from a new vertex at its centroid. */
+static int mc_fan(mc_build *b, const uint32_t *v, int n, int hub)
+{
+    uint32_t c = 0;
+    if (hub < 0) {
+        float p[3] = {0.0f, 0.0f, 0.0f};
+        for (int k = 0; k < n; k++)
+            for (int a = 0; a < 3; a++)
+                p[a] += b->vert.p[3 * (size_t)v[k] + (size_t)a] / (float)n;
+        if (b->vert.n / 3 >= (size_t)INT32_MAX || !sb_vec_f_push(&b->vert, p, 3))
+            return 0;
+        c = (uint32_t)(b->vert.n / 3 - 1);
+    }
+    for (int k = hub < 0 ? 0 : 1; k + (hub < 0 ? 0 : 1) < n; k++) {
+        uint32_t t[3];
+        if (hub < 0)
+            t[0] = c, t[1] = v[k], t[2] = v[(k + 1) % n];
+        else
+            t[0] = v[hub], t[1] = v[(hub + k) % n], t[2] = v[(hub + k + 1) % n];
+        if (!sb_vec_u32_push(&b->tri, t, 3))
+            return 0;
+    }
+    return 1;
+}
+
 static int mc_cube(mc_build *b, const mc_case *cs, size_t x, size_t y, size_t z, uint32_t *lo,
                    uint32_t *hi, uint32_t *ez)
 {
     size_t nx = (size_t)b->nx, nxy = nx * (size_t)b->ny;
     size_t base = x + nx * y + nxy * z;
-    for (int t = 0; t < cs->ntri; t++) {
-        uint32_t v[3];
-        for (int k = 0; k < 3; k++) {
-            int e = cs->tri[t][k];
+    for (int l = 0; l < cs->nloop; l++) {
+        uint32_t v[12];
+        for (int k = 0; k < cs->n[l]; k++) {
+            int e = cs->e[l][k];
             int a = k_edge[e][0], c = k_edge[e][1];
             size_t sa =
                 base + (size_t)(a & 1) + nx * (size_t)((a >> 1) & 1) + nxy * (size_t)((a >> 2) & 1);
@@ -184,7 +247,7 @@ static int mc_cube(mc_build *b, const mc_case *cs, size_t x, size_t y, size_t z,
             if (!edge_vertex(b, slot_of(e, x, y, nx, lo, hi, ez), sa, sc, &v[k]))
                 return 0;
         }
-        if (!sb_vec_u32_push(&b->tri, v, 3))
+        if (!mc_fan(b, v, cs->n[l], cs->hub[l]))
             return 0;
     }
     return 1;

@@ -205,12 +205,13 @@ static void face_rule(const tet_build *b, const square *s, face_fan *f)
         f->hub = idx[best_mid];
 }
 
-/* Triangulate square s by the face rule and cone each triangle to apex. */
-static void sq_cone(tet_build *b, const square *s, uint32_t apex, uint8_t region)
+static void sq_cone(tet_build *b, const square *s, uint32_t apex, uint8_t region);
+
+/* Cone square s, whose face rule gave f, to apex. */
+static void fan_cone(tet_build *b, const square *s, const face_fan *f, uint32_t apex,
+                     uint8_t region)
 {
-    face_fan f;
-    face_rule(b, s, &f);
-    if (f.sub) {
+    if (f->sub) {
         for (int k = 0; k < 4; k++) {
             square q = *s;
             q.h = s->h / 2;
@@ -220,10 +221,18 @@ static void sq_cone(tet_build *b, const square *s, uint32_t apex, uint8_t region
         return;
     }
     uint32_t id[8];
-    for (int k = 0; k < f.n; k++)
-        id[k] = vertex_at(b, f.pts[k], 0);
-    for (int k = 1; k + 1 < f.n; k++)
-        emit_tet(b, apex, id[f.hub], id[(f.hub + k) % f.n], id[(f.hub + k + 1) % f.n], region);
+    for (int k = 0; k < f->n; k++)
+        id[k] = vertex_at(b, f->pts[k], 0);
+    for (int k = 1; k + 1 < f->n; k++)
+        emit_tet(b, apex, id[f->hub], id[(f->hub + k) % f->n], id[(f->hub + k + 1) % f->n], region);
+}
+
+/* Triangulate square s by the face rule and cone each triangle to apex. */
+static void sq_cone(tet_build *b, const square *s, uint32_t apex, uint8_t region)
+{
+    face_fan f;
+    face_rule(b, s, &f);
+    fan_cone(b, s, &f, apex, region);
 }
 
 /* Faces 2a and 2a + 1: the leaf's low and high faces across axis a. */
@@ -242,13 +251,12 @@ static void leaf_faces(const sb_leaf *f, square sq[6])
 /* Can the leaf be coned from its corner c (side 0: lowest, 1: highest)? Only if each face
  * through c is, by the face rule, a fan from c: then the cone over the other three faces
  * reproduces those faces exactly. */
-static int corner_apex_ok(const tet_build *b, const square sq[6], int side, const int32_t c[3])
+static int corner_apex_ok(const face_fan ff[6], int side, const int32_t c[3])
 {
     for (int a = 0; a < 3; a++) {
-        face_fan f;
-        face_rule(b, &sq[2 * a + side], &f);
+        const face_fan *f = &ff[2 * a + side];
         /* a plain square's diagonal joins its lowest and highest corners, one of them c */
-        if (f.sub || (f.n > 4 && memcmp(f.pts[f.hub], c, sizeof f.pts[0]) != 0))
+        if (f->sub || (f->n > 4 && memcmp(f->pts[f->hub], c, sizeof f->pts[0]) != 0))
             return 0;
     }
     return 1;
@@ -261,24 +269,22 @@ static int corner_apex_ok(const tet_build *b, const square sq[6], int side, cons
 static int leaf_tets(tet_build *b, const sb_leaf *f)
 {
     square sq[6];
+    face_fan ff[6];
     leaf_faces(f, sq);
+    int plain = 1;
+    for (int k = 0; k < 6; k++) {
+        face_rule(b, &sq[k], &ff[k]);
+        plain &= !ff[k].sub && ff[k].n == 4;
+    }
     int32_t s = 2 << f->level, lo[3] = {2 * f->x, 2 * f->y, 2 * f->z};
     int32_t hi[3] = {lo[0] + s, lo[1] + s, lo[2] + s},
             mid[3] = {lo[0] + s / 2, lo[1] + s / 2, lo[2] + s / 2};
-    int side = corner_apex_ok(b, sq, 0, lo) ? 0 : corner_apex_ok(b, sq, 1, hi) ? 1 : 2;
+    int side = corner_apex_ok(ff, 0, lo) ? 0 : corner_apex_ok(ff, 1, hi) ? 1 : 2;
     uint32_t apex = vertex_at(b, side == 0 ? lo : side == 1 ? hi : mid, side != 2);
     for (int k = 0; k < 6; k++)
         if (side == 2 || (k & 1) != side)
-            sq_cone(b, &sq[k], apex, f->region);
-    if (side != 0)
-        return side;
-    int plain = 1;
-    for (int k = 0; k < 6 && plain; k++) {
-        face_fan ff;
-        face_rule(b, &sq[k], &ff);
-        plain = !ff.sub && ff.n == 4;
-    }
-    return plain ? 0 : 1;
+            fan_cone(b, &sq[k], &ff[k], apex, f->region);
+    return side == 0 && plain ? 0 : side == 2 ? 2 : 1;
 }
 
 static int add_corners(tet_build *b, const sb_octree *o)

@@ -29,7 +29,7 @@
 sim_surface_opts sim_default_surface_opts(void)
 {
     sim_surface_opts o;
-    o.presmooth = 1;
+    o.presmooth = 0;
     o.smooth_iters = 10;
     o.taubin_lambda = 0.5f;
     o.taubin_mu = -0.53f;
