@@ -843,3 +843,203 @@ TEST(softbody_geometry_multires_3x_fewer_tets_than_uniform)
     sim_trimesh_free(&s);
     sim_labelmap_free(&m);
 }
+
+/* ------------------------------------------------------------ bad input */
+
+static int has(const char *err, const char *what)
+{
+    return strstr(err, what) != NULL;
+}
+
+static int map_zeroed(const sim_labelmap *m)
+{
+    return m->nx == 0 && m->ny == 0 && m->nz == 0 && !m->label;
+}
+
+/* A small map: a block of label 1 and, when extra is non-zero, a voxel of label extra. */
+static int small_map(sim_labelmap *m, int extra)
+{
+    memset(m, 0, sizeof *m);
+    m->nx = m->ny = m->nz = 8;
+    m->spacing_mm[0] = m->spacing_mm[1] = m->spacing_mm[2] = 1.0f;
+    m->label = (uint16_t *)calloc(512, sizeof *m->label);
+    if (!m->label)
+        return 0;
+    for (int z = 2; z < 6; z++)
+        for (int y = 2; y < 6; y++)
+            for (int x = 2; x < 6; x++)
+                m->label[x + 8 * (y + 8 * z)] = 1;
+    if (extra)
+        m->label[3 + 8 * (4 + 8 * 5)] = (uint16_t)extra;
+    return 1;
+}
+
+TEST(softbody_geometry_bad_label_maps_and_tables_give_clear_errors)
+{
+    char err[256] = "";
+    sim_material_table mat = sim_phantom_materials();
+    sim_labelmap m;
+    REQUIRE(small_map(&m, 7));
+    CHECK(sim_labelmap_check(&m, &mat, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "label 7") && has(err, "no material") && has(err, "x=3 y=4 z=5"), "%s", err);
+    sim_tetmesh t;
+    CHECK(sim_tetmesh_build(&t, &m, &mat, NULL, 0, NULL, NULL, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "label 7") && t.ntet == 0 && !t.tet, "%s", err);
+    memset(m.label, 0, 512 * sizeof *m.label);
+    CHECK(sim_labelmap_check(&m, &mat, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "empty"), "%s", err);
+    sim_trimesh s;
+    CHECK(sim_labelmap_surface(&s, &m, NULL, 0, NULL, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "no voxel") && s.nvert == 0 && !s.vert, "%s", err);
+    CHECK(sim_tetmesh_build(&t, &m, &mat, NULL, 0, NULL, NULL, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "empty"), "%s", err);
+    m.label[0] = 1;
+    m.spacing_mm[1] = NAN;
+    CHECK(sim_labelmap_check(&m, &mat, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "spacing"), "%s", err);
+    m.spacing_mm[1] = 1.0f, m.nz = 0;
+    CHECK(sim_labelmap_check(&m, &mat, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "dims"), "%s", err);
+    m.nz = 8;
+    /* tables: a duplicate label, a region out of range, no name, label 0 */
+    const sim_material dup[2] = {{1, 0, "liver"}, {1, 1, "tumour"}};
+    const sim_material big[1] = {{1, 300, "liver"}};
+    const sim_material noname[1] = {{1, 0, ""}};
+    const sim_material zero[1] = {{0, 0, "air"}};
+    const sim_material *bad[4] = {dup, big, noname, zero};
+    const int nbad[4] = {2, 1, 1, 1};
+    const char *why[4] = {"twice", "region 300", "no material name", "label 0"};
+    for (int k = 0; k < 4; k++) {
+        sim_material_table bt = {bad[k], nbad[k]};
+        CHECK(sim_labelmap_check(&m, &bt, err, sizeof err) == SIM_ERR_ARG);
+        CHECKF(has(err, why[k]), "table %d: %s", k, err);
+    }
+    sim_labelmap_free(&m);
+    CHECK(sim_labelmap_check(&m, &mat, err, sizeof err) == SIM_ERR_ARG);
+}
+
+TEST(softbody_geometry_absurd_sizes_and_options_give_clear_errors)
+{
+    char err[256] = "";
+    sim_labelmap m;
+    const float voxels[3] = {0.0f, -1.0f, NAN};
+    for (int k = 0; k < 3; k++) {
+        CHECK(sim_labelmap_phantom(&m, NULL, voxels[k], err, sizeof err) == SIM_ERR_ARG);
+        CHECKF(has(err, "voxel") && map_zeroed(&m), "%s", err);
+    }
+    CHECK(sim_labelmap_phantom(&m, NULL, 0.05f, err, sizeof err) == SIM_ERR_LIMIT);
+    CHECKF(has(err, "over the limits") && map_zeroed(&m), "%s", err);
+    th_note("%s", err);
+    sim_phantom_organ shape = sim_default_phantom_organ();
+    shape.tumour_radius_mm = 60.0f;
+    CHECK(sim_labelmap_phantom(&m, &shape, 3.0f, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "tumour"), "%s", err);
+    REQUIRE(small_map(&m, 0));
+    sim_material_table mat = sim_phantom_materials();
+    const int opts[4][2] = {{3, 16}, {4, 2}, {1, 512}, {0, 4}};
+    for (int k = 0; k < 4; k++) {
+        sim_tetmesh_opts o = {opts[k][0], opts[k][1]};
+        sim_tetmesh t;
+        CHECK(sim_tetmesh_build(&t, &m, &mat, NULL, 0, &o, NULL, err, sizeof err) == SIM_ERR_ARG);
+        CHECKF(has(err, "powers of two"), "cells %d..%d: %s", opts[k][0], opts[k][1], err);
+    }
+    sim_surface_opts so = sim_default_surface_opts();
+    so.taubin_mu = -0.3f; /* not below -lambda: it would shrink */
+    sim_trimesh s;
+    CHECK(sim_labelmap_surface(&s, &m, NULL, 0, &so, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "mu < -lambda"), "%s", err);
+    const int absent = 9;
+    CHECK(sim_labelmap_surface(&s, &m, &absent, 1, NULL, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "no voxel"), "%s", err);
+    /* a point a metre from the mesh */
+    sim_tetmesh t;
+    REQUIRE(sim_tetmesh_build(&t, &m, &mat, NULL, 0, NULL, NULL, err, sizeof err) == SIM_OK);
+    const float far[6] = {4.0f, 4.0f, 4.0f, 1000.0f, 4.0f, 4.0f};
+    sim_embedding e;
+    CHECK(sim_embed_points(&e, &t, far, 2, err, sizeof err) == SIM_ERR_ARG);
+    CHECKF(has(err, "point 1") && e.npoint == 0 && !e.weight, "%s", err);
+    sim_tetmesh_free(&t);
+    sim_labelmap_free(&m);
+}
+
+/* ------------------------------------------------------------ NIfTI */
+
+#if SIM_HAVE_NIFTI
+/* Write the map as a NIfTI-1 file of the given datatype; values go through conv (the
+ * label, or a CT-like value to refuse). */
+static int write_nifti_labels(const char *path, const sim_labelmap *m, int dt, float add)
+{
+    nifti_set_debug_level(0);
+    int dims[8] = {3, m->nx, m->ny, m->nz, 1, 1, 1, 1};
+    nifti_image *nim = nifti_make_new_nim(dims, dt, 1);
+    if (!nim)
+        return 0;
+    size_t n = (size_t)m->nx * m->ny * m->nz;
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)m->label[i] + add;
+        if (dt == DT_UINT8)
+            ((uint8_t *)nim->data)[i] = (uint8_t)v;
+        else if (dt == DT_INT16)
+            ((int16_t *)nim->data)[i] =
+                (int16_t)(add < 0.0f ? (float)m->label[i] * 50.0f + add : v);
+        else
+            ((float *)nim->data)[i] = v;
+    }
+    nim->dx = nim->pixdim[1] = m->spacing_mm[0];
+    nim->dy = nim->pixdim[2] = m->spacing_mm[1];
+    nim->dz = nim->pixdim[3] = m->spacing_mm[2];
+    nim->xyz_units = NIFTI_UNITS_MM;
+    int ok = nifti_set_filenames(nim, path, 0, 1) == 0;
+    if (ok)
+        nifti_image_write(nim);
+    nifti_image_free(nim);
+    return ok && access(path, R_OK) == 0;
+}
+#endif
+
+TEST(softbody_geometry_nifti_label_maps_in_and_images_refused)
+{
+#if !SIM_HAVE_NIFTI
+    SKIP("built without the NIfTI C library");
+#else
+    char dir[64], path[128], err[512];
+    snprintf(dir, sizeof dir, "/tmp/softcast_sbgeo_XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    sim_labelmap m;
+    REQUIRE(make_phantom(&m, 4.0f));
+    size_t n = (size_t)m.nx * m.ny * m.nz;
+    const struct {
+        const char *name;
+        int dt;
+        float add;
+        sim_status want;
+    } cases[5] = {
+        {"labels_u8.nii.gz", DT_UINT8, 0.0f, SIM_OK},
+        {"labels_i16.nii", DT_INT16, 0.0f, SIM_OK},
+        {"labels_f32.nii", DT_FLOAT32, 0.0f, SIM_OK}, /* whole numbers in floats: labels */
+        {"ct_f32.nii", DT_FLOAT32, 0.25f, SIM_ERR_FORMAT},
+        {"ct_i16.nii", DT_INT16, -1000.0f, SIM_ERR_FORMAT},
+    };
+    for (int k = 0; k < 5; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, cases[k].name);
+        REQUIRE(write_nifti_labels(path, &m, cases[k].dt, cases[k].add));
+        sim_labelmap got;
+        sim_status st = sim_labelmap_load_nifti(&got, path, NULL, err, sizeof err);
+        CHECKF(st == cases[k].want, "%s: status %d: %s", cases[k].name, st, err);
+        if (st == SIM_OK) {
+            CHECK(got.nx == m.nx && got.ny == m.ny && got.nz == m.nz);
+            CHECK(got.spacing_mm[0] == m.spacing_mm[0] && got.spacing_mm[2] == m.spacing_mm[2]);
+            CHECKF(memcmp(got.label, m.label, n * sizeof *m.label) == 0, "%s: labels differ",
+                   cases[k].name);
+        } else {
+            CHECKF(has(err, "not a label map") && has(err, cases[k].name) && map_zeroed(&got), "%s",
+                   err);
+            th_note("%s", strrchr(err, '/') ? strrchr(err, '/') + 1 : err);
+        }
+        sim_labelmap_free(&got);
+        unlink(path);
+    }
+    rmdir(dir);
+    sim_labelmap_free(&m);
+#endif
+}
