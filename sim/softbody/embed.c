@@ -67,8 +67,8 @@ static double box_extent(const double lo[3], const double hi[3])
     return e;
 }
 
-/* The mesh's box corner, and the base cell: the smallest tet's extent (at least 1e-6 of
- * the mesh's), so every tet lives on the level whose cells are as large as it. */
+/* The grid's corner, and the base cell: the smallest tet's extent (at least 1e-6 of the
+ * mesh's), so every tet lives on the level whose cells are as large as it. */
 static int grid_frame(tet_grid *g, const sim_tetmesh *t)
 {
     double hi[3], emin = (double)INFINITY;
@@ -93,6 +93,11 @@ static int grid_frame(tet_grid *g, const sim_tetmesh *t)
     /* cell coordinates must fit their 20 bits */
     while (span / g->h0 >= (double)(1 << 19))
         g->h0 *= 2.0;
+    /* The corner on a multiple of the top level's cell: an octree mesh's leaves then sit
+     * on the cells of their own size, one cell each. */
+    double top = g->h0 * (double)(1 << (GRID_LEVELS - 1));
+    for (int a = 0; a < 3; a++)
+        g->lo[a] = floor(g->lo[a] / top) * top;
     return 1;
 }
 
@@ -104,12 +109,15 @@ static int tet_cells(const tet_grid *g, const sim_tetmesh *t, size_t k, int *lev
     tet_box(t, k, lo, hi);
     double ext = box_extent(lo, hi), h = g->h0;
     int l = 0;
-    while (h < ext && l < GRID_LEVELS - 1)
+    /* Float positions put a cube's tets a few ulps off the grid: a tolerance keeps a tet
+     * as large as a cell on that cell's level, and in that one cell, instead of the next
+     * level up among eight times as many, or in eight cells. */
+    while (h < ext * (1.0 - 1e-3) && l < GRID_LEVELS - 1)
         h *= 2.0, l++;
     *level = l;
     int n = 1;
     for (int a = 0; a < 3; a++) {
-        double eps = 1e-7 * h;
+        double eps = 1e-3 * h;
         clo[a] = (int64_t)floor((lo[a] + eps - g->lo[a]) / h);
         chi[a] = (int64_t)floor((hi[a] - eps - g->lo[a]) / h);
         chi[a] = chi[a] < clo[a] ? clo[a] : chi[a];
@@ -230,7 +238,8 @@ static sim_status embed_all(sim_embedding *out, const tet_grid *g, const sim_tet
         uint32_t k = 0;
         double w[4];
         double mn = locate(g, t, p, 0, &k, w);
-        if (mn < 0.0)
+        /* rounding leaves points on a cell's face a hair outside; only a miss looks wider */
+        if (mn < -1e-9)
             mn = locate(g, t, p, 1, &k, w);
         if (mn == -(double)INFINITY)
             return sc_fail(err, err_sz, SIM_ERR_ARG,

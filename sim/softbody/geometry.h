@@ -6,6 +6,7 @@
  *        decimation; closed, manifold, outward)
  *     -> multi-resolution tet mesh (octree over the label map, 2:1 balanced, leaves split
  *        into conforming tets; a region per tet)
+ * The method and its measured figures: GEOMETRY.md beside this file.
  *     -> embedding (each surface vertex: its tet and 4 barycentric weights).
  *
  * Frame: world millimetres. Voxel (i, j, k) of a label map fills
@@ -195,17 +196,21 @@ typedef struct sim_tetmesh_stats {
     size_t covered_blocks; ///< finest cells covered (leaf volume / finest cell volume)
 } sim_tetmesh_stats;
 
-/// The multi-resolution tet mesh of a label map. The covered region is every finest cell
-/// (min_cell_vox a side) holding a labelled voxel or a vertex of one of the surfaces; an
-/// octree over it is split where a cell holds more than one region (or none and some) or
-/// a surface vertex, down to min_cell_vox, coarse up to max_cell_vox inside a region,
-/// then 2:1 balanced across faces, edges and corners. A leaf with no finer neighbour
-/// becomes 6 Kuhn tets; one with a finer neighbour is coned from its centre to its faces,
-/// each face triangulated by one rule both of its sides share (sub-faces where the
-/// neighbour is finer, a fan from its centre where an edge has a midpoint, else the
-/// diagonal from its lowest to its highest corner), so the mesh conforms. Region per tet:
-/// the leaf's (a finest cell's: its most common region, ties to the lower). surfaces may
-/// be NULL when nsurf is 0.
+/// The multi-resolution tet mesh of a label map (method: octree.c, tetmesh.c). The covered
+/// region is every finest cell (min_cell_vox a side) holding a labelled voxel or a vertex
+/// of one of the surfaces (within 1e-4 cells of its box), so every surface vertex lies in
+/// a tet. An octree over it splits where a cell holds more than one region (or covered and
+/// uncovered cells) or a surface vertex, down to min_cell_vox, and stays coarse up to
+/// max_cell_vox inside a region; then leaves sharing a face or an edge are balanced to
+/// differ by one level at most. Each leaf face is triangulated by one rule both of its
+/// sides share (its quarters where the leaf across is finer; a fan over its edge midpoints
+/// where finer leaves touch its edges; else the diagonal from its lowest to its highest
+/// corner), and each leaf is coned to its face triangles from its lowest corner (6 Kuhn
+/// tets for a leaf with no finer neighbour), its highest, or a new centre vertex: the mesh
+/// conforms (no hanging vertex), every tet has positive volume, and the tets fill the
+/// covered region exactly. Region per tet: its leaf's (a finest cell's: the most common
+/// region of its labelled voxels, ties to the lower; a cell with a surface vertex only:
+/// its covered neighbours'). surfaces may be NULL when nsurf is 0.
 sim_status sim_tetmesh_build(sim_tetmesh *out, const sim_labelmap *m, const sim_material_table *mat,
                              const sim_trimesh *surfaces, int nsurf, const sim_tetmesh_opts *opts,
                              sim_tetmesh_stats *stats, char *err, size_t err_sz);
@@ -222,10 +227,11 @@ typedef struct sim_embedding {
     float min_weight; ///< smallest weight over all points (< 0: outside by that much)
 } sim_embedding;
 
-/// Locate every point (npoint x 3, mm) in the tet mesh through a uniform grid of tet
-/// bounding boxes; the tet whose smallest barycentric weight is largest wins, so a point
-/// outside by float error gets the nearest tet. A point farther than one grid cell from
-/// every tet is SIM_ERR_ARG, naming it.
+/// Locate every point (npoint x 3, mm) in the tet mesh through a hierarchy of grids over
+/// the tets' boxes (embed.c); the tet whose smallest barycentric weight is largest wins,
+/// so a point outside by float error gets the nearest tet. A point farther than one grid
+/// cell from every tet is SIM_ERR_ARG, naming it. Each call builds its grid: embed several
+/// surfaces in one call (points concatenated) to build it once.
 sim_status sim_embed_points(sim_embedding *out, const sim_tetmesh *t, const float *points,
                             int npoint, char *err, size_t err_sz);
 /// Positions of the embedded points for tet vertex positions vert (nvert x 3): out is
