@@ -5,6 +5,7 @@
 #   make bench      run the volume benches
 #   make cuda-check compile every .cu with warnings as errors (no GPU needed)
 #   make format     apply .clang-format (make test checks it)
+#   make geometry-figures  time the soft-body geometry pipeline (a 30k-vertex organ)
 # Knobs: OPT=-O2, SANITIZE=address,undefined (test build), NVCC=nvcc, CUDA=0 to skip it.
 
 CC       ?= cc
