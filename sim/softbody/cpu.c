@@ -52,8 +52,8 @@ static void tet_constraints(const sim_softbody_model *m, sim_softbody_state *s, 
             int c0 = m->ecol.start[col], c1 = m->ecol.start[col + 1];
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
             for (int e = c0; e < c1; e++)
-                sb_xpbd_distance(m->ea[e], m->eb[e], m->erest[e], s->ealpha[e] * inv_h2, s->x,
-                                 s->w, &s->lambda[e]);
+                sb_xpbd_distance(m->ea[e], m->eb[e], m->erest[e], s->ealpha[e] * inv_h2, s->x, s->w,
+                                 &s->lambda[e]);
         }
         for (int col = 0; col < m->tcol.n; col++) {
             int c0 = m->tcol.start[col], c1 = m->tcol.start[col + 1];
@@ -84,6 +84,30 @@ static void shape_match(const sim_softbody_model *m, sim_softbody_state *s, cons
         sb_shape_goal(i, s->x, s->w, cen, R, m->q, ks);
 }
 
+/* The closed surface's volume constraint (Mueller et al. 2007, section 4.4): one global
+ * projection, its sums over fixed chunks added in order. */
+static void volume_constraint(const sim_softbody_model *m, sim_softbody_state *s, const sb_step *c)
+{
+    int n = m->n, ntch = sb_nchunk(m->ntri), nvch = sb_nchunk(n), nt = c->nt;
+    (void)nt;
+    float o[3] = {s->x[0], s->x[1], s->x[2]}; /* any point on the body (see the kernel) */
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int k = 0; k < ntch; k++)
+        s->vpart[k] = sb_sum_volume6(k * SB_CHUNK, k == ntch - 1 ? m->ntri : (k + 1) * SB_CHUNK,
+                                     m->tri, s->x, o);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int i = 0; i < n; i++)
+        sb_volume_grad(i, m->vt_start, m->vt_jk, s->x, o, s->grad);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int k = 0; k < nvch; k++)
+        s->vpart[ntch + k] =
+            sb_sum_wg2(k * SB_CHUNK, k == nvch - 1 ? n : (k + 1) * SB_CHUNK, s->w, s->grad);
+    float sc = sb_volume_scale(ntch, nvch, s->vpart, m->rest6, s->prm.volume_stiffness);
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int i = 0; i < n; i++)
+        sb_volume_apply(i, s->x, s->w, s->grad, sc);
+}
+
 static void substep(const sim_softbody_model *m, sim_softbody_state *s, const sb_frame *f,
                     const sb_step *c)
 {
@@ -100,6 +124,8 @@ static void substep(const sim_softbody_model *m, sim_softbody_state *s, const sb
         sb_grab(j, s->grab_idx, s->grab_off, s->hand, s->prm.grab_stiffness, s->x, s->w);
     if (m->info.kind == SIM_SOFTBODY_SURFACE && s->prm.shape_stiffness > 0.0f)
         shape_match(m, s, c);
+    if (m->info.kind == SIM_SOFTBODY_SURFACE && s->prm.volume_stiffness > 0.0f)
+        volume_constraint(m, s, c);
     float mu = s->prm.friction, vmax = s->prm.v_max;
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int i = 0; i < n; i++) {

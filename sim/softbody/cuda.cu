@@ -43,7 +43,8 @@ __global__ void k_distance(int c0, int c1, const int32_t *ea, const int32_t *eb,
 }
 
 __global__ void k_xdistance(int c0, int c1, const int32_t *ea, const int32_t *eb, const float *rest,
-                            const float *alpha, float inv_h2, float *x, const float *w, float *lambda)
+                            const float *alpha, float inv_h2, float *x, const float *w,
+                            float *lambda)
 {
     int e = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (e < c1)
@@ -128,10 +129,9 @@ struct dev_state {
 
 void dev_free(dev_state *d)
 {
-    void *p[] = {d->x,       d->v,       d->xp,      d->w,       d->erest,    d->ealpha,
-                 d->q,       d->partial, d->small,   d->lambda,  d->goff,     d->ea,
-                 d->eb,      d->gidx,    d->t.tet,   d->t.tord,  d->t.bidx,   d->t.tvol,
-                 d->t.talpha, d->t.brest, d->t.balpha};
+    void *p[] = {d->x,       d->v,      d->xp,     d->w,      d->erest,    d->ealpha,  d->q,
+                 d->partial, d->small,  d->lambda, d->goff,   d->ea,       d->eb,      d->gidx,
+                 d->t.tet,   d->t.tord, d->t.bidx, d->t.tvol, d->t.talpha, d->t.brest, d->t.balpha};
     for (void *a : p)
         cudaFree(a);
 }
@@ -151,11 +151,12 @@ bool upload(const sim_softbody_model *m, const sim_softbody_state *s, dev_state 
     size_t nl = ne + nt + 4 * nb, nch = (size_t)sb_nchunk(m->n), f = sizeof(float);
     float small[16] = {0};
     memcpy(&small[12], s->quat, sizeof s->quat);
-    bool ok = up(&d->x, s->x, n * 3 * f) && up(&d->v, s->v, n * 3 * f) && up(&d->xp, s->xp, n * 3 * f) &&
-              up(&d->w, s->w, n * f) && up(&d->erest, m->erest, ne * f) && up(&d->ea, m->ea, ne * 4) &&
-              up(&d->eb, m->eb, ne * 4) && up(&d->small, small, sizeof small) &&
-              up(&d->gidx, s->grab_idx, (size_t)s->ngrab * 4) &&
-              up(&d->goff, s->grab_off, (size_t)s->ngrab * 3 * f) && up(&d->partial, NULL, nch * 12 * f);
+    bool ok =
+        up(&d->x, s->x, n * 3 * f) && up(&d->v, s->v, n * 3 * f) && up(&d->xp, s->xp, n * 3 * f) &&
+        up(&d->w, s->w, n * f) && up(&d->erest, m->erest, ne * f) && up(&d->ea, m->ea, ne * 4) &&
+        up(&d->eb, m->eb, ne * 4) && up(&d->small, small, sizeof small) &&
+        up(&d->gidx, s->grab_idx, (size_t)s->ngrab * 4) &&
+        up(&d->goff, s->grab_off, (size_t)s->ngrab * 3 * f) && up(&d->partial, NULL, nch * 12 * f);
     if (m->info.kind == SIM_SOFTBODY_SURFACE)
         return ok && up(&d->q, m->q, n * 3 * f);
     return ok && up(&d->ealpha, s->ealpha, ne * f) && up(&d->lambda, NULL, nl * f) &&
@@ -177,16 +178,17 @@ void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
         for (int c = 0; c < m->ecol.n; c++) {
             int c0 = m->ecol.start[c], c1 = m->ecol.start[c + 1];
             if (m->info.kind == SIM_SOFTBODY_SURFACE)
-                k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, k, d->x, d->w);
+                k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, k, d->x,
+                                                          d->w);
             else
-                k_xdistance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, d->ealpha,
-                                                           inv_h2, d->x, d->w, d->lambda);
+                k_xdistance<<<blocks(c1 - c0), kThreads>>>(
+                    c0, c1, d->ea, d->eb, d->erest, d->ealpha, inv_h2, d->x, d->w, d->lambda);
         }
         for (int c = 0; c < m->tcol.n; c++) {
             int c0 = m->tcol.start[c], c1 = m->tcol.start[c + 1];
-            k_tets<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->t, inv_h2, p->spring_mode != SIM_SPRING_OFF,
-                                                  d->x, d->w, d->lambda + m->nedge,
-                                                  d->lambda + m->nedge + m->ntet);
+            k_tets<<<blocks(c1 - c0), kThreads>>>(
+                c0, c1, d->t, inv_h2, p->spring_mode != SIM_SPRING_OFF, d->x, d->w,
+                d->lambda + m->nedge, d->lambda + m->nedge + m->ntet);
         }
     }
 }
@@ -218,11 +220,11 @@ bool gpu_solve(const sim_softbody_model *m, sim_softbody_state *s, const sb_fram
         constraints(m, s, &d, inv_h * inv_h);
         if (s->ngrab)
             k_grab<<<blocks(s->ngrab), kThreads>>>(s->ngrab, d.gidx, d.goff, s->hand[0], s->hand[1],
-                                                    s->hand[2], p->grab_stiffness, d.x, d.w);
+                                                   s->hand[2], p->grab_stiffness, d.x, d.w);
         if (m->info.kind == SIM_SOFTBODY_SURFACE && p->shape_stiffness > 0.0f)
             shape_match(m, s, &d);
-        k_collide<<<blocks(n), kThreads>>>(n, d.x, d.xp, d.v, d.w, pl, f->nplanes, p->friction, inv_h,
-                                           damp, p->v_max);
+        k_collide<<<blocks(n), kThreads>>>(n, d.x, d.xp, d.v, d.w, pl, f->nplanes, p->friction,
+                                           inv_h, damp, p->v_max);
     }
     float small[16];
     size_t v3 = (size_t)n * 3 * sizeof(float);

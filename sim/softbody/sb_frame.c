@@ -14,7 +14,8 @@ static int finite3(const float p[3])
 sim_status sim_softbody_set_parent(sim_softbody_state *s, const float pos[3], const float quat[4],
                                    char *err, size_t err_sz)
 {
-    float len = sqrtf(quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]);
+    float len =
+        sqrtf(quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]);
     if (!finite3(pos) || !(fabsf(len - 1.0f) < 1e-3f))
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
                                    "parent: the position must be finite and the quaternion of unit "
@@ -31,8 +32,9 @@ sim_status sim_softbody_add_plane(sim_softbody_state *s, const float n[3], float
 {
     float len = sqrtf(sb_dot3(n, n));
     if (!finite3(n) || !isfinite(d) || !(len > 1e-6f))
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
-                                   "plane: the normal must be finite and not zero, the offset finite");
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_ARG,
+            "plane: the normal must be finite and not zero, the offset finite");
     if (s->nplanes == SIM_SOFTBODY_MAX_PLANES)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "plane: at most %d planes",
                                    SIM_SOFTBODY_MAX_PLANES);
@@ -66,7 +68,8 @@ int sim_softbody_grab(sim_softbody_state *s, const float point[3])
     float r2 = s->prm.grab_radius * s->prm.grab_radius;
     s->ngrab = 0;
     for (int i = 0; i < s->m->n; i++) {
-        float d[3] = {s->x[i * 3] - point[0], s->x[i * 3 + 1] - point[1], s->x[i * 3 + 2] - point[2]};
+        float d[3] = {s->x[i * 3] - point[0], s->x[i * 3 + 1] - point[1],
+                      s->x[i * 3 + 2] - point[2]};
         if (sb_dot3(d, d) > r2)
             continue;
         s->grab_idx[s->ngrab] = i;
@@ -135,6 +138,11 @@ static void carry(sim_softbody_state *s)
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int i = 0; i < n; i++)
         sb_carry(i, s->x, s->v, R, t);
+    /* Shape matching's warm start turns with the body: quat = dq quat, dq = q1 q0^-1. */
+    float dq[4], q[4];
+    sb_quat_mul_conj(s->pquat, s->cquat, dq);
+    memcpy(q, s->quat, sizeof q);
+    sb_quat_mul(dq, q, s->quat);
     memcpy(s->cpos, s->ppos, sizeof s->cpos);
     memcpy(s->cquat, s->pquat, sizeof s->cquat);
 }

@@ -32,7 +32,8 @@ double sim_softbody_mesh_volume(const uint32_t *tri, int ntri, const float *x)
 {
     double v = 0.0;
     for (int t = 0; t < ntri; t++) {
-        const float *a = &x[tri[t * 3] * 3], *b = &x[tri[t * 3 + 1] * 3], *c = &x[tri[t * 3 + 2] * 3];
+        const float *a = &x[tri[t * 3] * 3], *b = &x[tri[t * 3 + 1] * 3],
+                    *c = &x[tri[t * 3 + 2] * 3];
         double cx = (double)b[1] * (double)c[2] - (double)b[2] * (double)c[1];
         double cy = (double)b[2] * (double)c[0] - (double)b[0] * (double)c[2];
         double cz = (double)b[0] * (double)c[1] - (double)b[1] * (double)c[0];
@@ -137,17 +138,20 @@ static sim_status off_header(rd *r, long *nv, long *nf, char *err, size_t err_sz
     char tok[64];
     long ne;
     if (!rd_token(r, 1, tok, sizeof tok) || strcmp(tok, "OFF"))
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "OFF: the file does not start with OFF");
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                                   "OFF: the file does not start with OFF");
     if (!rd_token(r, 1, tok, sizeof tok) || !parse_long(tok, nv) ||
         !rd_token(r, 1, tok, sizeof tok) || !parse_long(tok, nf) ||
         !rd_token(r, 1, tok, sizeof tok) || !parse_long(tok, &ne))
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                   "OFF line %d: expected the vertex, face and edge counts", r->line);
+                                   "OFF line %d: expected the vertex, face and edge counts",
+                                   r->line);
     if (*nv < 4 || *nv > SIM_SOFTBODY_MAX_VERTS || *nf < 4 || *nf > SIM_SOFTBODY_MAX_ELEMS)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "OFF: %ld vertices and %ld faces: a closed mesh needs at least 4 "
-                                   "of each, and at most %d vertices and %d faces are accepted",
-                                   *nv, *nf, SIM_SOFTBODY_MAX_VERTS, SIM_SOFTBODY_MAX_ELEMS);
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_LIMIT,
+            "OFF: %ld vertices and %ld faces: a closed mesh needs at least 4 "
+            "of each, and at most %d vertices and %d faces are accepted",
+            *nv, *nf, SIM_SOFTBODY_MAX_VERTS, SIM_SOFTBODY_MAX_ELEMS);
     return SIM_OK;
 }
 
@@ -297,7 +301,8 @@ sim_status sim_softbody_mesh_load(sim_softbody_mesh *out, const char *path, char
     /* 100 bytes a vertex and a face at the limits is far more than any real file. */
     if (len < 0 || len > 100L * (SIM_SOFTBODY_MAX_VERTS + SIM_SOFTBODY_MAX_ELEMS)) {
         fclose(f);
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "%s: %ld bytes: too large", path, len);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT, "%s: %ld bytes: too large", path,
+                                   len);
     }
     char *buf = malloc((size_t)len + 1);
     size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
@@ -399,9 +404,9 @@ static sim_status check_fans(const sim_softbody_mesh *m, const half_edge *he, in
             steps++;
         } while (t >= 0 && t != first[v] && steps <= count[v]);
         if (steps != count[v])
-            st = (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                     "non-manifold mesh: vertex %d joins separate fans of triangles",
-                                     v);
+            st = (sim_status)sc_fail(
+                err, err_sz, SIM_ERR_FORMAT,
+                "non-manifold mesh: vertex %d joins separate fans of triangles", v);
     }
     free(count);
     free(first);
@@ -412,10 +417,11 @@ static sim_status check_geometry(const sim_softbody_mesh *m, char *err, size_t e
 {
     if (m->nvert < 4 || m->ntri < 4 || m->nvert > SIM_SOFTBODY_MAX_VERTS ||
         m->ntri > SIM_SOFTBODY_MAX_ELEMS)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "%d vertices and %d triangles: a closed mesh needs at least 4 of "
-                                   "each, at most %d and %d",
-                                   m->nvert, m->ntri, SIM_SOFTBODY_MAX_VERTS, SIM_SOFTBODY_MAX_ELEMS);
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_LIMIT,
+            "%d vertices and %d triangles: a closed mesh needs at least 4 of "
+            "each, at most %d and %d",
+            m->nvert, m->ntri, SIM_SOFTBODY_MAX_VERTS, SIM_SOFTBODY_MAX_ELEMS);
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (int i = 0; i < m->nvert * 3; i++) {
         if (!isfinite(m->x[i]))
@@ -540,7 +546,8 @@ static void organ_rings(sim_softbody_mesh *o, const int *cnt, int nring)
     for (int k = 0; k < nring; k++) {
         float th = SB_PI * (float)(k + 1) / (float)(nring + 1), off = 0.5f * (float)(k % 2);
         for (int j = 0; j < cnt[k]; j++)
-            bean(sinf(th), cosf(th), 2.0f * SB_PI * ((float)j + off) / (float)cnt[k], &o->x[(v + j) * 3]);
+            bean(sinf(th), cosf(th), 2.0f * SB_PI * ((float)j + off) / (float)cnt[k],
+                 &o->x[(v + j) * 3]);
         if (k == 0)
             for (int j = 0; j < cnt[0]; j++) { /* the top pole's fan */
                 uint32_t *t = &o->tri[nt++ * 3];

@@ -59,9 +59,9 @@ void sim_softbody_model_destroy(sim_softbody_model *m)
 {
     if (!m)
         return;
-    void *p[] = {m->rest,   m->tri,  m->ea,   m->eb,     m->erest, m->evol,  m->ecol.start,
-                 m->q,      m->tet,  m->region, m->tvol, m->tord,  m->tcol.start, m->bidx,
-                 m->bother, m->brest, m->btet, m->etet,   m->ew};
+    void *p[] = {m->rest,       m->tri,      m->ea,     m->eb,    m->erest,  m->evol, m->ecol.start,
+                 m->q,          m->vt_start, m->vt_jk,  m->tet,   m->region, m->tvol, m->tord,
+                 m->tcol.start, m->bidx,     m->bother, m->brest, m->btet,   m->etet, m->ew};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     free(m);
@@ -124,7 +124,8 @@ int sb_build_edges(sim_softbody_model *m, sb_raw_edge *raw, int nraw, int volume
     int ne = 0;
     for (int i = 0; i < nraw; i++)
         ne += i == 0 || raw[i].key != raw[i - 1].key;
-    int32_t *ab = malloc((size_t)ne * 2 * sizeof(int32_t)), *order = malloc((size_t)ne * sizeof(int32_t));
+    int32_t *ab = malloc((size_t)ne * 2 * sizeof(int32_t)),
+            *order = malloc((size_t)ne * sizeof(int32_t));
     float *vol = sc_calloc((size_t)ne * SIM_SOFTBODY_NREGION, sizeof(float));
     m->ea = malloc((size_t)ne * sizeof(int32_t));
     m->eb = malloc((size_t)ne * sizeof(int32_t));
@@ -193,6 +194,32 @@ static sim_status surface_shape(sim_softbody_model *m)
     return SIM_OK;
 }
 
+/* The triangles round each vertex for the volume constraint's gradient (CSR, in
+ * triangle order): for (a, b, c), a gets (b, c), b gets (c, a), c gets (a, b). */
+static int surface_volume(sim_softbody_model *m)
+{
+    m->vt_start = sc_calloc((size_t)m->n + 1, sizeof(int32_t));
+    m->vt_jk = malloc((size_t)m->ntri * 6 * sizeof(int32_t));
+    int32_t *fill = sc_calloc((size_t)m->n, sizeof(int32_t));
+    if (!m->vt_start || !m->vt_jk || !fill) {
+        free(fill);
+        return 0;
+    }
+    for (int k = 0; k < m->ntri * 3; k++)
+        m->vt_start[m->tri[k] + 1]++;
+    for (int i = 0; i < m->n; i++)
+        m->vt_start[i + 1] += m->vt_start[i];
+    for (int t = 0; t < m->ntri; t++)
+        for (int k = 0; k < 3; k++) {
+            int32_t a = (int32_t)m->tri[t * 3 + k], at = m->vt_start[a] + fill[a]++;
+            m->vt_jk[at * 2] = (int32_t)m->tri[t * 3 + (k + 1) % 3];
+            m->vt_jk[at * 2 + 1] = (int32_t)m->tri[t * 3 + (k + 2) % 3];
+        }
+    free(fill);
+    m->rest6 = sb_sum_volume6(0, m->ntri, m->tri, m->rest, m->rest);
+    return 1;
+}
+
 sim_status sim_softbody_model_surface(sim_softbody_model **out, const sim_softbody_mesh *mesh,
                                       char *err, size_t err_sz)
 {
@@ -223,9 +250,10 @@ sim_status sim_softbody_model_surface(sim_softbody_model **out, const sim_softbo
     int ok = raw != NULL;
     for (int t = 0; ok && t < m->ntri; t++)
         for (int k = 0; k < 3; k++)
-            raw[t * 3 + k] = sb_make_edge((int32_t)m->tri[t * 3 + k], (int32_t)m->tri[t * 3 + (k + 1) % 3],
-                                       0.0f, 0);
-    ok = ok && sb_build_edges(m, raw, m->ntri * 3, 0) && surface_shape(m) == SIM_OK;
+            raw[t * 3 + k] = sb_make_edge((int32_t)m->tri[t * 3 + k],
+                                          (int32_t)m->tri[t * 3 + (k + 1) % 3], 0.0f, 0);
+    ok = ok && sb_build_edges(m, raw, m->ntri * 3, 0) && surface_shape(m) == SIM_OK &&
+         surface_volume(m);
     free(raw);
     if (!ok) {
         sim_softbody_model_destroy(m);

@@ -27,14 +27,19 @@
 
 /* ---------------------------------------------------------------- parameters */
 
-#define P(type, f, def, lo, hi, unit, group, doc) \
-    {#f, group, unit, doc, NULL, SIM_PARAM_##type, 0, offsetof(sim_softbody_params, f), def, lo, hi},
+#define P(type, f, def, lo, hi, unit, group, doc)                                        \
+    {#f,  group, unit, doc, NULL, SIM_PARAM_##type, 0, offsetof(sim_softbody_params, f), \
+     def, lo,    hi},
 #define A(type, f, i, n, def, lo, hi, unit, group, doc)                         \
-    {#f "." #i, group, unit, doc, NULL, SIM_PARAM_##type, 0,                    \
-     offsetof(sim_softbody_params, f) + (size_t)(i) * sizeof(float), def, lo, hi},
+    {#f "." #i, group,                                                          \
+     unit,      doc,                                                            \
+     NULL,      SIM_PARAM_##type,                                               \
+     0,         offsetof(sim_softbody_params, f) + (size_t)(i) * sizeof(float), \
+     def,       lo,                                                             \
+     hi},
 #define C(f, def, n, choices, group, doc)                                                   \
     {#f,  group, "",   doc, choices, SIM_PARAM_CHOICE, 0, offsetof(sim_softbody_params, f), \
-     def, 0,     (n) - 1},
+     def, 0,     (n)-1},
 #define I(type, f, def, lo, hi, unit, doc)                                                    \
     {#f,  "internal", unit, doc, NULL, SIM_PARAM_##type, 1, offsetof(sim_softbody_params, f), \
      def, lo,         hi},
@@ -128,7 +133,7 @@ static void update_materials(sim_softbody_state *s)
 
 /* The rigid motion from pose (q0, t0) to pose (q1, t1): x -> R x + t. */
 void sb_pose_delta(const float q0[4], const float t0[3], const float q1[4], const float t1[3],
-                       float R[9], float t[3])
+                   float R[9], float t[3])
 {
     float R0[9], R1[9];
     sb_quat_to_mat(q0, R0);
@@ -150,7 +155,8 @@ static void place_rest(sim_softbody_state *s)
     for (int i = 0; i < m->n; i++) {
         const float *r = &m->rest[i * 3];
         for (int k = 0; k < 3; k++) {
-            s->x[i * 3 + k] = R[k * 3] * r[0] + R[k * 3 + 1] * r[1] + R[k * 3 + 2] * r[2] + s->ppos[k];
+            s->x[i * 3 + k] =
+                R[k * 3] * r[0] + R[k * 3 + 1] * r[1] + R[k * 3 + 2] * r[2] + s->ppos[k];
             s->v[i * 3 + k] = 0.0f;
         }
     }
@@ -177,18 +183,22 @@ static int state_alloc(sim_softbody_state *s, const sim_softbody_model *m)
     s->lambda = sc_calloc(nl + 1, sizeof(float));
     s->surf = sc_calloc((size_t)m->nembed * 3 + 1, sizeof(float));
     s->partial = sc_calloc((size_t)sb_nchunk(m->n) * 12, sizeof(float));
+    s->grad = sc_calloc(n * 3, sizeof(float));
+    s->vpart = sc_calloc((size_t)sb_nchunk(m->ntri) + (size_t)sb_nchunk(m->n) + 1, sizeof(float));
     s->grab_idx = malloc(n * sizeof(int32_t));
     s->grab_off = malloc(n * 3 * sizeof(float));
     return s->x && s->v && s->xp && s->w_free && s->w && s->pinned && s->ealpha && s->talpha &&
-           s->balpha && s->lambda && s->surf && s->partial && s->grab_idx && s->grab_off;
+           s->balpha && s->lambda && s->surf && s->partial && s->grad && s->vpart && s->grab_idx &&
+           s->grab_off;
 }
 
 void sim_softbody_state_destroy(sim_softbody_state *s)
 {
     if (!s)
         return;
-    void *p[] = {s->x,      s->v,      s->xp,     s->w_free, s->w,       s->pinned,   s->ealpha,
-                 s->talpha, s->balpha, s->lambda, s->surf,   s->partial, s->grab_idx, s->grab_off};
+    void *p[] = {s->x,      s->v,      s->xp,       s->w_free,  s->w,    s->pinned,
+                 s->ealpha, s->talpha, s->balpha,   s->lambda,  s->surf, s->partial,
+                 s->grad,   s->vpart,  s->grab_idx, s->grab_off};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     free(s);

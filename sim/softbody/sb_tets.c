@@ -24,15 +24,16 @@ static sim_status check_counts(const sim_softbody_tets *t, char *err, size_t err
     if (t->nvert < 4 || t->nvert > SIM_SOFTBODY_MAX_VERTS || t->ntet < 1 ||
         t->ntet > SIM_SOFTBODY_MAX_ELEMS || t->nembed < 0 || t->nembed > SIM_SOFTBODY_MAX_VERTS ||
         t->nembed_tri < 0 || t->nembed_tri > SIM_SOFTBODY_MAX_ELEMS)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "tets: %d vertices, %d tets, %d embedded vertices, %d triangles: "
-                                   "need 4 to %d vertices, 1 to %d tets and triangles",
-                                   t->nvert, t->ntet, t->nembed, t->nembed_tri,
-                                   SIM_SOFTBODY_MAX_VERTS, SIM_SOFTBODY_MAX_ELEMS);
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_LIMIT,
+            "tets: %d vertices, %d tets, %d embedded vertices, %d triangles: "
+            "need 4 to %d vertices, 1 to %d tets and triangles",
+            t->nvert, t->ntet, t->nembed, t->nembed_tri, SIM_SOFTBODY_MAX_VERTS,
+            SIM_SOFTBODY_MAX_ELEMS);
     if (t->nregion < 1 || t->nregion > SIM_SOFTBODY_NREGION)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
-                                   "tets: %d regions: 1 to %d materials are available",
-                                   t->nregion, SIM_SOFTBODY_NREGION);
+                                   "tets: %d regions: 1 to %d materials are available", t->nregion,
+                                   SIM_SOFTBODY_NREGION);
     if (!t->x || !t->tet || !t->region || (t->nembed && (!t->embed_tet || !t->embed_w)) ||
         (t->nembed_tri && !t->embed_tri))
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "tets: an array is missing");
@@ -40,16 +41,16 @@ static sim_status check_counts(const sim_softbody_tets *t, char *err, size_t err
     for (int i = 0; i < t->nvert * 3; i++) {
         if (!isfinite(t->x[i]))
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                       "tets: vertex %d: coordinate %d is not finite", i / 3, i % 3);
+                                       "tets: vertex %d: coordinate %d is not finite", i / 3,
+                                       i % 3);
         lo[i % 3] = fminf(lo[i % 3], t->x[i]);
         hi[i % 3] = fmaxf(hi[i % 3], t->x[i]);
     }
     float d[3] = {hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]}, size = sqrtf(sb_dot3(d, d));
     if (!(size >= SIM_SOFTBODY_MIN_SIZE_M && size <= SIM_SOFTBODY_MAX_SIZE_M))
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                   "tets: the mesh is %g m across: an organ is %g to %g m",
-                                   (double)size, (double)SIM_SOFTBODY_MIN_SIZE_M,
-                                   (double)SIM_SOFTBODY_MAX_SIZE_M);
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_LIMIT, "tets: the mesh is %g m across: an organ is %g to %g m",
+            (double)size, (double)SIM_SOFTBODY_MIN_SIZE_M, (double)SIM_SOFTBODY_MAX_SIZE_M);
     return SIM_OK;
 }
 
@@ -104,7 +105,8 @@ static sim_status check_embed(const sim_softbody_tets *t, char *err, size_t err_
         }
         if (fabsf(sum - 1.0f) > 1e-3f)
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                       "embedded vertex %d: weights sum to %g, not 1", i, (double)sum);
+                                       "embedded vertex %d: weights sum to %g, not 1", i,
+                                       (double)sum);
     }
     for (int k = 0; k < t->nembed_tri * 3; k++)
         if (t->embed_tri[k] >= (uint32_t)t->nembed)
@@ -178,7 +180,7 @@ static int build_boundary(sim_softbody_model *m)
         uint8_t other = 0;
         for (int j = 0; j < 4; j++)
             other |= touch[m->tet[e * 4 + j]];
-        other &= (uint8_t)~(1u << m->region[e]);
+        other &= (uint8_t) ~(1u << m->region[e]);
         m->bidx[e] = other ? nb++ : -1;
     }
     m->nbound = nb;
@@ -224,7 +226,7 @@ static int build_tet_edges(sim_softbody_model *m)
     for (int e = 0; e < m->ntet; e++)
         for (int k = 0; k < 6; k++)
             raw[e * 6 + k] = sb_make_edge(m->tet[e * 4 + pairs[k][0]], m->tet[e * 4 + pairs[k][1]],
-                                       m->tvol[e] / 6.0f, m->region[e]);
+                                          m->tvol[e] / 6.0f, m->region[e]);
     int ok = sb_build_edges(m, raw, nraw, 1);
     free(raw);
     return ok;

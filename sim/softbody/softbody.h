@@ -64,14 +64,14 @@ double sim_softbody_mesh_volume(const uint32_t *tri, int ntri, const float *x);
 /// 1), with its triangles; nembed may be 0.
 typedef struct sim_softbody_tets {
     int nvert, ntet;
-    int nregion; ///< materials the regions use (1 to SIM_SOFTBODY_NREGION): a tet's region
-                 ///< must be below it
-    float *x;    ///< (nvert x 3) rest positions, m
-    int32_t *tet;     ///< (ntet x 4)
-    uint8_t *region;  ///< (ntet) material of each tet
+    int nregion;     ///< materials the regions use (1 to SIM_SOFTBODY_NREGION): a tet's region
+                     ///< must be below it
+    float *x;        ///< (nvert x 3) rest positions, m
+    int32_t *tet;    ///< (ntet x 4)
+    uint8_t *region; ///< (ntet) material of each tet
     int nembed, nembed_tri;
-    int32_t *embed_tet; ///< (nembed) the tet each surface vertex lies in
-    float *embed_w;     ///< (nembed x 4) its barycentric weights in that tet
+    int32_t *embed_tet;  ///< (nembed) the tet each surface vertex lies in
+    float *embed_w;      ///< (nembed x 4) its barycentric weights in that tet
     uint32_t *embed_tri; ///< (nembed_tri x 3) surface triangles over the embedded vertices
 } sim_softbody_tets;
 
@@ -105,11 +105,11 @@ typedef struct sim_softbody_info {
     int tets;             ///< 0 for a surface model
     int surface_vertices; ///< rendered: the particles (surface) or the embedded vertices
     int surface_triangles;
-    int edges;          ///< distance constraints
-    int boundary_tets;  ///< tets carrying virtual springs
-    int colours;        ///< constraint colours (edges, then tets)
-    float rest_volume;  ///< m^3: the mesh's (surface) or the tets' (hybrid)
-    float size;         ///< m, the rest bounding box's diagonal
+    int edges;         ///< distance constraints
+    int boundary_tets; ///< tets carrying virtual springs
+    int colours;       ///< constraint colours (edges, then tets)
+    float rest_volume; ///< m^3: the mesh's (surface) or the tets' (hybrid)
+    float size;        ///< m, the rest bounding box's diagonal
 } sim_softbody_info;
 sim_softbody_info sim_softbody_model_info(const sim_softbody_model *m);
 /// The rendered surface's triangles (3 indices each into sim_softbody_surface's vertices).

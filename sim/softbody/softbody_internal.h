@@ -11,8 +11,8 @@
 extern "C" {
 #endif
 
-#define SB_CHUNK     256 /* particles per partial sum of shape matching (a fixed order) */
-#define SB_NPLANES   (SIM_SOFTBODY_MAX_PLANES + 1) /* the user's planes and the floor */
+#define SB_CHUNK   256 /* particles per partial sum of shape matching (a fixed order) */
+#define SB_NPLANES (SIM_SOFTBODY_MAX_PLANES + 1) /* the user's planes and the floor */
 
 /* Constraints sorted by colour: items [start[c], start[c + 1]) share no particle, so a
  * colour is solved in parallel with the same result as in sequence; colours go in order. */
@@ -30,11 +30,14 @@ struct sim_softbody_model {
     /* Distance constraints (mesh or tet edges), sorted by colour. */
     int nedge;
     int32_t *ea, *eb;
-    float *erest;     /* (nedge) m */
-    float *evol;      /* hybrid: (nedge x NREGION) tet volume each region lends the edge */
+    float *erest; /* (nedge) m */
+    float *evol;  /* hybrid: (nedge x NREGION) tet volume each region lends the edge */
     sb_colours ecol;
-    /* Surface: shape matching's rest offsets from the rest centre. */
-    float *q; /* (n x 3) */
+    /* Surface: shape matching's rest offsets from the rest centre; the volume constraint's
+     * triangles round each vertex, as (j, k) of its triangles (i, j, k), and 6 V0. */
+    float *q;                  /* (n x 3) */
+    int32_t *vt_start, *vt_jk; /* (n + 1), (3 ntri x 2) */
+    float rest6;
     /* Hybrid: tets in the caller's order; tord lists them by colour. */
     int ntet, nregion;
     int32_t *tet;    /* (ntet x 4) */
@@ -44,10 +47,10 @@ struct sim_softbody_model {
     sb_colours tcol;
     /* Boundary tets (a vertex shared with a tet of another region) carry four springs. */
     int nbound;
-    int32_t *bidx;     /* (ntet) index into the boundary arrays, -1 when not on one */
-    uint8_t *bother;   /* (nbound) the other region (most of its vertices touch) */
-    float *brest;      /* (nbound x 4) rest distance of each vertex to the centre */
-    int32_t *btet;     /* (nbound) the tet */
+    int32_t *bidx;   /* (ntet) index into the boundary arrays, -1 when not on one */
+    uint8_t *bother; /* (nbound) the other region (most of its vertices touch) */
+    float *brest;    /* (nbound x 4) rest distance of each vertex to the centre */
+    int32_t *btet;   /* (nbound) the tet */
     int nembed;
     int32_t *etet; /* (nembed) */
     float *ew;     /* (nembed x 4) */
@@ -73,6 +76,8 @@ struct sim_softbody_state {
     float *lambda;     /* (nedge + ntet + 4 nbound) multipliers of the current substep */
     float *surf;       /* (nembed x 3) hybrid: the embedded surface */
     float *partial;    /* (nchunk x 12) shape matching's partial sums: x (3), then A_pq (9) */
+    float *grad;       /* (n x 3) the volume constraint's gradient */
+    float *vpart;      /* (nchunk(ntri) + nchunk(n)) its partial sums: 6 V, then w |g|^2 */
     float quat[4];     /* shape matching's rotation, the warm start of the next */
     float ppos[3], pquat[4]; /* parent pose set by the caller */
     float cpos[3], cquat[4]; /* parent pose the particles were last carried to */
