@@ -77,7 +77,7 @@ __global__ void k_grab(int ng, const int32_t *idx, const float *off, float hx, f
         sb_grab(j, idx, off, hand, k, x, w);
 }
 
-/* small: cen[0..3), R[3..12), quat[12..16) */
+/* small: cen[0..3), R[3..12), quat[12..16), the volume scale [16] */
 __global__ void k_sum_x(int nch, int n, const float *x, float *psum)
 {
     int k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -110,6 +110,43 @@ __global__ void k_goal(int n, float *x, const float *w, const float *small, cons
         sb_shape_goal(i, x, w, small, &small[3], q, k);
 }
 
+/* The closed surface's volume constraint; o is the first particle (as on the CPU). */
+__global__ void k_vol_sum(int ntch, int ntri, const uint32_t *tri, const float *x, float *vpart)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < ntch)
+        vpart[k] =
+            sb_sum_volume6(k * SB_CHUNK, k == ntch - 1 ? ntri : (k + 1) * SB_CHUNK, tri, x, x);
+}
+
+__global__ void k_vol_grad(int n, const int32_t *vt_start, const int32_t *vt_jk, const float *x,
+                           float *grad)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        sb_volume_grad(i, vt_start, vt_jk, x, x, grad);
+}
+
+__global__ void k_wg2(int nvch, int n, const float *w, const float *grad, float *vpart)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < nvch)
+        vpart[k] = sb_sum_wg2(k * SB_CHUNK, k == nvch - 1 ? n : (k + 1) * SB_CHUNK, w, grad);
+}
+
+__global__ void k_vol_scale(int ntch, int nvch, const float *vpart, float rest6, float k,
+                            float *small)
+{
+    small[16] = sb_volume_scale(ntch, nvch, vpart, rest6, k);
+}
+
+__global__ void k_vol_apply(int n, float *x, const float *w, const float *grad, const float *small)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        sb_volume_apply(i, x, w, grad, small[16]);
+}
+
 __global__ void k_collide(int n, float *x, const float *xp, float *v, const float *w, planes_t pl,
                           int npl, float mu, float inv_h, float damp, float vmax)
 {
@@ -122,8 +159,9 @@ __global__ void k_collide(int n, float *x, const float *xp, float *v, const floa
 
 /* Every device array of one frame; freed together. */
 struct dev_state {
-    float *x, *v, *xp, *w, *erest, *ealpha, *q, *partial, *small, *lambda, *goff;
-    int32_t *ea, *eb, *gidx;
+    float *x, *v, *xp, *w, *erest, *ealpha, *q, *partial, *small, *lambda, *goff, *grad, *vpart;
+    int32_t *ea, *eb, *gidx, *vt_start, *vt_jk;
+    uint32_t *tri;
     dev_tets t;
 };
 
@@ -149,7 +187,7 @@ bool upload(const sim_softbody_model *m, const sim_softbody_state *s, dev_state 
 {
     size_t n = (size_t)m->n, ne = (size_t)m->nedge, nt = (size_t)m->ntet, nb = (size_t)m->nbound;
     size_t nl = ne + nt + 4 * nb, nch = (size_t)sb_nchunk(m->n), f = sizeof(float);
-    float small[16] = {0};
+    float small[20] = {0};
     memcpy(&small[12], s->quat, sizeof s->quat);
     bool ok =
         up(&d->x, s->x, n * 3 * f) && up(&d->v, s->v, n * 3 * f) && up(&d->xp, s->xp, n * 3 * f) &&
@@ -157,8 +195,11 @@ bool upload(const sim_softbody_model *m, const sim_softbody_state *s, dev_state 
         up(&d->eb, m->eb, ne * 4) && up(&d->small, small, sizeof small) &&
         up(&d->gidx, s->grab_idx, (size_t)s->ngrab * 4) &&
         up(&d->goff, s->grab_off, (size_t)s->ngrab * 3 * f) && up(&d->partial, NULL, nch * 12 * f);
+    size_t nt3 = (size_t)m->ntri * 3, nvp = (size_t)sb_nchunk(m->ntri) + nch;
     if (m->info.kind == SIM_SOFTBODY_SURFACE)
-        return ok && up(&d->q, m->q, n * 3 * f);
+        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->tri, m->tri, nt3 * 4) &&
+               up(&d->vt_start, m->vt_start, (n + 1) * 4) && up(&d->vt_jk, m->vt_jk, nt3 * 8) &&
+               up(&d->grad, NULL, n * 3 * f) && up(&d->vpart, NULL, nvp * f);
     return ok && up(&d->ealpha, s->ealpha, ne * f) && up(&d->lambda, NULL, nl * f) &&
            up(&d->t.tet, m->tet, nt * 16) && up(&d->t.tord, m->tord, nt * 4) &&
            up(&d->t.bidx, m->bidx, nt * 4) && up(&d->t.tvol, m->tvol, nt * f) &&
@@ -204,6 +245,16 @@ void shape_match(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
     k_goal<<<blocks(n), kThreads>>>(n, d->x, d->w, d->small, d->q, s->prm.shape_stiffness);
 }
 
+void volume_constraint(const sim_softbody_model *m, const sim_softbody_state *s, dev_state *d)
+{
+    int n = m->n, ntch = sb_nchunk(m->ntri), nvch = sb_nchunk(n);
+    k_vol_sum<<<blocks(ntch), kThreads>>>(ntch, m->ntri, d->tri, d->x, d->vpart);
+    k_vol_grad<<<blocks(n), kThreads>>>(n, d->vt_start, d->vt_jk, d->x, d->grad);
+    k_wg2<<<blocks(nvch), kThreads>>>(nvch, n, d->w, d->grad, d->vpart + ntch);
+    k_vol_scale<<<1, 1>>>(ntch, nvch, d->vpart, m->rest6, s->prm.volume_stiffness, d->small);
+    k_vol_apply<<<blocks(n), kThreads>>>(n, d->x, d->w, d->grad, d->small);
+}
+
 bool gpu_solve(const sim_softbody_model *m, sim_softbody_state *s, const sb_frame *f)
 {
     dev_state d;
@@ -223,10 +274,12 @@ bool gpu_solve(const sim_softbody_model *m, sim_softbody_state *s, const sb_fram
                                                    s->hand[2], p->grab_stiffness, d.x, d.w);
         if (m->info.kind == SIM_SOFTBODY_SURFACE && p->shape_stiffness > 0.0f)
             shape_match(m, s, &d);
+        if (m->info.kind == SIM_SOFTBODY_SURFACE && p->volume_stiffness > 0.0f)
+            volume_constraint(m, s, &d);
         k_collide<<<blocks(n), kThreads>>>(n, d.x, d.xp, d.v, d.w, pl, f->nplanes, p->friction,
                                            inv_h, damp, p->v_max);
     }
-    float small[16];
+    float small[20];
     size_t v3 = (size_t)n * 3 * sizeof(float);
     ok = ok && cudaGetLastError() == cudaSuccess &&
          cudaMemcpy(s->x, d.x, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
