@@ -66,7 +66,7 @@ BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 # The bench's peer for the cloth: Bullet's soft bodies, when installed (bench only).
 BULLET_H := $(wildcard /usr/include/bullet/btBulletDynamicsCommon.h)
 ifneq ($(BULLET_H),)
-  BENCH_CXX_O  = $(REL)/tests/bench/bench_bullet.cpp.o
+  BENCH_CXX_O  = $(patsubst %.cpp,$(REL)/%.cpp.o,$(wildcard tests/bench/*.cpp))
   BENCH_DEFS   = -DSOFTCAST_HAVE_BULLET=1
   BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
 endif
@@ -120,7 +120,7 @@ $(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
 $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libsoftcast-sim.a
 	$(CC) $(OPENMP) -o $@ $^ $(BULLET_LIBS) $(LIBS)
 
-$(REL)/tests/bench/bench_cloth.o: REL_CFLAGS += $(BENCH_DEFS)
+$(REL)/tests/bench/bench_cloth.o $(REL)/tests/bench/bench_softbody_peer.o: REL_CFLAGS += $(BENCH_DEFS)
 $(REL)/%.cpp.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -isystem /usr/include/bullet -MMD -MP -c -o $@ $<

@@ -52,7 +52,7 @@ __global__ void k_xdistance(int c0, int c1, const int32_t *ea, const int32_t *eb
 }
 
 struct dev_tets {
-    int32_t *tet, *tord, *bidx;
+    int32_t *tet, *bidx;
     float *tvol, *talpha, *brest, *balpha;
 };
 
@@ -62,7 +62,7 @@ __global__ void k_tets(int c0, int c1, dev_tets d, float inv_h2, int springs, fl
     int j = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= c1)
         return;
-    int t = d.tord[j], b = d.bidx[t];
+    int t = j, b = d.bidx[t];
     sb_xpbd_volume(&d.tet[t * 4], d.tvol[t], d.talpha[t] * inv_h2, x, w, &lv[t]);
     if (springs && b >= 0)
         sb_tet_springs(&d.tet[t * 4], &d.brest[b * 4], &d.balpha[b * 4], inv_h2, x, w, &ls[b * 4]);
@@ -111,14 +111,6 @@ __global__ void k_goal(int n, float *x, const float *w, const float *small, cons
 }
 
 /* The closed surface's volume constraint; o is the first particle (as on the CPU). */
-__global__ void k_vol_sum(int ntch, int ntri, const uint32_t *tri, const float *x, float *vpart)
-{
-    int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < ntch)
-        vpart[k] =
-            sb_sum_volume6(k * SB_CHUNK, k == ntch - 1 ? ntri : (k + 1) * SB_CHUNK, tri, x, x);
-}
-
 __global__ void k_vol_grad(int n, const int32_t *vt_start, const int32_t *vt_jk, const float *x,
                            float *grad)
 {
@@ -127,17 +119,18 @@ __global__ void k_vol_grad(int n, const int32_t *vt_start, const int32_t *vt_jk,
         sb_volume_grad(i, vt_start, vt_jk, x, x, grad);
 }
 
-__global__ void k_wg2(int nvch, int n, const float *w, const float *grad, float *vpart)
+__global__ void k_vol_sums(int nch, int n, const float *x, const float *w, const float *grad,
+                           float *vpart)
 {
     int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < nvch)
-        vpart[k] = sb_sum_wg2(k * SB_CHUNK, k == nvch - 1 ? n : (k + 1) * SB_CHUNK, w, grad);
+    if (k < nch)
+        sb_sum_volume_wg2(k * SB_CHUNK, k == nch - 1 ? n : (k + 1) * SB_CHUNK, x, x, w, grad,
+                          &vpart[k * 2]);
 }
 
-__global__ void k_vol_scale(int ntch, int nvch, const float *vpart, float rest6, float k,
-                            float *small)
+__global__ void k_vol_scale(int nch, const float *vpart, float rest6, float k, float *small)
 {
-    small[16] = sb_volume_scale(ntch, nvch, vpart, rest6, k);
+    small[16] = sb_volume_scale(nch, vpart, rest6, k);
 }
 
 __global__ void k_vol_apply(int n, float *x, const float *w, const float *grad, const float *small)
@@ -161,15 +154,14 @@ __global__ void k_collide(int n, float *x, const float *xp, float *v, const floa
 struct dev_state {
     float *x, *v, *xp, *w, *erest, *ealpha, *q, *partial, *small, *lambda, *goff, *grad, *vpart;
     int32_t *ea, *eb, *gidx, *vt_start, *vt_jk;
-    uint32_t *tri;
     dev_tets t;
 };
 
 void dev_free(dev_state *d)
 {
-    void *p[] = {d->x,       d->v,      d->xp,     d->w,      d->erest,    d->ealpha,  d->q,
-                 d->partial, d->small,  d->lambda, d->goff,   d->ea,       d->eb,      d->gidx,
-                 d->t.tet,   d->t.tord, d->t.bidx, d->t.tvol, d->t.talpha, d->t.brest, d->t.balpha};
+    void *p[] = {d->x,       d->v,      d->xp,     d->w,        d->erest,   d->ealpha,  d->q,
+                 d->partial, d->small,  d->lambda, d->goff,     d->ea,      d->eb,      d->gidx,
+                 d->t.tet,   d->t.bidx, d->t.tvol, d->t.talpha, d->t.brest, d->t.balpha};
     for (void *a : p)
         cudaFree(a);
 }
@@ -195,16 +187,15 @@ bool upload(const sim_softbody_model *m, const sim_softbody_state *s, dev_state 
         up(&d->eb, m->eb, ne * 4) && up(&d->small, small, sizeof small) &&
         up(&d->gidx, s->grab_idx, (size_t)s->ngrab * 4) &&
         up(&d->goff, s->grab_off, (size_t)s->ngrab * 3 * f) && up(&d->partial, NULL, nch * 12 * f);
-    size_t nt3 = (size_t)m->ntri * 3, nvp = (size_t)sb_nchunk(m->ntri) + nch;
+    size_t nt3 = (size_t)m->ntri * 3, nvp = nch * 2;
     if (m->info.kind == SIM_SOFTBODY_SURFACE)
-        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->tri, m->tri, nt3 * 4) &&
-               up(&d->vt_start, m->vt_start, (n + 1) * 4) && up(&d->vt_jk, m->vt_jk, nt3 * 8) &&
-               up(&d->grad, NULL, n * 3 * f) && up(&d->vpart, NULL, nvp * f);
+        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->vt_start, m->vt_start, (n + 1) * 4) &&
+               up(&d->vt_jk, m->vt_jk, nt3 * 8) && up(&d->grad, NULL, n * 3 * f) &&
+               up(&d->vpart, NULL, nvp * f);
     return ok && up(&d->ealpha, s->ealpha, ne * f) && up(&d->lambda, NULL, nl * f) &&
-           up(&d->t.tet, m->tet, nt * 16) && up(&d->t.tord, m->tord, nt * 4) &&
-           up(&d->t.bidx, m->bidx, nt * 4) && up(&d->t.tvol, m->tvol, nt * f) &&
-           up(&d->t.talpha, s->talpha, nt * f) && up(&d->t.brest, m->brest, nb * 4 * f) &&
-           up(&d->t.balpha, s->balpha, nb * 4 * f);
+           up(&d->t.tet, m->tet, nt * 16) && up(&d->t.bidx, m->bidx, nt * 4) &&
+           up(&d->t.tvol, m->tvol, nt * f) && up(&d->t.talpha, s->talpha, nt * f) &&
+           up(&d->t.brest, m->brest, nb * 4 * f) && up(&d->t.balpha, s->balpha, nb * 4 * f);
 }
 
 void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_state *d,
@@ -247,11 +238,10 @@ void shape_match(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
 
 void volume_constraint(const sim_softbody_model *m, const sim_softbody_state *s, dev_state *d)
 {
-    int n = m->n, ntch = sb_nchunk(m->ntri), nvch = sb_nchunk(n);
-    k_vol_sum<<<blocks(ntch), kThreads>>>(ntch, m->ntri, d->tri, d->x, d->vpart);
+    int n = m->n, nch = sb_nchunk(n);
     k_vol_grad<<<blocks(n), kThreads>>>(n, d->vt_start, d->vt_jk, d->x, d->grad);
-    k_wg2<<<blocks(nvch), kThreads>>>(nvch, n, d->w, d->grad, d->vpart + ntch);
-    k_vol_scale<<<1, 1>>>(ntch, nvch, d->vpart, m->rest6, s->prm.volume_stiffness, d->small);
+    k_vol_sums<<<blocks(nch), kThreads>>>(nch, n, d->x, d->w, d->grad, d->vpart);
+    k_vol_scale<<<1, 1>>>(nch, d->vpart, m->rest6, s->prm.volume_stiffness, d->small);
     k_vol_apply<<<blocks(n), kThreads>>>(n, d->x, d->w, d->grad, d->small);
 }
 

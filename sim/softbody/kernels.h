@@ -137,20 +137,28 @@ SIM_HD static inline float sb_tet_volume(const int32_t *t4, const float *x)
     return sb_dot3(c, e3) / 6.0f;
 }
 
-/* Gradient of the tet volume with respect to vertex j (Ten Minute Physics 10's order): the
- * cross product of the opposite face's edges over 6, pointing out of the tet. */
-SIM_HD static inline void sb_tet_volume_grad(const int32_t *t4, int j, const float *x, float g[3])
+/* The tet volume's gradients with respect to its four vertices (Ten Minute Physics 10's
+ * pairs: each the cross product of two edges of the opposite face, over 6, pointing out of
+ * the tet), written out: the hot loop of a hybrid frame. Returns the signed volume. */
+SIM_HD static inline float sb_tet_grads(const int32_t *t4, const float *x, float g[4][3])
 {
-    const int order[4][3] = {{1, 3, 2}, {0, 2, 3}, {0, 3, 1}, {0, 1, 2}};
-    const float *p0 = &x[t4[order[j][0]] * 3];
-    float e1[3], e2[3];
+    const float *p0 = &x[t4[0] * 3], *p1 = &x[t4[1] * 3], *p2 = &x[t4[2] * 3], *p3 = &x[t4[3] * 3];
+    float a[3], b[3], c[3], d[3], e[3];
     for (int k = 0; k < 3; k++) {
-        e1[k] = x[t4[order[j][1]] * 3 + k] - p0[k];
-        e2[k] = x[t4[order[j][2]] * 3 + k] - p0[k];
+        a[k] = p1[k] - p0[k];
+        b[k] = p2[k] - p0[k];
+        c[k] = p3[k] - p0[k];
+        d[k] = p3[k] - p1[k];
+        e[k] = p2[k] - p1[k];
     }
-    sb_cross3(e1, e2, g);
-    for (int k = 0; k < 3; k++)
-        g[k] /= 6.0f;
+    sb_cross3(d, e, g[0]);
+    sb_cross3(b, c, g[1]);
+    sb_cross3(c, a, g[2]);
+    sb_cross3(a, b, g[3]);
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 3; k++)
+            g[j][k] *= 1.0f / 6.0f;
+    return sb_dot3(g[3], c);
 }
 
 /* XPBD volume constraint C = V - V0 of one tet (alpha_t = alpha / h^2). */
@@ -158,13 +166,11 @@ SIM_HD static inline void sb_xpbd_volume(const int32_t *t4, float rest_vol, floa
                                          const float *w, float *lambda)
 {
     float g[4][3], wsum = 0.0f;
-    for (int j = 0; j < 4; j++) {
-        sb_tet_volume_grad(t4, j, x, g[j]);
+    float c = sb_tet_grads(t4, x, g) - rest_vol;
+    for (int j = 0; j < 4; j++)
         wsum += w[t4[j]] * sb_dot3(g[j], g[j]);
-    }
     if (wsum <= 0.0f)
         return;
-    float c = sb_tet_volume(t4, x) - rest_vol;
     float dl = (-c - alpha_t * *lambda) / (wsum + alpha_t);
     *lambda += dl;
     for (int j = 0; j < 4; j++) {
@@ -390,26 +396,33 @@ SIM_HD static inline void sb_volume_grad(int i, const int32_t *vt_start, const i
     g[i * 3 + 2] = s[2];
 }
 
-/* sum w_i |g_i|^2 over [i0, i1), in order. */
-SIM_HD static inline float sb_sum_wg2(int i0, int i1, const float *w, const float *g)
+/* Over [i0, i1), in order: sum (x_i - o) . g_i, which is three times the volume sum (6 V is
+ * homogeneous of degree 3 about o: Euler), and sum w_i |g_i|^2: one pass over the vertices
+ * gives the constraint and its denominator. */
+SIM_HD static inline void sb_sum_volume_wg2(int i0, int i1, const float *x, const float o[3],
+                                            const float *w, const float *g, float out[2])
 {
-    float s = 0.0f;
-    for (int i = i0; i < i1; i++)
-        s += w[i] * sb_dot3(&g[i * 3], &g[i * 3]);
-    return s;
+    float xg = 0.0f, wg = 0.0f;
+    for (int i = i0; i < i1; i++) {
+        float p[3];
+        sb_rel(x, i, o, p);
+        xg += sb_dot3(p, &g[i * 3]);
+        wg += w[i] * sb_dot3(&g[i * 3], &g[i * 3]);
+    }
+    out[0] = xg;
+    out[1] = wg;
 }
 
-/* The projection's scale from the chunks' sums (in order): the volume constraint
+/* The projection's scale from the chunks' pairs (in order): the volume constraint
  * C = V6 - V6_0 moves each vertex by s w_i g_i, s = -k C / sum w |g|^2. */
-SIM_HD static inline float sb_volume_scale(int ntch, int nvch, const float *part, float rest6,
-                                           float k)
+SIM_HD static inline float sb_volume_scale(int nch, const float *part, float rest6, float k)
 {
-    float v6 = 0.0f, den = 0.0f;
-    for (int c = 0; c < ntch; c++)
-        v6 += part[c];
-    for (int c = 0; c < nvch; c++)
-        den += part[ntch + c];
-    return den > 0.0f ? -k * (v6 - rest6) / den : 0.0f;
+    float xg = 0.0f, den = 0.0f;
+    for (int c = 0; c < nch; c++) {
+        xg += part[c * 2];
+        den += part[c * 2 + 1];
+    }
+    return den > 0.0f ? -k * (xg / 3.0f - rest6) / den : 0.0f;
 }
 
 SIM_HD static inline void sb_volume_apply(int i, float *x, const float *w, const float *g, float s)

@@ -59,9 +59,10 @@ void sim_softbody_model_destroy(sim_softbody_model *m)
 {
     if (!m)
         return;
-    void *p[] = {m->rest,       m->tri,      m->ea,     m->eb,    m->erest,  m->evol, m->ecol.start,
-                 m->q,          m->vt_start, m->vt_jk,  m->tet,   m->region, m->tvol, m->tord,
-                 m->tcol.start, m->bidx,     m->bother, m->brest, m->btet,   m->etet, m->ew};
+    void *p[] = {m->rest,       m->tri,      m->ea,          m->eb,         m->erest, m->evol,
+                 m->ecol.start, m->q,        m->vt_start,    m->vt_jk,      m->tet,   m->region,
+                 m->tvol,       m->tet_user, m->region_user, m->tcol.start, m->bidx,  m->bother,
+                 m->brest,      m->btet,     m->etet,        m->ew};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     free(m);
@@ -94,8 +95,8 @@ const int32_t *sim_softbody_model_tets(const sim_softbody_model *m, int *ntet,
 {
     *ntet = m->ntet;
     if (region)
-        *region = m->region;
-    return m->tet;
+        *region = m->region_user;
+    return m->tet_user;
 }
 
 /* ---------------------------------------------------------------- edges */

@@ -184,7 +184,7 @@ static int state_alloc(sim_softbody_state *s, const sim_softbody_model *m)
     s->surf = sc_calloc((size_t)m->nembed * 3 + 1, sizeof(float));
     s->partial = sc_calloc((size_t)sb_nchunk(m->n) * 12, sizeof(float));
     s->grad = sc_calloc(n * 3, sizeof(float));
-    s->vpart = sc_calloc((size_t)sb_nchunk(m->ntri) + (size_t)sb_nchunk(m->n) + 1, sizeof(float));
+    s->vpart = sc_calloc((size_t)sb_nchunk(m->n) * 2, sizeof(float));
     s->grab_idx = malloc(n * sizeof(int32_t));
     s->grab_off = malloc(n * 3 * sizeof(float));
     return s->x && s->v && s->xp && s->w_free && s->w && s->pinned && s->ealpha && s->talpha &&

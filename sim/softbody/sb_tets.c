@@ -162,6 +162,46 @@ static int copy_tets(sim_softbody_model *m, const sim_softbody_tets *t)
     return 1;
 }
 
+/* Colour the tets (a colour shares no vertex) and sort them by colour, so that the solver
+ * reads a colour's tets, volumes and multipliers in sequence; the embedded vertices follow
+ * their tets' new indices. The caller's order is kept in tet_user. */
+static int sort_tets(sim_softbody_model *m)
+{
+    size_t nt = (size_t)m->ntet;
+    int32_t *ord = malloc(nt * sizeof(int32_t)), *inv = malloc(nt * sizeof(int32_t));
+    int32_t *tet = malloc(nt * 4 * sizeof(int32_t));
+    uint8_t *reg = malloc(nt);
+    float *vol = malloc(nt * sizeof(float));
+    m->tet_user = malloc(nt * 4 * sizeof(int32_t));
+    m->region_user = malloc(nt);
+    int ok = ord && inv && tet && reg && vol && m->tet_user && m->region_user &&
+             sb_colour(m->tet, m->ntet, 4, m->n, ord, &m->tcol);
+    for (size_t j = 0; ok && j < nt; j++) {
+        int32_t e = ord[j];
+        inv[e] = (int32_t)j;
+        memcpy(&tet[j * 4], &m->tet[e * 4], 4 * sizeof(int32_t));
+        reg[j] = m->region[e];
+        vol[j] = m->tvol[e];
+    }
+    for (int i = 0; ok && i < m->nembed; i++)
+        m->etet[i] = inv[m->etet[i]];
+    if (ok) {
+        memcpy(m->tet_user, m->tet, nt * 4 * sizeof(int32_t));
+        memcpy(m->region_user, m->region, nt);
+        int32_t *ot = m->tet; /* the sorted arrays in, the old ones out to be freed */
+        uint8_t *orr = m->region;
+        float *ov = m->tvol;
+        m->tet = tet, m->region = reg, m->tvol = vol;
+        tet = ot, reg = orr, vol = ov;
+    }
+    free(ord);
+    free(inv);
+    free(tet);
+    free(reg);
+    free(vol);
+    return ok;
+}
+
 /* Boundary tets (see sb_model.c for the reading): the other region is the one that most of
  * the tet's vertices touch (the lowest on a tie); springs rest at the rest distances. */
 static int build_boundary(sim_softbody_model *m)
@@ -244,9 +284,7 @@ sim_status sim_softbody_model_hybrid(sim_softbody_model **out, const sim_softbod
     if (st != SIM_OK)
         return st;
     sim_softbody_model *m = sc_calloc(1, sizeof *m);
-    int ok = m && copy_tets(m, t) && build_tet_edges(m) && build_boundary(m);
-    ok = ok && (m->tord = malloc((size_t)m->ntet * sizeof(int32_t))) != NULL;
-    ok = ok && sb_colour(m->tet, m->ntet, 4, m->n, m->tord, &m->tcol);
+    int ok = m && copy_tets(m, t) && sort_tets(m) && build_tet_edges(m) && build_boundary(m);
     if (!ok) {
         sim_softbody_model_destroy(m);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "hybrid model: out of memory");

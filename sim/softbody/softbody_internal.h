@@ -38,12 +38,14 @@ struct sim_softbody_model {
     float *q;                  /* (n x 3) */
     int32_t *vt_start, *vt_jk; /* (n + 1), (3 ntri x 2) */
     float rest6;
-    /* Hybrid: tets in the caller's order; tord lists them by colour. */
+    /* Hybrid: tets sorted by colour (a colour's tets are read in sequence); tet_user is
+     * tet in the caller's order, for sim_softbody_model_tets. */
     int ntet, nregion;
-    int32_t *tet;    /* (ntet x 4) */
-    uint8_t *region; /* (ntet) */
-    float *tvol;     /* (ntet) rest volume, m^3 */
-    int32_t *tord;   /* (ntet) tet indices sorted by colour */
+    int32_t *tet;      /* (ntet x 4), turned positive */
+    uint8_t *region;   /* (ntet) */
+    float *tvol;       /* (ntet) rest volume, m^3 */
+    int32_t *tet_user; /* (ntet x 4) */
+    uint8_t *region_user;
     sb_colours tcol;
     /* Boundary tets (a vertex shared with a tet of another region) carry four springs. */
     int nbound;
@@ -77,7 +79,7 @@ struct sim_softbody_state {
     float *surf;       /* (nembed x 3) hybrid: the embedded surface */
     float *partial;    /* (nchunk x 12) shape matching's partial sums: x (3), then A_pq (9) */
     float *grad;       /* (n x 3) the volume constraint's gradient */
-    float *vpart;      /* (nchunk(ntri) + nchunk(n)) its partial sums: 6 V, then w |g|^2 */
+    float *vpart;      /* (nchunk x 2) its partial sums: (x - o) . g and w |g|^2 */
     float quat[4];     /* shape matching's rotation, the warm start of the next */
     float ppos[3], pquat[4]; /* parent pose set by the caller */
     float cpos[3], cquat[4]; /* parent pose the particles were last carried to */

@@ -115,9 +115,10 @@ TEST(softbody_volume_gradients_match_finite_differences)
                    0.012f, 0.025f, 0.001f, 0.015f, 0.01f,  0.02f};
     int32_t t4[4] = {0, 1, 2, 3};
     float worst = 0.0f;
+    float g4[4][3];
+    CHECK(fabsf(sb_tet_grads(t4, x, g4) - sb_tet_volume(t4, x)) < 1e-12f);
     for (int j = 0; j < 4; j++) {
-        float g[3];
-        sb_tet_volume_grad(t4, j, x, g);
+        const float *g = g4[j];
         for (int k = 0; k < 3; k++) {
             float h = 1e-4f, s = x[j * 3 + k];
             x[j * 3 + k] = s + h;
