@@ -212,7 +212,8 @@ run: all
 # slowest steps set a server's input-to-frame latency); the same small pull on a homogeneous
 # block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
 # release under each damping condition; the cloth: LOD switches in six scenarios, the
-# hanging sheet beside Bullet, a crowd of 100.
+# hanging sheet beside Bullet, a crowd of 100; the soft body: the source's 500 particles and
+# 5,000 on one thread, the two-region tet box beside Bullet.
 bench: all
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull --frames 200
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
@@ -226,6 +227,9 @@ bench: all
 	$(BUILD)/softcast-bench cloth --lod-scenarios
 	$(BUILD)/softcast-bench cloth --dims 50x50 --substeps 15 --threads 1 $(if $(BULLET_H),--peer bullet)
 	$(BUILD)/softcast-bench cloth --characters 100 --threads 2
+	$(BUILD)/softcast-bench softbody --model surface --particles 500 --threads 1 --substeps 5 --frames 600
+	$(BUILD)/softcast-bench softbody --model surface --particles 5000 --threads 1 --substeps 5 --frames 300
+	$(BUILD)/softcast-bench softbody --model hybrid --particles 2500 --threads 1 --frames 300 $(if $(BULLET_H),--peer bullet)
 
 # The browser client's figures in headless Chromium against the release server: first-load
 # bytes, time to first frame, frames/s and latency while dragging.

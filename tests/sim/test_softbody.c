@@ -263,10 +263,10 @@ static void squash_twist(const float *rest, int n, float rot, float *x)
 /* Released from a squash, twist and quarter turn with no velocity and nothing acting, the
  * body is back in its rest shape after 2 s, up to a rigid motion: the largest vertex
  * distance after the best rigid fit (Horn) is under 1% of its size (the rest bounding box's
- * diagonal; measured 0.00%). With distance constraints alone (the source's failed try) the
- * shape does not come back (measured 35%). (How it is turned after 2 s says little: PBD's
- * first, large corrections do not conserve angular momentum, and it spins; rotation is
- * checked by the spinning body below.) */
+ * diagonal). With distance constraints alone (the source's failed try) the shape does not
+ * come back. Both without the volume constraint: the source's pair, edges and shape matching. (How
+ * it is turned after 2 s says little: PBD's first, large corrections do not conserve angular
+ * momentum, and it spins; rotation is checked by the spinning body below.) */
 TEST(softbody_shape_matching_returns_to_rest_and_edges_alone_do_not)
 {
     double err_pct[2];
@@ -276,8 +276,10 @@ TEST(softbody_shape_matching_returns_to_rest_and_edges_alone_do_not)
         sim_softbody_params p = sim_softbody_get_params(fx.s);
         p.gravity = 0.0f;
         p.floor_z = -10.0f;
+        p.volume_stiffness = 0.0f; /* the source's pair alone: edges and the volume also
+                                      restore this shape, so the volume would hide a fault */
         if (!sm)
-            p.shape_stiffness = p.volume_stiffness = 0.0f;
+            p.shape_stiffness = 0.0f;
         set(fx.s, &p);
         int n;
         const float *rest = sim_softbody_model_rest(fx.m, &n);
@@ -889,7 +891,8 @@ static double residual_after_one_substep(int iterations)
         x[i] = rest[i] + frand(-1e-3f, 1e-3f);
     double before = 0.0, after = 0.0;
     char err[256];
-    if (sim_softbody_set_positions(fx.s, x, NULL, err, sizeof err) == SIM_OK && run(fx.s, 1, NULL)) {
+    if (sim_softbody_set_positions(fx.s, x, NULL, err, sizeof err) == SIM_OK &&
+        run(fx.s, 1, NULL)) {
         const uint32_t *tri = sim_softbody_model_triangles(fx.m, &ntri);
         const float *y = sim_softbody_positions(fx.s, &n);
         for (int t = 0; t < ntri * 3; t++) {
@@ -914,13 +917,13 @@ static double residual_after_one_substep(int iterations)
 }
 
 /* The distance stiffness is per substep, whatever the iterations (k' = 1 - (1 - k)^(1/n)):
- * the same fraction of the edges' error is left after 5 and after 10 iterations (within a
- * factor 1.5; a single edge would keep 1 - k = 10%). Projected with k itself each iteration,
- * 10 iterations would leave far less than 5. */
+ * the same fraction of the edges' error is left after 5 and after 10 iterations (measured
+ * 0.136 and 0.132; a single edge would keep 1 - k = 10%): claimed within a factor 1.2.
+ * Projected with k itself each iteration, 5 iterations left 0.079 and 10 left 0.055. */
 TEST(softbody_distance_stiffness_does_not_depend_on_the_iteration_count)
 {
     double r5 = residual_after_one_substep(5), r10 = residual_after_one_substep(10);
     th_note("length error left after one substep: %.3f (5 iterations), %.3f (10)", r5, r10);
     CHECKF(r5 > 0.03 && r5 < 0.5 && r10 > 0.03 && r10 < 0.5, "left %.3f and %.3f", r5, r10);
-    CHECKF(r5 / r10 < 1.5 && r10 / r5 < 1.5, "5 iterations left %.3f, 10 left %.3f", r5, r10);
+    CHECKF(r5 / r10 < 1.2 && r10 / r5 < 1.2, "5 iterations left %.3f, 10 left %.3f", r5, r10);
 }
