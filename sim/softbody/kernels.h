@@ -188,29 +188,36 @@ SIM_HD static inline void sb_xpbd_volume(const int32_t *t4, float rest_vol, floa
 SIM_HD static inline void sb_tet_springs(const int32_t *t4, const float *rest4, const float *alpha4,
                                          float inv_h2, float *x, const float *w, float *lambda4)
 {
-    for (int s = 0; s < 4; s++) {
-        float c[3] = {0.0f, 0.0f, 0.0f}, d[3];
-        for (int j = 0; j < 4; j++)
-            for (int k = 0; k < 3; k++)
-                c[k] += x[t4[j] * 3 + k];
+    float p[4][3], wv[4];
+    for (int j = 0; j < 4; j++) { /* the tet in registers: four springs, one store */
+        wv[j] = w[t4[j]];
         for (int k = 0; k < 3; k++)
-            d[k] = x[t4[s] * 3 + k] - 0.25f * c[k];
+            p[j][k] = x[t4[j] * 3 + k];
+    }
+    for (int s = 0; s < 4; s++) {
+        float d[3];
+        for (int k = 0; k < 3; k++)
+            d[k] = p[s][k] - 0.25f * (p[0][k] + p[1][k] + p[2][k] + p[3][k]);
         float len = sqrtf(sb_dot3(d, d));
-        float wsum = w[t4[s]] * 0.5625f;
+        float wsum = wv[s] * 0.5625f;
         for (int j = 0; j < 4; j++)
             if (j != s)
-                wsum += w[t4[j]] * 0.0625f;
+                wsum += wv[j] * 0.0625f;
         if (len < 1e-12f || wsum <= 0.0f)
             continue;
         float alpha_t = alpha4[s] * inv_h2;
         float dl = (-(len - rest4[s]) - alpha_t * lambda4[s]) / (wsum + alpha_t);
         lambda4[s] += dl;
+        float f = dl / len;
         for (int j = 0; j < 4; j++) {
-            float gj = (j == s ? 0.75f : -0.25f) * dl * w[t4[j]] / len;
+            float gj = (j == s ? 0.75f : -0.25f) * f * wv[j];
             for (int k = 0; k < 3; k++)
-                x[t4[j] * 3 + k] += gj * d[k];
+                p[j][k] += gj * d[k];
         }
     }
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 3; k++)
+            x[t4[j] * 3 + k] = p[j][k];
 }
 
 /* ---------------------------------------------------------------- shape matching */

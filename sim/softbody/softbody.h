@@ -116,7 +116,9 @@ sim_softbody_info sim_softbody_model_info(const sim_softbody_model *m);
 const uint32_t *sim_softbody_model_triangles(const sim_softbody_model *m, int *ntri);
 /// Rest positions of the particles (nparticles x 3).
 const float *sim_softbody_model_rest(const sim_softbody_model *m, int *n);
-/// Tets (4 indices each) and their regions; NULL for a surface model.
+/// Tets (4 indices each) and their regions in the caller's order (a tet given negatively
+/// oriented has its last two vertices swapped, its embedded weights with them); NULL for a
+/// surface model.
 const int32_t *sim_softbody_model_tets(const sim_softbody_model *m, int *ntet,
                                        const uint8_t **region);
 

@@ -140,7 +140,8 @@ static void script(const sb_opts *o, sim_softbody_state *s, int f, float pick[3]
         sim_softbody_grab(s, pick);
     } else if (f > 10 && f < o->frames * 2 / 3) {
         float a = (float)(f - 10) * 0.1f;
-        float hand[3] = {pick[0] + 0.015f * sinf(a), pick[1] + 0.015f * (1.0f - cosf(a)), pick[2] + 0.02f};
+        float hand[3] = {pick[0] + 0.015f * sinf(a), pick[1] + 0.015f * (1.0f - cosf(a)),
+                         pick[2] + 0.02f};
         sim_softbody_move_hand(s, hand, err, sizeof err);
     } else if (f == o->frames * 2 / 3) {
         sim_softbody_release(s);

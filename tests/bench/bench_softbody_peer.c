@@ -22,7 +22,8 @@ static void peer_klst(const sim_softbody_model *m, const sim_softbody_state *s, 
     for (int e = 0; e < m->nedge; e++) {
         int r = 0;
         for (int k = 1; k < SIM_SOFTBODY_NREGION; k++)
-            r = m->evol[e * SIM_SOFTBODY_NREGION + k] > m->evol[e * SIM_SOFTBODY_NREGION + r] ? k : r;
+            r = m->evol[e * SIM_SOFTBODY_NREGION + k] > m->evol[e * SIM_SOFTBODY_NREGION + r] ? k
+                                                                                              : r;
         double w = (double)s->w_free[m->ea[e]] + (double)s->w_free[m->eb[e]];
         sum[r] += w / (w + (double)s->ealpha[e] / (h * h));
         cnt[r] += 1.0;
@@ -54,21 +55,22 @@ void bench_softbody_peer(const sim_softbody_model *m, const sim_softbody_state *
     t.damping_kdp = (double)p->damping * h; /* ours: v *= 1 - damping h each substep */
     t.gravity = (double)p->gravity;
     bench_bullet_tet_box(&t);
-    printf("{\"scene\":\"softbody\",\"engine\":\"bullet\",\"version\":\"3.24\",\"model\":\"hybrid\","
-           "\"tets_source\":\"box\",\"threads\":1,\"particles\":%d,\"tets\":%d,\"links\":%d,"
-           "\"substeps\":%d,\"iterations\":%d,\"frames\":%d,\"klst\":[%.5f,%.5f],"
-           "\"volume_constraints\":\"none (links only)\",\"damping_kdp\":%.6g,"
-           "\"ms_per_frame_median\":%.4f,\"ms_per_frame_p90\":%.4f,\"cpu_ms_per_frame_mean\":%.4f,"
-           "\"lowest_z\":%.5f}\n",
-           m->n, m->ntet, t.links, t.substeps, t.iterations, frames, t.klst[0], t.klst[1],
-           t.damping_kdp, t.ms_median, t.ms_p90, t.cpu_ms_mean, t.lowest_z);
+    printf(
+        "{\"scene\":\"softbody\",\"engine\":\"bullet\",\"version\":\"3.24\",\"model\":\"hybrid\","
+        "\"tets_source\":\"box\",\"threads\":1,\"particles\":%d,\"tets\":%d,\"links\":%d,"
+        "\"substeps\":%d,\"iterations\":%d,\"frames\":%d,\"klst\":[%.5f,%.5f],"
+        "\"volume_constraints\":\"none (links only)\",\"damping_kdp\":%.6g,"
+        "\"ms_per_frame_median\":%.4f,\"ms_per_frame_p90\":%.4f,\"cpu_ms_per_frame_mean\":%.4f,"
+        "\"lowest_z\":%.5f}\n",
+        m->n, m->ntet, t.links, t.substeps, t.iterations, frames, t.klst[0], t.klst[1],
+        t.damping_kdp, t.ms_median, t.ms_p90, t.cpu_ms_mean, t.lowest_z);
     printf("{\"peer\":\"bullet\",\"softcast\":{\"edges_xpbd\":%d,\"tet_volumes_xpbd\":%d,"
            "\"virtual_springs\":%d,\"region_compliance\":[%g,%g]},"
            "\"bullet_ms_over_softcast_ms\":%.2f,\"bullet_cpu_over_softcast_cpu\":%.2f,"
            "\"lowest_z_difference_m\":%.4f}\n",
            m->nedge, m->ntet, p->spring_mode == SIM_SPRING_OFF ? 0 : 4 * m->nbound,
-           (double)p->region_compliance[0], (double)p->region_compliance[1], t.ms_median / ms_median,
-           t.cpu_ms_mean / cpu_ms, fabs(t.lowest_z - lowest_z));
+           (double)p->region_compliance[0], (double)p->region_compliance[1],
+           t.ms_median / ms_median, t.cpu_ms_mean / cpu_ms, fabs(t.lowest_z - lowest_z));
     free(mass);
     free(edge);
     free(eregion);
@@ -119,8 +121,10 @@ int bench_softbody_parity(int frames)
     int failed = 0;
     for (int k = 0; k < 2; k++) {
         int n = sim_softbody_model_info(m[k]).particles;
-        float *a = malloc((size_t)n * 3 * sizeof(float)), *b = malloc((size_t)n * 3 * sizeof(float));
-        int ok = parity_run(m[k], SIM_BACKEND_CPU, frames, a) && parity_run(m[k], SIM_BACKEND_CUDA, frames, b);
+        float *a = malloc((size_t)n * 3 * sizeof(float)),
+              *b = malloc((size_t)n * 3 * sizeof(float));
+        int ok = parity_run(m[k], SIM_BACKEND_CPU, frames, a) &&
+                 parity_run(m[k], SIM_BACKEND_CUDA, frames, b);
         double d = 0.0;
         for (int i = 0; ok && i < n * 3; i++)
             d = fmax(d, fabs((double)a[i] - (double)b[i]));
