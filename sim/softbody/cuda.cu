@@ -269,15 +269,23 @@ bool gpu_solve(const sim_softbody_model *m, sim_softbody_state *s, const sb_fram
         k_collide<<<blocks(n), kThreads>>>(n, d.x, d.xp, d.v, d.w, pl, f->nplanes, p->friction,
                                            inv_h, damp, p->v_max);
     }
+    /* Into a scratch copy first: a failure half way must leave the state as it was, for the
+     * CPU to solve the frame from. */
     float small[20];
     size_t v3 = (size_t)n * 3 * sizeof(float);
-    ok = ok && cudaGetLastError() == cudaSuccess &&
-         cudaMemcpy(s->x, d.x, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
-         cudaMemcpy(s->v, d.v, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
-         cudaMemcpy(s->xp, d.xp, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
+    float *hx = (float *)malloc(3 * v3);
+    ok = ok && hx && cudaGetLastError() == cudaSuccess &&
+         cudaMemcpy(hx, d.x, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         cudaMemcpy(hx + (size_t)n * 3, d.v, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
+         cudaMemcpy(hx + (size_t)n * 6, d.xp, v3, cudaMemcpyDeviceToHost) == cudaSuccess &&
          cudaMemcpy(small, d.small, sizeof small, cudaMemcpyDeviceToHost) == cudaSuccess;
-    if (ok)
+    if (ok) {
+        memcpy(s->x, hx, v3);
+        memcpy(s->v, hx + (size_t)n * 3, v3);
+        memcpy(s->xp, hx + (size_t)n * 6, v3);
         memcpy(s->quat, &small[12], sizeof s->quat);
+    }
+    free(hx);
     dev_free(&d);
     return ok;
 }
