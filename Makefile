@@ -74,7 +74,7 @@ BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 # The bench's peer for the cloth: Bullet's soft bodies, when installed (bench only).
 BULLET_H := $(wildcard /usr/include/bullet/btBulletDynamicsCommon.h)
 ifneq ($(BULLET_H),)
-  BENCH_CXX_O  = $(REL)/tests/bench/bench_bullet.cpp.o
+  BENCH_CXX_O  = $(patsubst %.cpp,$(REL)/%.cpp.o,$(wildcard tests/bench/*.cpp))
   BENCH_DEFS   = -DSOFTCAST_HAVE_BULLET=1
   BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
 endif
@@ -128,7 +128,7 @@ $(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
 $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libsoftcast-sim.a
 	$(CC) $(OPENMP) -o $@ $^ $(BULLET_LIBS) $(LIBS)
 
-$(REL)/tests/bench/bench_cloth.o: REL_CFLAGS += $(BENCH_DEFS)
+$(REL)/tests/bench/bench_cloth.o $(REL)/tests/bench/bench_softbody_peer.o: REL_CFLAGS += $(BENCH_DEFS)
 $(REL)/%.cpp.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -isystem /usr/include/bullet -MMD -MP -c -o $@ $<
@@ -229,7 +229,8 @@ run: all
 # slowest steps set a server's input-to-frame latency); the same small pull on a homogeneous
 # block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
 # release under each damping condition; the cloth: LOD switches in six scenarios, the
-# hanging sheet beside Bullet, a crowd of 100.
+# hanging sheet beside Bullet, a crowd of 100; the soft body: the source's 500 particles and
+# 5,000 on one thread, the two-region tet box beside Bullet.
 bench: all
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull --frames 200
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
@@ -243,6 +244,9 @@ bench: all
 	$(BUILD)/softcast-bench cloth --lod-scenarios
 	$(BUILD)/softcast-bench cloth --dims 50x50 --substeps 15 --threads 1 $(if $(BULLET_H),--peer bullet)
 	$(BUILD)/softcast-bench cloth --characters 100 --threads 2
+	$(BUILD)/softcast-bench softbody --model surface --particles 500 --threads 1 --substeps 5 --frames 600
+	$(BUILD)/softcast-bench softbody --model surface --particles 5000 --threads 1 --substeps 5 --frames 300
+	$(BUILD)/softcast-bench softbody --model hybrid --particles 2500 --threads 1 --frames 300 $(if $(BULLET_H),--peer bullet)
 
 # The browser client's figures in headless Chromium against the release server: first-load
 # bytes, time to first frame, frames/s and latency while dragging.

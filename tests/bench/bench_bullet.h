@@ -1,7 +1,10 @@
-/* bench_bullet.h: the Bullet peer of `softcast-bench cloth --dims WxH` (bench_bullet.cpp),
+/* bench_bullet.h: the Bullet peers of `softcast-bench cloth --dims WxH` (bench_bullet.cpp) and
+ * `softcast-bench softbody --model hybrid --peer bullet` (bench_bullet_softbody.cpp),
  * callable from C and C++. */
 #ifndef TESTS_BENCH_BENCH_BULLET_H
 #define TESTS_BENCH_BENCH_BULLET_H
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +29,30 @@ typedef struct bench_bullet_sheet {
 
 /* Returns 0. */
 int bench_bullet_hanging(bench_bullet_sheet *s);
+
+/* The softbody bench's tet box as a Bullet soft body (bench_bullet_softbody.cpp): a node per
+ * tet vertex with its mass, a link on every tet edge (Bullet's soft bodies solve links; its
+ * tetras carry no constraint of their own), the links of region r at stiffness klst[r],
+ * dropped onto a floor box at z = 0 under gravity -z, stepped frames x 1/60 s with the given
+ * substeps and position iterations. */
+typedef struct bench_bullet_tets {
+    /* in */
+    int nvert, ntet, nedge;
+    const float *x;         /* (nvert x 3) m */
+    const float *mass;      /* (nvert) kg */
+    const int32_t *tet;     /* (ntet x 4) */
+    const int32_t *edge;    /* (nedge x 2) */
+    const uint8_t *eregion; /* (nedge) the region whose stiffness a link takes */
+    double klst[4];
+    int substeps, iterations, frames;
+    double damping_kdp, gravity;
+    /* out */
+    int links;
+    double ms_median, ms_p90, cpu_ms_mean; /* per frame, after the first 10 */
+    double lowest_z;
+} bench_bullet_tets;
+
+int bench_bullet_tet_box(bench_bullet_tets *t);
 
 #ifdef __cplusplus
 }

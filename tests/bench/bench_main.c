@@ -15,6 +15,7 @@
 #include "sim/cloth/cloth.h"
 #include "sim/volume/volume.h"
 #include "tests/bench/bench_cloth.h"
+#include "tests/bench/bench_softbody.h"
 #include "tests/scenes/volume_scenes.h"
 
 typedef struct bench_opts {
@@ -41,7 +42,8 @@ static void usage(void)
         "                             [--backend cpu|cuda] [--condition A|B|C]\n"
         "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
         "       softcast-bench parity [--dims WxHxD] [--frames N]\n"
-        "       softcast-bench cloth --lod-scenarios | --dims WxH ... | --characters N ...\n");
+        "       softcast-bench cloth --lod-scenarios | --dims WxH ... | --characters N ...\n"
+        "       softcast-bench softbody --model surface|hybrid [--particles N] ... | --parity\n");
     exit(2);
 }
 
@@ -381,6 +383,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(argv[1], "cloth"))
         return bench_cloth_main(argc, argv);
+    if (!strcmp(argv[1], "softbody"))
+        return bench_softbody_main(argc, argv);
     bench_opts o;
     parse_args(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);

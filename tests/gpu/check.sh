@@ -55,9 +55,15 @@ echo "== cloth: CUDA against CPU, then timings"
 run cloth --parity --frames 90
 run cloth --backend cuda --dims 50x50 --substeps 15 --frames 200
 run cloth --backend cuda --characters 100 --frames 200
+echo "== softbody: CUDA against CPU, then timings"
+run softbody --parity --frames 60
+run softbody --backend cuda --model surface --particles 5000 --frames 200
+run softbody --backend cuda --model hybrid --particles 20000 --frames 100
 echo "== CPU timings on this machine, for comparison"
 run volume --backend cpu --threads 1 --dims 128x128x75 --scenario pull --frames 120
 run volume --backend cpu --threads 0 --dims 128x128x75 --scenario pull --frames 120
 run cloth --backend cpu --threads 1 --dims 50x50 --substeps 15 --frames 200
 run cloth --backend cpu --threads 0 --characters 100 --frames 200
+run softbody --backend cpu --threads 1 --model surface --particles 500 --frames 300
+run softbody --backend cpu --threads 1 --model surface --particles 5000 --frames 200
 echo "== done in $(( $(date +%s) - T0 )) s"

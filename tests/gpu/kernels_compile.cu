@@ -17,3 +17,18 @@ __global__ void k_all(cm_kparams kp, float *pos, float *prev, float *vel, uint8_
     float viol = j >= 0 ? cm_link_violation(&kp, i, j, 1, pos, flags) : 0.0f;
     t[i] = (float)st + v.speed + viol + ot;
 }
+
+#include "sim/softbody/kernels.h"
+
+/* The softbody kernels that sim/softbody/cuda.cu does not call on the device (the carry, the
+ * embedding and the penetration run on the host for now). */
+__global__ void k_softbody(float *x, float *v, const float *w, const int32_t *tet,
+                           const int32_t *et, const float *ew, float *out, sb_plane pl)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float R[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, t[3] = {0, 0, 0}, q[4] = {1, 0, 0, 0}, r[4];
+    sb_carry(i, x, v, R, t);
+    sb_embed(i, et, ew, tet, x, out);
+    sb_quat_mul_conj(q, q, r);
+    out[i] += sb_penetration(i, x, &pl, 1) + r[0] + w[i];
+}
