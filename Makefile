@@ -30,13 +30,10 @@ ifneq ($(NIFTI_H),)
   NIFTI_CFLAGS = -DSIM_HAVE_NIFTI=1 -I/usr/include/nifti
   NIFTI_LIBS   = -lniftiio -lznz -lz
 endif
-# meshoptimizer's simplifier decimates the soft-body surfaces when Debian's
-# libmeshoptimizer-dev is installed (without it, decimation returns an error).
-MESHOPT_H := $(wildcard /usr/include/meshoptimizer.h)
-ifneq ($(MESHOPT_H),)
-  MESHOPT_CFLAGS = -DSIM_HAVE_MESHOPT=1
-  MESHOPT_LIBS   = -lmeshoptimizer
-endif
+# meshoptimizer (a dependency install-deps.sh always installs: the protocol's codecs) also
+# decimates the soft-body surfaces. Not detected: a header looked for before make installs
+# it would leave a fresh machine's first build without it.
+MESHOPT_LIBS = -lmeshoptimizer
 
 # CUDA backend when nvcc exists (CUDA=0 forces it off).
 ifeq ($(CUDA),0)
@@ -87,9 +84,9 @@ SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
 # Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
 REL  = $(BUILD)/rel
 TST  = $(BUILD)/test
-REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(MESHOPT_CFLAGS) $(CUDA_CFLAGS)
+REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
 TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
-             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(MESHOPT_CFLAGS) $(CUDA_CFLAGS)
+             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
 
 REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))

@@ -22,9 +22,7 @@
 #include "geometry.h"
 #include "geometry_internal.h"
 
-#if SIM_HAVE_MESHOPT
 #include <meshoptimizer.h>
-#endif
 
 sim_surface_opts sim_default_surface_opts(void)
 {
@@ -216,10 +214,6 @@ sim_status sim_trimesh_decimate(sim_trimesh *m, int target_verts, float max_erro
     if (!m || target_verts < 4 || !isfinite(max_error_mm) || max_error_mm < 0.0f)
         return sc_fail(err, err_sz, SIM_ERR_ARG,
                        "decimate: need a mesh, a target of >= 4 vertices and an error >= 0 mm");
-#if !SIM_HAVE_MESHOPT
-    return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                   "decimate: this build has no meshoptimizer (meshoptimizer.h)");
-#else
     if (target_verts >= m->nvert || m->ntri == 0)
         return SIM_OK;
     size_t nidx = 3 * (size_t)m->ntri;
@@ -238,7 +232,6 @@ sim_status sim_trimesh_decimate(sim_trimesh *m, int target_verts, float max_erro
     if (remove_fins(m) < 0)
         return sc_fail(err, err_sz, SIM_ERR_NOMEM, "decimate: out of memory");
     return compact_vertices(m, err, err_sz);
-#endif
 }
 
 /* ------------------------------------------------------------------ checks */

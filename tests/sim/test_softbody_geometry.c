@@ -288,9 +288,6 @@ static int cmp_vec3(const void *a, const void *b)
 
 TEST(softbody_geometry_decimation_keeps_a_closed_manifold)
 {
-#if !SIM_HAVE_MESHOPT
-    SKIP("built without meshoptimizer");
-#else
     sim_labelmap m;
     REQUIRE(make_phantom(&m, 2.0f));
     sim_trimesh full, dec;
@@ -316,7 +313,6 @@ TEST(softbody_geometry_decimation_keeps_a_closed_manifold)
     sim_trimesh_free(&full);
     sim_trimesh_free(&dec);
     sim_labelmap_free(&m);
-#endif
 }
 
 /* ------------------------------------------------------------ tet meshes */
