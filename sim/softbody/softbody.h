@@ -78,6 +78,14 @@ typedef struct sim_softbody_tets {
 /// Free the arrays of a sim_softbody_tets made by a builder of this library or the tests.
 void sim_softbody_tets_free(sim_softbody_tets *t);
 
+/// The phantom organ as a hybrid model's geometry (geometry.h's pipeline): its outer
+/// surface by marching cubes and Taubin smoothing, decimated to about surface_verts (0: as
+/// marching cubes made it), embedded in its multi-resolution tets (octree cells of
+/// min_cell to max_cell voxels), at cubic voxels of voxel_mm; in metres, regions as the
+/// phantom's materials (0 liver, 1 tumour, 2 vessel). Free it with sim_softbody_tets_free.
+sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, float voxel_mm, int surface_verts,
+                                     int min_cell, int max_cell, char *err, size_t err_sz);
+
 /* ================================================================ model */
 
 typedef enum sim_softbody_kind {

@@ -111,4 +111,12 @@ export default [
     build, test: run('bad_tets'),
     caught_by: '`softbody_hybrid_bad_tets_are_refused_with_a_reason`',
   },
+  {
+    name: "softbody: the phantom organ's tets left in millimetres",
+    file: 'sim/softbody/sb_organ.c',
+    find: 'out->x[i] = t->vert[i] * 1e-3f;',
+    replace: 'out->x[i] = t->vert[i];',
+    build, test: run('phantom_organ'),
+    caught_by: '`softbody_hybrid_phantom_organ_sits_on_its_surface_and_rests`',
+  },
 ];
