@@ -4,6 +4,9 @@
  *                           [--peer bullet]
  *     surface: the default organ of N particles on the floor, grabbed at its top at frame 10,
  *     the hand circling 3 cm wide, let go at two thirds of the frames.
+ *     [--organ phantom [--voxel MM] [--surface N] [--cells MIN..MAX]]: the hybrid model on
+ *     the phantom organ (sim_softbody_tets_phantom: 1 mm voxels, 30,000 surface vertices,
+ *     cells of 4 to 32 voxels by default; "tets_source":"phantom") instead of the box.
  *     hybrid: a box of tets (two regions, the embedded box surface, "tets_source":"box") of
  *     about N vertices, 12 cm long, dropped 1 cm onto the floor. With --peer bullet, a second
  *     line: the same tets as a Bullet soft body (its links on the same edges, the same
@@ -29,6 +32,10 @@ typedef struct sb_opts {
     int hybrid, particles, threads, substeps, iterations, frames, parity;
     sim_backend_kind backend;
     const char *peer;
+    int organ;              /* hybrid: the phantom organ (sim_softbody_tets_phantom), not a box */
+    float voxel_mm;         /* its voxels */
+    int surface_verts;      /* its decimated surface */
+    int min_cell, max_cell; /* its octree cells, voxels a side */
 } sb_opts;
 
 static void usage(void)
@@ -36,6 +43,8 @@ static void usage(void)
     fprintf(stderr, "usage: softcast-bench softbody --model surface|hybrid [--particles N] "
                     "[--threads N] [--substeps N] [--iterations N] [--frames N] "
                     "[--backend cpu|cuda] [--peer bullet]\n"
+                    "       [--organ phantom [--voxel MM] [--surface N] [--cells MIN..MAX]]   "
+                    "(hybrid: the phantom organ's tets)\n"
                     "       softcast-bench softbody --parity [--frames N]\n");
     exit(2);
 }
@@ -55,6 +64,7 @@ static void parse(int argc, char **argv, sb_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->particles = 500, o->threads = 1, o->frames = 300, o->backend = SIM_BACKEND_CPU;
+    o->voxel_mm = 1.0f, o->surface_verts = 30000, o->min_cell = 4, o->max_cell = 32;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--parity")) {
@@ -80,6 +90,14 @@ static void parse(int argc, char **argv, sb_opts *o)
             o->backend = (sim_backend_kind)sim_backend_kind_parse(v);
         else if (!strcmp(a, "--peer") && !strcmp(v, "bullet"))
             o->peer = v;
+        else if (!strcmp(a, "--organ") && !strcmp(v, "phantom"))
+            o->organ = 1;
+        else if (!strcmp(a, "--voxel") && atof(v) > 0)
+            o->voxel_mm = (float)atof(v);
+        else if (!strcmp(a, "--surface"))
+            o->surface_verts = positive(a, v, SIM_SOFTBODY_MAX_VERTS);
+        else if (!strcmp(a, "--cells") && sscanf(v, "%d..%d", &o->min_cell, &o->max_cell) == 2)
+            ;
         else
             usage();
     }
@@ -115,6 +133,11 @@ static sim_softbody_model *make_model(const sb_opts *o, sim_softbody_tets *t)
     sim_softbody_model *m = NULL;
     if (!o->hybrid) {
         m = sbs_organ_model(o->particles);
+    } else if (o->organ) {
+        if (sim_softbody_tets_phantom(t, o->voxel_mm, o->surface_verts, o->min_cell, o->max_cell,
+                                      err, sizeof err) != SIM_OK ||
+            sim_softbody_model_hybrid(&m, t, err, sizeof err) != SIM_OK)
+            fprintf(stderr, "softcast-bench: %s\n", err);
     } else {
         int k = box_k(o->particles);
         float cell = 0.12f / (float)(2 * k);
@@ -201,8 +224,9 @@ static void print_line(const sb_opts *o, const sim_softbody_model *m, sim_backen
            in.particles, in.tets, in.surface_vertices, in.edges, in.boundary_tets, in.colours,
            p->substeps, p->iterations, o->frames);
     if (o->hybrid)
-        printf("\"tets_source\":\"box\",\"region_compliance\":[%g,%g],\"region_density\":[%g,%g],"
-               "\"bulk_ratio\":%g,\"spring_mode\":%d,",
+        printf("\"tets_source\":\"%s\",\"voxel_mm\":%g,\"region_compliance\":[%g,%g],"
+               "\"region_density\":[%g,%g],\"bulk_ratio\":%g,\"spring_mode\":%d,",
+               o->organ ? "phantom" : "box", o->organ ? (double)o->voxel_mm : 0.0,
                (double)p->region_compliance[0], (double)p->region_compliance[1],
                (double)p->region_density[0], (double)p->region_density[1], (double)p->bulk_ratio,
                p->spring_mode);
