@@ -27,29 +27,12 @@
 
 /* ---------------------------------------------------------------- parameters */
 
-#define P(type, f, def, lo, hi, unit, group, doc)                                        \
-    {#f,  group, unit, doc, NULL, SIM_PARAM_##type, 0, offsetof(sim_softbody_params, f), \
-     def, lo,    hi},
-#define A(type, f, i, n, def, lo, hi, unit, group, doc)                         \
-    {#f "." #i, group,                                                          \
-     unit,      doc,                                                            \
-     NULL,      SIM_PARAM_##type,                                               \
-     0,         offsetof(sim_softbody_params, f) + (size_t)(i) * sizeof(float), \
-     def,       lo,                                                             \
-     hi},
-#define C(f, def, n, choices, group, doc)                                                   \
-    {#f,  group, "",   doc, choices, SIM_PARAM_CHOICE, 0, offsetof(sim_softbody_params, f), \
-     def, 0,     (n)-1},
-#define I(type, f, def, lo, hi, unit, doc)                                                    \
-    {#f,  "internal", unit, doc, NULL, SIM_PARAM_##type, 1, offsetof(sim_softbody_params, f), \
-     def, lo,         hi},
+#define SIM_PARAMS_STRUCT sim_softbody_params
+#include "../core/param_rows.h"
 static const sim_param_desc k_params[] = {
 #include "params.def"
 };
-#undef P
-#undef A
-#undef C
-#undef I
+#include "../core/param_rows_end.h"
 #define N_PARAMS ((int)(sizeof k_params / sizeof k_params[0]))
 
 const sim_param_desc *sim_softbody_params_table(int *n)

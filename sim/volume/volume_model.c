@@ -23,18 +23,8 @@ const char *sim_tissue_name(int tissue)
 #define TISSUE_OFF(c, f)                                                             \
     (offsetof(sim_volume_params, tissue) + (size_t)(c) * sizeof(sim_tissue_params) + \
      offsetof(sim_tissue_params, f))
-#define P(type, f, def, lo, hi, unit, group, doc) \
-    {#f, group, unit, doc, NULL, SIM_PARAM_##type, 0, offsetof(sim_volume_params, f), def, lo, hi},
-#define A(type, f, i, n, def, lo, hi, unit, group, doc)                       \
-    {#f "." #i, group,                                                        \
-     unit,      doc,                                                          \
-     NULL,      SIM_PARAM_##type,                                             \
-     0,         offsetof(sim_volume_params, f) + (size_t)(i) * sizeof(float), \
-     def,       lo,                                                           \
-     hi},
-#define C(f, def, n, choices, group, doc)                                                 \
-    {#f,  group, "",   doc, choices, SIM_PARAM_CHOICE, 0, offsetof(sim_volume_params, f), \
-     def, 0,     (n)-1},
+#define SIM_PARAMS_STRUCT sim_volume_params
+#include "../core/param_rows.h"
 #define T1(c, cname, type, f, def, lo, hi, unit, doc) \
     {"tissue." cname "." #f,                          \
      "tissue: " cname,                                \
@@ -55,9 +45,7 @@ const char *sim_tissue_name(int tissue)
 static const sim_param_desc k_params[] = {
 #include "params.def"
 };
-#undef P
-#undef A
-#undef C
+#include "../core/param_rows_end.h"
 #undef T
 #undef T1
 #undef TISSUE_OFF
