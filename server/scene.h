@@ -117,6 +117,8 @@ const srv_scene_i *srv_scene_default(void);
 const char *srv_scene_names(void);
 /// Every scene, in scenes.def's order; n their count.
 const srv_scene_i *const *srv_scenes(int *n);
+/// The parse of an event that carries nothing but its envelope (release, reset, ...).
+int srv_parse_no_payload(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz);
 /// The index of the event called type in the scene's table, or -1.
 int srv_scene_event(const srv_scene_i *sc, const char *type);
 

@@ -214,12 +214,6 @@ static int parse_move(const cJSON *msg, void *out, const char **error, char *err
     return parse_camera(msg, out, error, err, err_sz); /* a point, m */
 }
 
-static int parse_nothing(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
-{
-    (void)msg, (void)out, (void)error, (void)err, (void)err_sz;
-    return 0;
-}
-
 static int parse_params(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
 {
     int n;
@@ -364,9 +358,9 @@ static const srv_event_desc k_events[] = {
     {"wind", 0, parse_wind, on_wind},
     {"grab", 0, parse_grab, on_grab},
     {"move", 0, parse_move, on_move},
-    {"release", 0, parse_nothing, on_release},
+    {"release", 0, srv_parse_no_payload, on_release},
     {"set_params", 0, parse_params, on_params},
-    {"reset", 0, parse_nothing, on_reset},
+    {"reset", 0, srv_parse_no_payload, on_reset},
 };
 _Static_assert(sizeof(cl_event) + sizeof(srv_item) <= 64, "a cloth event stays small");
 

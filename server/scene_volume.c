@@ -221,12 +221,6 @@ static int parse_move(const cJSON *msg, void *out, const char **error, char *err
     return parse_point(msg, out, err, err_sz) ? -1 : (int)sizeof(vol_point);
 }
 
-static int parse_nothing(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
-{
-    (void)msg, (void)out, (void)error, (void)err, (void)err_sz;
-    return 0;
-}
-
 static int parse_params(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
 {
     int n;
@@ -374,8 +368,8 @@ static void on_slice(srv_scene_ctx *c, void *scene, const srv_event *e)
 static const srv_event_desc k_events[] = {
     {"grab", 0, parse_grab, on_grab},
     {"move", 0, parse_move, on_move},
-    {"release", 0, parse_nothing, on_release},
-    {"reset", 0, parse_nothing, on_reset},
+    {"release", 0, srv_parse_no_payload, on_release},
+    {"reset", 0, srv_parse_no_payload, on_reset},
     {"set_params", 0, parse_params, on_params},
     {"set_condition", 0, parse_condition, on_condition},
     {"slice", SRV_EV_QUERY, parse_slice, on_slice},
