@@ -1,6 +1,10 @@
-/* sb_organ.c: the phantom organ as the hybrid model's input: geometry.h's label map,
- * surface, multi-resolution tets and embedding (all in mm) turned into sim_softbody_tets
- * (m, the dynamics' regions). */
+/* sb_organ.c: organs as the hybrid model's input: a label map (the phantom's, or a NIfTI
+ * segmentation with its material table) through geometry.h's surface, multi-resolution
+ * tets and embedding (all in mm), turned into sim_softbody_tets (m, the dynamics'
+ * regions). */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +39,7 @@ static sim_status to_tets(sim_softbody_tets *out, const sim_tetmesh *t, const si
     if (!out->x || !out->tet || !out->region || !out->embed_tet || !out->embed_w ||
         !out->embed_tri) {
         sim_softbody_tets_free(out);
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "phantom organ: out of memory");
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "organ: out of memory");
     }
     for (size_t i = 0; i < (size_t)t->nvert * 3; i++)
         out->x[i] = t->vert[i] * 1e-3f;
@@ -49,30 +53,179 @@ static sim_status to_tets(sim_softbody_tets *out, const sim_tetmesh *t, const si
     return SIM_OK;
 }
 
+/* Surface, tets and embedding of a checked map, into out with the materials' names. */
+static sim_status organ_from_map(sim_softbody_tets *out, const sim_labelmap *m,
+                                 const sim_material_table *mat, int surface_verts, int min_cell,
+                                 int max_cell, char *err, size_t err_sz)
+{
+    sim_trimesh surf;
+    sim_tetmesh t;
+    sim_embedding e;
+    memset(&surf, 0, sizeof surf), memset(&t, 0, sizeof t), memset(&e, 0, sizeof e);
+    sim_tetmesh_opts to = {min_cell, max_cell};
+    sim_status st = organ_surface(&surf, m, surface_verts, err, err_sz);
+    if (st == SIM_OK)
+        st = sim_tetmesh_build(&t, m, mat, &surf, 1, &to, NULL, err, err_sz);
+    if (st == SIM_OK)
+        st = sim_embed_points(&e, &t, surf.vert, surf.nvert, err, err_sz);
+    if (st == SIM_OK)
+        st = to_tets(out, &t, &surf, &e, err, err_sz);
+    if (st == SIM_OK) {
+        out->nregion = 0;
+        for (int k = mat->n - 1; k >= 0; k--) { /* the first entry of a region names it */
+            int r = mat->entry[k].region;
+            out->nregion = r + 1 > out->nregion ? r + 1 : out->nregion;
+            snprintf(out->region_name[r], sizeof out->region_name[r], "%s", mat->entry[k].name);
+        }
+    }
+    sim_embedding_free(&e);
+    sim_tetmesh_free(&t);
+    sim_trimesh_free(&surf);
+    return st;
+}
+
 sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, float voxel_mm, int surface_verts,
                                      int min_cell, int max_cell, char *err, size_t err_sz)
 {
     memset(out, 0, sizeof *out);
     sim_labelmap m;
-    sim_trimesh surf;
-    sim_tetmesh t;
-    sim_embedding e;
-    memset(&m, 0, sizeof m), memset(&surf, 0, sizeof surf), memset(&t, 0, sizeof t);
-    memset(&e, 0, sizeof e);
+    memset(&m, 0, sizeof m);
     sim_material_table mat = sim_phantom_materials();
-    sim_tetmesh_opts to = {min_cell, max_cell};
     sim_status st = sim_labelmap_phantom(&m, NULL, voxel_mm, err, err_sz);
     if (st == SIM_OK)
-        st = organ_surface(&surf, &m, surface_verts, err, err_sz);
-    if (st == SIM_OK)
-        st = sim_tetmesh_build(&t, &m, &mat, &surf, 1, &to, NULL, err, err_sz);
-    if (st == SIM_OK)
-        st = sim_embed_points(&e, &t, surf.vert, surf.nvert, err, err_sz);
-    if (st == SIM_OK)
-        st = to_tets(out, &t, &surf, &e, err, err_sz);
-    sim_embedding_free(&e);
-    sim_tetmesh_free(&t);
-    sim_trimesh_free(&surf);
+        st = organ_from_map(out, &m, &mat, surface_verts, min_cell, max_cell, err, err_sz);
     sim_labelmap_free(&m);
     return st;
+}
+
+/* A material table written "LABEL=NAME[:REGION],...", parsed into entries whose names
+ * point into names. */
+#define ORGAN_MAX_LABELS 64
+typedef struct organ_materials {
+    sim_material entry[ORGAN_MAX_LABELS];
+    char name[ORGAN_MAX_LABELS][32];
+    int n;
+} organ_materials;
+
+/* The region of a name given without one: that of the name's first entry, else the next
+ * unused. */
+static int region_of_name(const organ_materials *t, const char *name)
+{
+    int next = 0;
+    for (int k = 0; k < t->n; k++) {
+        if (!strcmp(t->entry[k].name, name))
+            return t->entry[k].region;
+        next = t->entry[k].region + 1 > next ? t->entry[k].region + 1 : next;
+    }
+    return next;
+}
+
+static sim_status parse_one_material(organ_materials *t, const char *item, size_t len, char *err,
+                                     size_t err_sz)
+{
+    char buf[96], *eq, *colon, *end;
+    if (len == 0 || len >= sizeof buf)
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "materials: entry %d is %s; write LABEL=NAME[:REGION]", t->n + 1,
+                       len ? "too long" : "empty");
+    memcpy(buf, item, len), buf[len] = 0;
+    if (!(eq = strchr(buf, '=')))
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "materials: \"%s\": write LABEL=NAME[:REGION]",
+                       buf);
+    *eq = 0;
+    long label = strtol(buf, &end, 10);
+    if (end == buf || *end || label < 1 || label > 65535)
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "materials: label \"%s\" must be a whole number in 1..65535", buf);
+    char *name = eq + 1;
+    long region = -1;
+    if ((colon = strchr(name, ':'))) {
+        *colon = 0;
+        region = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end || region < 0)
+            return sc_fail(err, err_sz, SIM_ERR_ARG,
+                           "materials: label %ld: region \"%s\" must be a whole number >= 0", label,
+                           colon + 1);
+    }
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < nl; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '_' && name[i] != '-' && name[i] != ' ')
+            return sc_fail(err, err_sz, SIM_ERR_ARG,
+                           "materials: label %ld: the name \"%s\" may hold letters, digits, "
+                           "spaces, '_' and '-' only",
+                           label, name);
+    if (nl == 0 || nl >= sizeof t->name[0])
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "materials: label %ld: a name of 1 to %zu "
+                       "characters",
+                       label, sizeof t->name[0] - 1);
+    for (int k = 0; k < t->n; k++)
+        if (t->entry[k].label == label)
+            return sc_fail(err, err_sz, SIM_ERR_ARG, "materials: label %ld is given twice", label);
+    if (region < 0)
+        region = region_of_name(t, name);
+    if (region >= SIM_SOFTBODY_NREGION)
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "materials: label %ld (%s) would be region %ld; a soft body holds at most "
+                       "%d regions (0..%d): give labels of one tissue the same name or region",
+                       label, name, region, SIM_SOFTBODY_NREGION, SIM_SOFTBODY_NREGION - 1);
+    memcpy(t->name[t->n], name, nl + 1);
+    t->entry[t->n] = (sim_material){(int)label, (int)region, t->name[t->n]};
+    t->n++;
+    return SIM_OK;
+}
+
+static sim_status parse_materials(organ_materials *t, const char *spec, char *err, size_t err_sz)
+{
+    memset(t, 0, sizeof *t);
+    if (!spec || !*spec)
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "materials: none given; name every label of the map, as "
+                       "\"1=liver,2=tumour,3=vessel\"");
+    for (const char *p = spec;;) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (t->n == ORGAN_MAX_LABELS)
+            return sc_fail(err, err_sz, SIM_ERR_ARG, "materials: more than %d labels",
+                           ORGAN_MAX_LABELS);
+        sim_status st = parse_one_material(t, p, len, err, err_sz);
+        if (st != SIM_OK)
+            return st;
+        if (!q)
+            return SIM_OK;
+        p = q + 1;
+    }
+}
+
+sim_status sim_softbody_tets_labelmap(sim_softbody_tets *out, const char *path,
+                                      const char *materials, int surface_verts, int min_cell,
+                                      int max_cell, char *err, size_t err_sz)
+{
+    memset(out, 0, sizeof *out);
+    organ_materials t;
+    sim_status st = parse_materials(&t, materials, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    sim_material_table mat = {t.entry, t.n};
+    sim_labelmap m;
+    memset(&m, 0, sizeof m);
+    st = sim_labelmap_load_nifti(&m, path, NULL, err, err_sz);
+    if (st == SIM_OK) /* sim_tetmesh_build checks the map against the table */
+        st = organ_from_map(out, &m, &mat, surface_verts, min_cell, max_cell, err, err_sz);
+    sim_labelmap_free(&m);
+    return st;
+}
+
+void sim_softbody_tets_rest_on_floor(sim_softbody_tets *t)
+{
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < t->nvert; i++)
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fminf(lo[k], t->x[i * 3 + k]);
+            hi[k] = fmaxf(hi[k], t->x[i * 3 + k]);
+        }
+    float shift[3] = {-0.5f * (lo[0] + hi[0]), -0.5f * (lo[1] + hi[1]), -lo[2]};
+    for (int i = 0; i < t->nvert; i++)
+        for (int k = 0; k < 3; k++)
+            t->x[i * 3 + k] += shift[k];
 }

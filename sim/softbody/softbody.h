@@ -73,6 +73,7 @@ typedef struct sim_softbody_tets {
     int32_t *embed_tet;  ///< (nembed) the tet each surface vertex lies in
     float *embed_w;      ///< (nembed x 4) its barycentric weights in that tet
     uint32_t *embed_tri; ///< (nembed_tri x 3) surface triangles over the embedded vertices
+    char region_name[SIM_SOFTBODY_NREGION][32]; ///< each region's material ("": unnamed)
 } sim_softbody_tets;
 
 /// Free the arrays of a sim_softbody_tets made by a builder of this library or the tests.
@@ -85,6 +86,22 @@ void sim_softbody_tets_free(sim_softbody_tets *t);
 /// phantom's materials (0 liver, 1 tumour, 2 vessel). Free it with sim_softbody_tets_free.
 sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, float voxel_mm, int surface_verts,
                                      int min_cell, int max_cell, char *err, size_t err_sz);
+
+/// A label map (NIfTI-1 .nii or .nii.gz: a segmentation a clinician brings, in its own
+/// orientation and spacing) as a hybrid model's geometry, built as the phantom's is. materials
+/// names every label the map uses: "LABEL=NAME[:REGION],..." (e.g. "1=liver,2=tumour,
+/// 3=vessel" or "5=liver:0,6=liver:0,9=tumour:1"); a label without :REGION takes the region
+/// of its name, numbered by first appearance. Refuses, naming the culprit: a malformed
+/// table, a repeated label, more than SIM_SOFTBODY_NREGION regions, a label in the map with
+/// no material, an empty map, a file that is not a label map; and what the geometry
+/// refuses. Positions in metres as the file places them (sim_softbody_tets_rest_on_floor
+/// moves it into a tray).
+sim_status sim_softbody_tets_labelmap(sim_softbody_tets *out, const char *path,
+                                      const char *materials, int surface_verts, int min_cell,
+                                      int max_cell, char *err, size_t err_sz);
+/// Translate the tets (the embedded surface with them) so that their box is centred on
+/// x = y = 0 and their lowest vertex is at z = 0.
+void sim_softbody_tets_rest_on_floor(sim_softbody_tets *t);
 
 /* ================================================================ model */
 

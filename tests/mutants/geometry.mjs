@@ -55,4 +55,11 @@ export default [
     replace: 'out->hub[out->nloop] = (int8_t)(0 * loop_hub(loop, n));',
     build, test: run('softbody_geometry_marching_cubes_closed'), caught_by: '`softbody_geometry_marching_cubes_closed_manifold_in_every_case`',
   },
+  {
+    name: 'organ: a label given without a region always takes region 0 (tissues merged)',
+    file: 'sim/softbody/sb_organ.c',
+    find: '        region = region_of_name(t, name);',
+    replace: '        region = 0 * region_of_name(t, name);',
+    build, test: run('softbody_geometry_nifti_segmentation'), caught_by: '`softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ`',
+  },
 ];

@@ -12,6 +12,7 @@
 
 #include "sim/core/sc_base.h"
 #include "sim/softbody/geometry.h"
+#include "sim/softbody/softbody.h"
 #include "tests/harness.h"
 
 #if SIM_HAVE_NIFTI
@@ -1037,5 +1038,82 @@ TEST(softbody_geometry_nifti_label_maps_in_and_images_refused)
     }
     rmdir(dir);
     sim_labelmap_free(&m);
+#endif
+}
+
+/* A segmentation as a clinician brings it (the phantom written to NIfTI) with its material
+ * table: the same organ as the phantom's own path, bit for bit; labels sharing a name share
+ * a region; every mistake in the table named. */
+TEST(softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ)
+{
+#if !SIM_HAVE_NIFTI
+    SKIP("built without the NIfTI C library");
+#else
+    char dir[64], path[128], err[512];
+    snprintf(dir, sizeof dir, "/tmp/softcast_sborg_XXXXXX");
+    REQUIRE(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/seg.nii.gz", dir);
+    sim_labelmap m;
+    REQUIRE(make_phantom(&m, 6.0f));
+    REQUIRE(write_nifti_labels(path, &m, DT_UINT8, 0.0f));
+    sim_softbody_tets ref, got, shared;
+    REQUIRE(sim_softbody_tets_phantom(&ref, 6.0f, 800, 1, 8, err, sizeof err) == SIM_OK);
+    sim_status st = sim_softbody_tets_labelmap(&got, path, "1=liver,2=tumour,3=vessel", 800, 1, 8,
+                                               err, sizeof err);
+    CHECKF(st == SIM_OK, "%s", err);
+    if (st == SIM_OK) {
+        CHECK(got.ntet == ref.ntet && got.nvert == ref.nvert && got.nembed == ref.nembed);
+        CHECK(got.nregion == 3 && !strcmp(got.region_name[1], "tumour"));
+        CHECK(!memcmp(got.x, ref.x, (size_t)ref.nvert * 3 * sizeof *ref.x));
+        CHECK(!memcmp(got.region, ref.region, (size_t)ref.ntet));
+    }
+    /* The tumour named liver: two regions, the tumour's tets in the liver's. */
+    st = sim_softbody_tets_labelmap(&shared, path, "1=liver,2=liver,3=vessel", 800, 1, 8, err,
+                                    sizeof err);
+    CHECKF(st == SIM_OK, "%s", err);
+    if (st == SIM_OK && got.ntet == shared.ntet) {
+        int moved = 0, wrong = 0;
+        for (int t = 0; t < got.ntet; t++) {
+            int want = got.region[t] == 2 ? 1 : 0;
+            wrong += shared.region[t] != want;
+            moved += got.region[t] == 1;
+        }
+        CHECK(shared.nregion == 2 && !strcmp(shared.region_name[1], "vessel"));
+        CHECKF(wrong == 0 && moved > 0, "%d tets in the wrong region (%d tumour tets)", wrong,
+               moved);
+    }
+    const struct {
+        const char *spec, *says;
+    } bad[] = {
+        {"", "none given"},
+        {"1=liver,2=tumour", "label 3"},
+        {"1=liver,1=vessel,2=a,3=b", "label 1 is given twice"},
+        {"1=a,2=b,3=c,4=d,5=e", "at most 4 regions"},
+        {"x=liver", "label \"x\""},
+        {"1=liver:9", "region 9"},
+        {"1=li$ver", "may hold letters"},
+        {"1liver", "LABEL=NAME"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        sim_softbody_tets t;
+        st = sim_softbody_tets_labelmap(&t, path, bad[k].spec, 800, 1, 8, err, sizeof err);
+        CHECKF(st == SIM_ERR_ARG && has(err, bad[k].says) && t.x == NULL,
+               "\"%s\": status %d, \"%s\" (want \"%s\")", bad[k].spec, st, err, bad[k].says);
+        sim_softbody_tets_free(&t);
+    }
+    /* Into the tray: centred over the origin, lowest vertex on z = 0. */
+    sim_softbody_tets_rest_on_floor(&ref);
+    float lo[3] = {1e9f, 1e9f, 1e9f}, hi[3] = {-1e9f, -1e9f, -1e9f};
+    for (int i = 0; i < ref.nvert * 3; i++)
+        lo[i % 3] = fminf(lo[i % 3], ref.x[i]), hi[i % 3] = fmaxf(hi[i % 3], ref.x[i]);
+    CHECKF(fabsf(lo[0] + hi[0]) < 1e-6f && fabsf(lo[1] + hi[1]) < 1e-6f && lo[2] == 0.0f,
+           "box %g..%g, %g..%g, %g..", (double)lo[0], (double)hi[0], (double)lo[1], (double)hi[1],
+           (double)lo[2]);
+    sim_softbody_tets_free(&ref);
+    sim_softbody_tets_free(&got);
+    sim_softbody_tets_free(&shared);
+    sim_labelmap_free(&m);
+    unlink(path);
+    rmdir(dir);
 #endif
 }
