@@ -1,0 +1,773 @@
+/* scene_softbody.c: the softbody scene in a session: one soft organ lying in a tray
+ * (sim/softbody/, SOFTBODY.md). Two models: "hybrid" (default; the phantom organ's tets by
+ * region with its fine surface embedded, or a label map given with --softbody-labels) and
+ * "surface" (PBD with shape matching on a closed mesh: the bean, or --softbody-mesh).
+ *
+ * The tray is the state's rigid parent. Every body is built with its box centred on x = y = 0
+ * and its lowest point at z = 0, so the model's frame is the tray's: the floor is z = 0, the
+ * four walls stand round the body's box with a margin, all five attached planes in that
+ * frame. A tray event sets the parent's pose; the next step carries the organ with it
+ * (sb_frame.c). The view is two objects in the tray's frame with the tray's pose as their
+ * transform: the organ's surface (id 0; a hybrid's with a scalar per vertex, the region of
+ * the tet it lies in) and the tray (id 1). A tray that moves costs a transform; a dent costs
+ * its moved vertices.
+ *
+ * Events are parsed once on the WebSocket thread into sb_event and applied at the frame
+ * boundary straight to the state. A settled organ (every particle slower than SLEEP_SPEED
+ * for SLEEP_FRAMES frames, nothing held) stops stepping until the next event. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scene.h"
+#include "sim/softbody/softbody.h"
+
+#define MAX_PARTICLES 20000 /* a surface session's "particles": 8 ms a frame on one core */
+#define TRAY_MARGIN_M 0.02f /* between the body's rest box and each wall */
+#define TRAY_REACH_M  1.0f  /* a tray event's position, each axis, m from the world origin */
+#define WORLD_FLOOR_M -3.0f /* the world floor sits below any tray (the tray's holds the organ) */
+#define BOX_SIDE_M    0.25f /* the organ's quantisation box: this far beyond the walls, */
+#define BOX_UP_M      0.5f  /* and this high above the floor (tray frame) */
+#define HAND_INSET_M  0.02f /* the hand is kept this far inside that box */
+#define ORGAN_BITS    16    /* 0.8 m / 65535: 12 um a step, far under a mm */
+#define TRAY_BITS     12
+#define SLEEP_SPEED   2e-3f /* m/s */
+#define SLEEP_FRAMES  30
+#define NTRAY_PLANES  5
+
+/* ------------------------------------------------ process-wide (main thread) */
+
+/* A model and what the view needs of it; immutable once built, shared by sessions. */
+typedef struct sb_body {
+    sim_softbody_model *model;
+    float *region; /* (surface vertices) the region of each, NULL for a surface model */
+    int nregion;
+    char region_name[SIM_SOFTBODY_NREGION][32];
+    const char *source; /* "phantom", "labels", "bean", "mesh" */
+    float half[3];      /* the tray: inner half-lengths in x and y, wall height; m */
+} sb_body;
+
+/* Options (main thread, before any other starts), and the shared bodies: the surface one
+ * built at start, the hybrid one at start when it comes from a file (its errors belong
+ * there) or else at the first session that asks (g_sb.lock), so servers that never hold a
+ * soft body never pay for the phantom. */
+static struct {
+    float voxel_mm;
+    int surface_verts, particles;
+    char mesh[512], labels[512], materials[512];
+    pthread_mutex_t lock;
+    sb_body hybrid, surface; /* hybrid.model: under lock until built, then read-only */
+} g_sb = {3.0f, 3000, 2000, "", "", "", PTHREAD_MUTEX_INITIALIZER, {0}, {0}};
+
+static int opt_number(const char *name, const char *val, double lo, double hi, double *out,
+                      char *err, size_t err_sz)
+{
+    char *end = NULL;
+    double v = strtod(val, &end);
+    if (!*val || *end || !(v >= lo && v <= hi)) {
+        snprintf(err, err_sz, "--%s %s: must be a number in [%g, %g]", name, val, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+static int opt_path(const char *name, const char *val, char *dst, size_t cap, char *err,
+                    size_t err_sz)
+{
+    if (strlen(val) >= cap) {
+        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
+        return -1;
+    }
+    strcpy(dst, val);
+    return 1;
+}
+
+static int sb_option(const char *name, const char *val, char *err, size_t err_sz)
+{
+    double v;
+    int r;
+    if (!strcmp(name, "softbody-voxel")) {
+        if ((r = opt_number(name, val, 1.0, 20.0, &v, err, err_sz)) > 0)
+            g_sb.voxel_mm = (float)v;
+        return r;
+    }
+    if (!strcmp(name, "softbody-surface") || !strcmp(name, "softbody-particles")) {
+        int surf = !strcmp(name, "softbody-surface");
+        if ((r = opt_number(name, val, surf ? 100 : 12, surf ? 200000 : MAX_PARTICLES, &v, err,
+                            err_sz)) > 0 &&
+            v != floor(v)) {
+            snprintf(err, err_sz, "--%s %s: must be an integer", name, val);
+            return -1;
+        }
+        if (r > 0)
+            *(surf ? &g_sb.surface_verts : &g_sb.particles) = (int)v;
+        return r;
+    }
+    if (!strcmp(name, "softbody-mesh"))
+        return opt_path(name, val, g_sb.mesh, sizeof g_sb.mesh, err, err_sz);
+    if (!strcmp(name, "softbody-labels"))
+        return opt_path(name, val, g_sb.labels, sizeof g_sb.labels, err, err_sz);
+    if (!strcmp(name, "softbody-materials"))
+        return opt_path(name, val, g_sb.materials, sizeof g_sb.materials, err, err_sz);
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static void body_free(sb_body *b)
+{
+    sim_softbody_model_destroy(b->model);
+    free(b->region);
+    memset(b, 0, sizeof *b);
+}
+
+/* The tray round the rest box (the body rests on z = 0, centred on x = y = 0): walls a
+ * margin off the box, half its height tall. */
+static void body_tray(sb_body *b, const float *x, int n)
+{
+    float hi[3] = {0, 0, 0};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            hi[k] = fmaxf(hi[k], fabsf(x[i * 3 + k]));
+    b->half[0] = hi[0] + TRAY_MARGIN_M;
+    b->half[1] = hi[1] + TRAY_MARGIN_M;
+    b->half[2] = fmaxf(0.5f * hi[2], TRAY_MARGIN_M);
+}
+
+/* A hybrid body from tets (moved to rest on the tray's floor): the model, each surface
+ * vertex's region (its tet's, in the model's order) and the region names. */
+static int body_from_tets(sb_body *b, sim_softbody_tets *t, char *err, size_t err_sz)
+{
+    sim_softbody_tets_rest_on_floor(t);
+    if (sim_softbody_model_hybrid(&b->model, t, err, err_sz) != SIM_OK)
+        return -1;
+    int ntet;
+    const uint8_t *region;
+    sim_softbody_model_tets(b->model, &ntet, &region);
+    b->region = malloc((size_t)t->nembed * sizeof(float) + 1);
+    if (!b->region) {
+        snprintf(err, err_sz, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < t->nembed; i++)
+        b->region[i] = (float)region[t->embed_tet[i]];
+    b->nregion = t->nregion;
+    memcpy(b->region_name, t->region_name, sizeof b->region_name);
+    body_tray(b, t->x, t->nvert);
+    return 0;
+}
+
+/* The default hybrid body: the label map when given, else the phantom organ. */
+static int build_hybrid(sb_body *b, char *err, size_t err_sz)
+{
+    sim_softbody_tets t;
+    memset(&t, 0, sizeof t);
+    double t0 = now_ms();
+    sim_status st =
+        g_sb.labels[0]
+            ? sim_softbody_tets_labelmap(&t, g_sb.labels, g_sb.materials, g_sb.surface_verts, 4, 32,
+                                         err, err_sz)
+            : sim_softbody_tets_phantom(&t, g_sb.voxel_mm, g_sb.surface_verts, 4, 32, err, err_sz);
+    int rc = st == SIM_OK ? body_from_tets(b, &t, err, err_sz) : -1;
+    sim_softbody_tets_free(&t);
+    if (rc != 0) {
+        body_free(b);
+        return -1;
+    }
+    b->source = g_sb.labels[0] ? "labels" : "phantom";
+    sim_softbody_info in = sim_softbody_model_info(b->model);
+    fprintf(stderr,
+            "softcast-server: softbody: hybrid model (%s, %g mm voxels): %d particles, %d tets, "
+            "%d surface vertices, built in %.0f ms\n",
+            b->source, (double)g_sb.voxel_mm, in.particles, in.tets, in.surface_vertices,
+            now_ms() - t0);
+    return 0;
+}
+
+/* A surface body from a closed mesh, moved to rest on the tray's floor. */
+static int body_from_mesh(sb_body *b, sim_softbody_mesh *m, const char *source, char *err,
+                          size_t err_sz)
+{
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < m->nvert; i++)
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fminf(lo[k], m->x[i * 3 + k]);
+            hi[k] = fmaxf(hi[k], m->x[i * 3 + k]);
+        }
+    float shift[3] = {-0.5f * (lo[0] + hi[0]), -0.5f * (lo[1] + hi[1]), -lo[2]};
+    for (int i = 0; i < m->nvert; i++)
+        for (int k = 0; k < 3; k++)
+            m->x[i * 3 + k] += shift[k];
+    if (sim_softbody_model_surface(&b->model, m, err, err_sz) != SIM_OK)
+        return -1;
+    b->source = source;
+    body_tray(b, m->x, m->nvert);
+    return 0;
+}
+
+/* The bean of n particles, or the mesh file (--softbody-mesh). */
+static int build_surface(sb_body *b, int n, char *err, size_t err_sz)
+{
+    sim_softbody_mesh m;
+    char why[256] = "";
+    sim_status st = g_sb.mesh[0] ? sim_softbody_mesh_load(&m, g_sb.mesh, why, sizeof why)
+                                 : sim_softbody_mesh_organ(&m, n, why, sizeof why);
+    int rc =
+        st == SIM_OK ? body_from_mesh(b, &m, g_sb.mesh[0] ? "mesh" : "bean", why, sizeof why) : -1;
+    if (st == SIM_OK)
+        sim_softbody_mesh_free(&m);
+    if (rc != 0) {
+        if (g_sb.mesh[0])
+            snprintf(err, err_sz, "--softbody-mesh %s: %s", g_sb.mesh, why);
+        else
+            snprintf(err, err_sz, "%s", why);
+        body_free(b);
+    }
+    return rc;
+}
+
+static int sb_start(sim_backend *be, char *err, size_t err_sz)
+{
+    (void)be;
+    if (!g_sb.labels[0] != !g_sb.materials[0]) {
+        snprintf(err, err_sz, "--softbody-labels and --softbody-materials go together");
+        return -1;
+    }
+    if (build_surface(&g_sb.surface, g_sb.particles, err, err_sz) != 0)
+        return -1;
+    if (g_sb.labels[0] && build_hybrid(&g_sb.hybrid, err, err_sz) != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, err_sz, "--softbody-labels %s: %s", g_sb.labels, why);
+        return -1;
+    }
+    return 0;
+}
+
+static void sb_stop(void)
+{
+    body_free(&g_sb.hybrid);
+    body_free(&g_sb.surface);
+}
+
+/* The shared hybrid body, built by the first session that asks (HTTP thread). */
+static const sb_body *shared_hybrid(char *err, size_t err_sz)
+{
+    pthread_mutex_lock(&g_sb.lock);
+    int ok = g_sb.hybrid.model || build_hybrid(&g_sb.hybrid, err, err_sz) == 0;
+    pthread_mutex_unlock(&g_sb.lock);
+    return ok ? &g_sb.hybrid : NULL;
+}
+
+/* --------------------------------------------------------------- a session */
+
+typedef struct sb_scene {
+    const sb_body *body; /* shared, or own */
+    sb_body own;         /* a surface body of the asked particles */
+    sim_softbody_state *state;
+    float tray_pos[3], tray_quat[4]; /* the parent's pose: m; w, x, y, z */
+    int tray_plane[NTRAY_PLANES];    /* the tray's own planes' ids */
+    int still;                       /* frames in a row the organ has been settled */
+    int nsurf, ntri;
+    float *local;        /* (nsurf x 3) the surface in the tray's frame */
+    float tray_x[8 * 3]; /* the tray's corners, its frame */
+    proto_object_in obj[2];
+} sb_scene;
+
+static const uint32_t k_tray_tri[10 * 3] = {
+    0, 2, 1, 0, 3, 2,                   /* floor (corners 0-3 at z = 0, 4-7 on top) */
+    0, 1, 5, 0, 5, 4, 1, 2, 6, 1, 6, 5, /* walls */
+    2, 3, 7, 2, 7, 6, 3, 0, 4, 3, 4, 7,
+};
+
+/* The floor and the four walls, attached (in the tray's frame). */
+static int add_tray(sb_scene *v, char *err, size_t err_sz)
+{
+    const float *h = v->body->half;
+    const float n[NTRAY_PLANES][3] = {{0, 0, 1}, {1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}};
+    const float d[NTRAY_PLANES] = {0, -h[0], -h[0], -h[1], -h[1]};
+    for (int k = 0; k < NTRAY_PLANES; k++)
+        if (sim_softbody_add_plane(v->state, n[k], d[k], 1, &v->tray_plane[k], err, err_sz) !=
+            SIM_OK)
+            return -1;
+    for (int c = 0; c < 8; c++) {
+        v->tray_x[c * 3] = (c & 3) == 0 || (c & 3) == 3 ? -h[0] : h[0];
+        v->tray_x[c * 3 + 1] = (c & 3) < 2 ? -h[1] : h[1];
+        v->tray_x[c * 3 + 2] = c < 4 ? 0.0f : h[2];
+    }
+    return 0;
+}
+
+/* "model": hybrid (default) or surface; "particles": the surface's count. Anything else is
+ * refused by name: a misspelt option must not silently give the default. */
+static int parse_create(const cJSON *opts, int *hybrid, int *particles, char *err, size_t err_sz)
+{
+    const cJSON *f;
+    cJSON_ArrayForEach(f, opts)
+    {
+        if (strcmp(f->string, "scene") && strcmp(f->string, "model") &&
+            strcmp(f->string, "particles")) {
+            snprintf(err, err_sz, "unknown field \"%s\": softbody takes model and particles",
+                     f->string);
+            return 400;
+        }
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(opts, "model");
+    if (m && (!cJSON_IsString(m) ||
+              (strcmp(m->valuestring, "hybrid") && strcmp(m->valuestring, "surface")))) {
+        snprintf(err, err_sz, "\"model\" must be \"hybrid\" or \"surface\"");
+        return 400;
+    }
+    *hybrid = !m || !strcmp(m->valuestring, "hybrid");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(opts, "particles");
+    *particles = 0;
+    if (n && *hybrid) {
+        snprintf(err, err_sz, "\"particles\" is for the surface model (the hybrid's are its tets)");
+        return 400;
+    }
+    if (n && g_sb.mesh[0]) {
+        snprintf(err, err_sz, "\"particles\": the surface model is the mesh file's");
+        return 400;
+    }
+    if (n && (!cJSON_IsNumber(n) || n->valuedouble != floor(n->valuedouble) ||
+              n->valuedouble < 12 || n->valuedouble > MAX_PARTICLES)) {
+        snprintf(err, err_sz, "\"particles\" must be an integer 12 to %d", MAX_PARTICLES);
+        return 400;
+    }
+    if (n)
+        *particles = (int)n->valuedouble;
+    return 201;
+}
+
+static int sb_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
+{
+    int hybrid, particles;
+    int status = parse_create(opts, &hybrid, &particles, err, err_sz);
+    if (status != 201)
+        return status;
+    sb_scene *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, err_sz, "out of memory");
+        return 500;
+    }
+    *out = v;
+    v->body = hybrid ? shared_hybrid(err, err_sz) : &g_sb.surface;
+    if (particles && particles != g_sb.particles) {
+        if (build_surface(&v->own, particles, err, err_sz) != 0)
+            return 400;
+        v->body = &v->own;
+    }
+    if (!v->body)
+        return 500;
+    v->tray_quat[0] = 1.0f;
+    sim_softbody_params p = sim_softbody_default_params();
+    p.floor_z = WORLD_FLOOR_M;
+    if (sim_softbody_state_create(&v->state, v->body->model, b, err, err_sz) != SIM_OK ||
+        sim_softbody_set_params(v->state, &p, err, err_sz) != SIM_OK ||
+        add_tray(v, err, err_sz) != 0)
+        return 500;
+    sim_softbody_model_triangles(v->body->model, &v->ntri);
+    sim_softbody_surface(v->state, &v->nsurf);
+    v->local = malloc((size_t)v->nsurf * 3 * sizeof(float) + 1);
+    if (!v->local) {
+        snprintf(err, err_sz, "out of memory");
+        return 500;
+    }
+    return 201;
+}
+
+static void sb_destroy(void *scene)
+{
+    sb_scene *v = scene;
+    if (!v)
+        return;
+    sim_softbody_state_destroy(v->state);
+    body_free(&v->own);
+    free(v->local);
+    free(v);
+}
+
+/* ------------------------------------------------------------------ events */
+
+/* The payload of every softbody event but set_params, as it waits in the inbox. */
+typedef struct sb_event {
+    float v[3];    /* grab, move: the point (world m); tray: its position; add_plane: n */
+    float quat[4]; /* tray: w, x, y, z */
+    float d;       /* add_plane: n . x >= d */
+    int32_t id;    /* remove_plane */
+    uint8_t attached;
+} sb_event;
+_Static_assert(SRV_ITEM_BYTES(sizeof(sb_event)) <= 64, "a softbody event stays small");
+
+/* A point in world metres; "space", when given, must say so (the shared hand sends it). */
+static int parse_point(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)error;
+    sb_event *e = out;
+    int world;
+    memset(e, 0, sizeof *e);
+    if (proto_read_vec3(msg, "point", 1e3, e->v, err, err_sz) ||
+        proto_read_choice(msg, "space", "world", 0, &world, err, err_sz))
+        return -1;
+    return (int)sizeof *e;
+}
+
+static int parse_grab(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    if (cJSON_GetObjectItemCaseSensitive(msg, "vertex")) {
+        *error = "not in this scene";
+        snprintf(err, err_sz, "a soft body is grabbed at a point (world m), not by vertex");
+        return -1;
+    }
+    return parse_point(msg, out, error, err, err_sz);
+}
+
+/* pos within TRAY_REACH_M of the origin on each axis; quat finite and of unit length. */
+static int parse_tray(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    (void)error;
+    sb_event *e = out;
+    memset(e, 0, sizeof *e);
+    if (proto_read_vec3(msg, "pos", TRAY_REACH_M, e->v, err, err_sz))
+        return -1;
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(msg, "quat");
+    double len2 = 0;
+    for (int k = 0; k < 4; k++) {
+        const cJSON *x =
+            cJSON_IsArray(q) && cJSON_GetArraySize(q) == 4 ? cJSON_GetArrayItem(q, k) : NULL;
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || fabs(x->valuedouble) > 2) {
+            snprintf(err, err_sz,
+                     "field \"quat\" must be an array of 4 finite numbers [w, x, y, z]");
+            return -1;
+        }
+        e->quat[k] = (float)x->valuedouble;
+        len2 += x->valuedouble * x->valuedouble;
+    }
+    if (fabs(sqrt(len2) - 1.0) > 1e-3) {
+        snprintf(err, err_sz, "field \"quat\" must be a unit quaternion (|q| = %.6g)", sqrt(len2));
+        return -1;
+    }
+    return (int)sizeof *e;
+}
+
+static int parse_add_plane(const cJSON *msg, void *out, const char **error, char *err,
+                           size_t err_sz)
+{
+    (void)error;
+    sb_event *e = out;
+    double d;
+    memset(e, 0, sizeof *e);
+    if (proto_read_vec3(msg, "n", 1e3, e->v, err, err_sz) ||
+        proto_read_number(msg, "d", -1e3, 1e3, &d, err, err_sz))
+        return -1;
+    if (!(e->v[0] * e->v[0] + e->v[1] * e->v[1] + e->v[2] * e->v[2] > 1e-12f)) {
+        snprintf(err, err_sz, "field \"n\" must not be zero");
+        return -1;
+    }
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(msg, "attached");
+    if (a && !cJSON_IsBool(a)) {
+        snprintf(err, err_sz, "field \"attached\" must be true or false");
+        return -1;
+    }
+    e->d = (float)d;
+    e->attached = (uint8_t)cJSON_IsTrue(a);
+    return (int)sizeof *e;
+}
+
+static int parse_remove_plane(const cJSON *msg, void *out, const char **error, char *err,
+                              size_t err_sz)
+{
+    (void)error;
+    sb_event *e = out;
+    memset(e, 0, sizeof *e);
+    return proto_read_int(msg, "id", 1, INT32_MAX, &e->id, err, err_sz) ? -1 : (int)sizeof *e;
+}
+
+static int parse_params(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
+{
+    int n;
+    const sim_param_desc *t = sim_softbody_params_table(&n);
+    return srv_params_parse(t, n, msg, out, error, err, err_sz);
+}
+
+/* v rotated by the unit quaternion q (w, x, y, z), or by its inverse (sign -1). */
+static void rotate(const float q[4], float sign, const float v[3], float out[3])
+{
+    float u[3] = {sign * q[1], sign * q[2], sign * q[3]}, w = q[0];
+    float t[3] = {2 * (u[1] * v[2] - u[2] * v[1]), 2 * (u[2] * v[0] - u[0] * v[2]),
+                  2 * (u[0] * v[1] - u[1] * v[0])};
+    out[0] = v[0] + w * t[0] + (u[1] * t[2] - u[2] * t[1]);
+    out[1] = v[1] + w * t[1] + (u[2] * t[0] - u[0] * t[2]);
+    out[2] = v[2] + w * t[2] + (u[0] * t[1] - u[1] * t[0]);
+}
+
+/* The organ's quantisation box in the tray's frame. */
+static void organ_box(const sb_body *b, float lo[3], float hi[3])
+{
+    lo[0] = -b->half[0] - BOX_SIDE_M, hi[0] = b->half[0] + BOX_SIDE_M;
+    lo[1] = -b->half[1] - BOX_SIDE_M, hi[1] = b->half[1] + BOX_SIDE_M;
+    lo[2] = -0.05f, hi[2] = BOX_UP_M;
+}
+
+/* The hand kept inside the organ's box, so what it pulls stays where the view can show it. */
+static void clamp_hand(const sb_scene *v, const float p[3], float out[3])
+{
+    float d[3] = {p[0] - v->tray_pos[0], p[1] - v->tray_pos[1], p[2] - v->tray_pos[2]}, l[3];
+    float lo[3], hi[3];
+    rotate(v->tray_quat, -1.0f, d, l);
+    organ_box(v->body, lo, hi);
+    for (int k = 0; k < 3; k++)
+        l[k] = fminf(fmaxf(l[k], lo[k] + HAND_INSET_M), hi[k] - HAND_INSET_M);
+    rotate(v->tray_quat, 1.0f, l, out);
+    for (int k = 0; k < 3; k++)
+        out[k] += v->tray_pos[k];
+}
+
+static void on_grab(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sb_scene *v = scene;
+    const sb_event *p = e->data;
+    float at[3];
+    v->still = 0;
+    clamp_hand(v, p->v, at);
+    if (sim_softbody_grab(v->state, at) > 0)
+        return;
+    char err[160];
+    snprintf(err, sizeof err, "grab: no particle within grab_radius (%g m) of the point",
+             (double)sim_softbody_get_params(v->state).grab_radius);
+    c->error(c, e->client, e->seq, "event refused", err);
+}
+
+static void on_move(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sb_scene *v = scene;
+    const sb_event *p = e->data;
+    float at[3];
+    char err[160];
+    v->still = 0;
+    clamp_hand(v, p->v, at);
+    if (sim_softbody_move_hand(v->state, at, err, sizeof err) != SIM_OK)
+        c->error(c, e->client, e->seq, "event refused", err);
+}
+
+static void on_release(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    (void)c, (void)e;
+    sb_scene *v = scene;
+    v->still = 0;
+    sim_softbody_release(v->state);
+}
+
+static void on_tray(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sb_scene *v = scene;
+    const sb_event *p = e->data;
+    char err[160];
+    v->still = 0;
+    if (sim_softbody_set_parent(v->state, p->v, p->quat, err, sizeof err) != SIM_OK) {
+        c->error(c, e->client, e->seq, "event refused", err);
+        return;
+    }
+    memcpy(v->tray_pos, p->v, sizeof v->tray_pos);
+    memcpy(v->tray_quat, p->quat, sizeof v->tray_quat);
+}
+
+/* Attached planes are given in the tray's frame, others in the world's; the sender hears
+ * the new plane's id. */
+static void on_add_plane(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sb_scene *v = scene;
+    const sb_event *p = e->data;
+    char err[160], text[96];
+    int id;
+    v->still = 0;
+    if (sim_softbody_add_plane(v->state, p->v, p->d, p->attached, &id, err, sizeof err) != SIM_OK) {
+        c->error(c, e->client, e->seq, "event refused", err);
+        return;
+    }
+    snprintf(text, sizeof text, "{\"type\":\"plane_added\",\"seq\":%u,\"id\":%d}", e->seq, id);
+    c->reply_text(c, e->client, text);
+}
+
+static void on_remove_plane(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sb_scene *v = scene;
+    const sb_event *p = e->data;
+    char err[160];
+    v->still = 0;
+    for (int k = 0; k < NTRAY_PLANES; k++)
+        if (p->id == v->tray_plane[k]) {
+            snprintf(err, sizeof err, "plane %d is the tray's own", (int)p->id);
+            c->error(c, e->client, e->seq, "event refused", err);
+            return;
+        }
+    if (sim_softbody_remove_plane(v->state, p->id, err, sizeof err) != SIM_OK)
+        c->error(c, e->client, e->seq, "event refused", err);
+}
+
+/* On the parameters in force: an earlier set_params of this frame is applied already. */
+static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    sb_scene *v = scene;
+    int n;
+    const sim_param_desc *t = sim_softbody_params_table(&n);
+    sim_softbody_params p = sim_softbody_get_params(v->state);
+    char err[256];
+    v->still = 0;
+    srv_params_apply(t, e->data, &p);
+    if (sim_softbody_set_params(v->state, &p, err, sizeof err) != SIM_OK) {
+        c->error(c, e->client, e->seq, "event refused", err);
+        return;
+    }
+    c->params_changed = 1;
+}
+
+/* The organ back at rest in the tray where it is; parameters and planes kept. */
+static void on_reset(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    (void)c, (void)e;
+    sb_scene *v = scene;
+    v->still = 0;
+    sim_softbody_state_reset(v->state);
+}
+
+static const srv_event_desc k_events[] = {
+    {"grab", 0, parse_grab, on_grab},
+    {"move", 0, parse_point, on_move},
+    {"release", 0, srv_parse_no_payload, on_release},
+    {"tray", 0, parse_tray, on_tray},
+    {"add_plane", 0, parse_add_plane, on_add_plane},
+    {"remove_plane", 0, parse_remove_plane, on_remove_plane},
+    {"set_params", 0, parse_params, on_params},
+    {"reset", 0, srv_parse_no_payload, on_reset},
+};
+
+/* ------------------------------------------------------------ step and view */
+
+/* A settled organ stops stepping until an event wakes it (every apply clears still). */
+static int sb_step(srv_scene_ctx *c, void *scene, double *ms)
+{
+    sb_scene *v = scene;
+    *ms = 0;
+    if (v->still >= SLEEP_FRAMES)
+        return 0;
+    sim_softbody_metrics mt;
+    char err[256];
+    sim_softbody_set_threads(v->state, c->threads);
+    if (sim_softbody_step(v->state, &mt, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-server: session %s: step: %s\n", c->session_id, err);
+        return 0;
+    }
+    if (mt.nonfinite)
+        fprintf(stderr, "softcast-server: session %s: %d particles not finite: reset\n",
+                c->session_id, mt.nonfinite);
+    *ms = mt.step_ms;
+    v->still = mt.grabbed == 0 && mt.max_speed < SLEEP_SPEED ? v->still + 1 : 0;
+    return 1;
+}
+
+/* The organ (id 0) and the tray (id 1), both in the tray's frame with its pose as their
+ * transform. */
+static void sb_view(void *scene, uint64_t frame, const srv_view_budget *budget, srv_view *out)
+{
+    (void)frame, (void)budget; /* one organ: a dent costs its moved vertices */
+    sb_scene *v = scene;
+    int n;
+    const float *x = sim_softbody_surface(v->state, &n);
+    for (int i = 0; i < n; i++) {
+        float d[3] = {x[i * 3] - v->tray_pos[0], x[i * 3 + 1] - v->tray_pos[1],
+                      x[i * 3 + 2] - v->tray_pos[2]};
+        rotate(v->tray_quat, -1.0f, d, &v->local[i * 3]);
+    }
+    proto_transform xf;
+    memcpy(xf.t, v->tray_pos, sizeof xf.t);
+    xf.r[0] = v->tray_quat[1], xf.r[1] = v->tray_quat[2], xf.r[2] = v->tray_quat[3];
+    xf.r[3] = v->tray_quat[0];
+    proto_object_in *o = &v->obj[0];
+    memset(v->obj, 0, sizeof v->obj);
+    o->id = 0;
+    o->primitive = PROTO_PRIM_TRIANGLES;
+    o->qbits = ORGAN_BITS;
+    organ_box(v->body, o->bmin, o->bmax);
+    o->nvert = (uint32_t)n;
+    o->pos = v->local;
+    o->scalar = v->body->region; /* the region of each vertex: the client colours by it */
+    o->smax = v->body->region ? (float)(v->body->nregion - 1) : 0.0f;
+    o->elem = sim_softbody_model_triangles(v->body->model, &n);
+    o->nelem = (uint32_t)n;
+    o->topo_version = 1;
+    o->xf = xf;
+    o = &v->obj[1];
+    o->id = 1;
+    o->primitive = PROTO_PRIM_TRIANGLES;
+    o->qbits = TRAY_BITS;
+    for (int k = 0; k < 3; k++)
+        o->bmin[k] = k < 2 ? -v->body->half[k] : 0.0f, o->bmax[k] = v->body->half[k];
+    o->nvert = 8;
+    o->pos = v->tray_x;
+    o->nelem = 10;
+    o->elem = k_tray_tri;
+    o->topo_version = 1;
+    o->xf = xf;
+    out->obj = v->obj;
+    out->n = 2;
+}
+
+static char *sb_params_json(const void *scene)
+{
+    const sb_scene *v = scene;
+    sim_softbody_params p = sim_softbody_get_params(v->state);
+    int n;
+    const sim_param_desc *t = sim_softbody_params_table(&n);
+    return srv_params_json(t, n, &p);
+}
+
+static void sb_describe(const void *scene, cJSON *j)
+{
+    const sb_scene *v = scene;
+    sim_softbody_info in = sim_softbody_model_info(v->body->model);
+    cJSON_AddStringToObject(j, "model", in.kind == SIM_SOFTBODY_HYBRID ? "hybrid" : "surface");
+    cJSON_AddStringToObject(j, "source", v->body->source);
+    cJSON_AddNumberToObject(j, "particles", in.particles);
+    cJSON_AddNumberToObject(j, "tets", in.tets);
+    cJSON_AddNumberToObject(j, "surface_vertices", in.surface_vertices);
+    cJSON_AddNumberToObject(j, "surface_triangles", in.surface_triangles);
+    cJSON *r = cJSON_AddArrayToObject(j, "regions");
+    for (int k = 0; r && k < v->body->nregion; k++)
+        cJSON_AddItemToArray(r, cJSON_CreateString(v->body->region_name[k]));
+    double half[3] = {v->body->half[0], v->body->half[1], v->body->half[2]};
+    cJSON_AddItemToObject(j, "tray", cJSON_CreateDoubleArray(half, 3));
+    cJSON_AddStringToObject(j, "units", "m");
+}
+
+const srv_scene_i srv_scene_softbody = {
+    .name = "softbody",
+    .usage =
+        "  --softbody-voxel MM           phantom organ's voxels for the hybrid model (default 3)\n"
+        "  --softbody-surface N          its surface vertices, about (default 3000)\n"
+        "  --softbody-labels FILE.nii    the hybrid model from a label map instead (NIfTI)\n"
+        "  --softbody-materials SPEC     its labels' materials: LABEL=NAME[:REGION],...\n"
+        "  --softbody-particles N        the surface model's bean, vertices (default 2000)\n"
+        "  --softbody-mesh FILE          the surface model from a closed mesh (OFF or OBJ, m)\n",
+    .events = k_events,
+    .nevents = (int)(sizeof k_events / sizeof k_events[0]),
+    .option = sb_option,
+    .start = sb_start,
+    .stop = sb_stop,
+    .create = sb_create,
+    .destroy = sb_destroy,
+    .step = sb_step,
+    .view = sb_view,
+    .params_json = sb_params_json,
+    .params_table = sim_softbody_params_table,
+    .describe = sb_describe,
+};
