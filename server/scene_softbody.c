@@ -25,18 +25,20 @@
 #include "scene.h"
 #include "sim/softbody/softbody.h"
 
-#define MAX_PARTICLES 20000 /* a surface session's "particles": 8 ms a frame on one core */
-#define TRAY_MARGIN_M 0.02f /* between the body's rest box and each wall */
-#define TRAY_REACH_M  1.0f  /* a tray event's position, each axis, m from the world origin */
-#define WORLD_FLOOR_M -3.0f /* the world floor sits below any tray (the tray's holds the organ) */
-#define BOX_SIDE_M    0.25f /* the organ's quantisation box: this far beyond the walls, */
-#define BOX_UP_M      0.5f  /* and this high above the floor (tray frame) */
-#define HAND_INSET_M  0.02f /* the hand is kept this far inside that box */
-#define ORGAN_BITS    16    /* 0.8 m / 65535: 12 um a step, far under a mm */
-#define TRAY_BITS     12
-#define SLEEP_SPEED   2e-3f /* m/s */
-#define SLEEP_FRAMES  30
-#define NTRAY_PLANES  5
+#define MAX_PARTICLES  20000 /* a surface session's "particles": 8 ms a frame on one core */
+#define TRAY_MARGIN_M  0.02f /* between the body's rest box and each wall */
+#define TRAY_REACH_M   1.0f  /* a tray event's position, each axis, m from the world origin */
+#define WORLD_FLOOR_M  -3.0f /* the world floor sits below any tray (the tray's holds the organ) */
+#define BOX_SIDE_M     0.25f /* the organ's quantisation box: this far beyond the walls, */
+#define BOX_UP_M       0.5f  /* and this high above the floor (tray frame) */
+#define HAND_INSET_M   0.02f /* the hand is kept this far inside that box */
+#define ORGAN_BITS     16    /* 0.8 m / 65535: 12 um a step, far under a mm */
+#define TRAY_BITS      12
+#define SLEEP_SPEED    2e-3f /* m/s */
+#define SLEEP_FRAMES   30
+#define SETTLE_FRAMES  150
+#define SETTLE_DAMPING 10.0f /* 1/s */
+#define NTRAY_PLANES   5
 
 /* ------------------------------------------------ process-wide (main thread) */
 
@@ -48,12 +50,12 @@ typedef struct sb_body {
     char region_name[SIM_SOFTBODY_NREGION][32];
     const char *source; /* "phantom", "labels", "bean", "mesh" */
     float half[3];      /* the tray: inner half-lengths in x and y, wall height; m */
+    float *settled;     /* (particles x 3) at rest in the tray, sagged under gravity; tray frame */
 } sb_body;
 
-/* Options (main thread, before any other starts), and the shared bodies: the surface one
- * built at start, the hybrid one at start when it comes from a file (its errors belong
- * there) or else at the first session that asks (g_sb.lock), so servers that never hold a
- * soft body never pay for the phantom. */
+/* Options (main thread, before any other starts), and the shared bodies: built at start
+ * when they come from a file (its errors belong there), else by the first session that asks
+ * (g_sb.lock), so servers that never hold a soft body never pay for them. */
 static struct {
     float voxel_mm;
     int surface_verts, particles;
@@ -127,6 +129,7 @@ static void body_free(sb_body *b)
 {
     sim_softbody_model_destroy(b->model);
     free(b->region);
+    free(b->settled);
     memset(b, 0, sizeof *b);
 }
 
@@ -141,6 +144,50 @@ static void body_tray(sb_body *b, const float *x, int n)
     b->half[0] = hi[0] + TRAY_MARGIN_M;
     b->half[1] = hi[1] + TRAY_MARGIN_M;
     b->half[2] = fmaxf(0.5f * hi[2], TRAY_MARGIN_M);
+}
+
+/* The tray's floor and four walls on a state, attached (in the tray's frame); ids, if not
+ * NULL, take theirs. */
+static int add_tray_planes(sim_softbody_state *s, const float half[3], int *ids, char *err,
+                           size_t err_sz)
+{
+    const float n[NTRAY_PLANES][3] = {{0, 0, 1}, {1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}};
+    const float d[NTRAY_PLANES] = {0, -half[0], -half[0], -half[1], -half[1]};
+    for (int k = 0; k < NTRAY_PLANES; k++)
+        if (sim_softbody_add_plane(s, n[k], d[k], 1, ids ? &ids[k] : NULL, err, err_sz) != SIM_OK)
+            return -1;
+    return 0;
+}
+
+/* Where sessions start: the rest pose let sag in the tray until it is still (at most
+ * SETTLE_FRAMES, damped at SETTLE_DAMPING: the sag does not depend on the damping; at the
+ * default damping it takes the phantom 300 frames to settle, at this one 60). So a session
+ * opens on an organ lying in its tray, not one that slumps into it. */
+static int body_settle(sb_body *b, sim_backend *be, char *err, size_t err_sz)
+{
+    sim_softbody_state *s = NULL;
+    sim_softbody_params p = sim_softbody_default_params();
+    p.damping = SETTLE_DAMPING;
+    int rc = sim_softbody_state_create(&s, b->model, be, err, err_sz) == SIM_OK &&
+                     sim_softbody_set_params(s, &p, err, err_sz) == SIM_OK &&
+                     add_tray_planes(s, b->half, NULL, err, err_sz) == 0
+                 ? 0
+                 : -1;
+    for (int f = 0; rc == 0 && f < SETTLE_FRAMES; f++) {
+        sim_softbody_metrics mt;
+        rc = sim_softbody_step(s, &mt, err, err_sz) == SIM_OK ? 0 : -1;
+        if (mt.max_speed < SLEEP_SPEED)
+            break;
+    }
+    int n;
+    const float *x = rc == 0 ? sim_softbody_positions(s, &n) : NULL;
+    b->settled = x ? malloc((size_t)n * 3 * sizeof(float)) : NULL;
+    if (b->settled)
+        memcpy(b->settled, x, (size_t)n * 3 * sizeof(float));
+    else if (rc == 0)
+        snprintf(err, err_sz, "out of memory");
+    sim_softbody_state_destroy(s);
+    return b->settled ? 0 : -1;
 }
 
 /* A hybrid body from tets (moved to rest on the tray's floor): the model, each surface
@@ -166,8 +213,8 @@ static int body_from_tets(sb_body *b, sim_softbody_tets *t, char *err, size_t er
     return 0;
 }
 
-/* The default hybrid body: the label map when given, else the phantom organ. */
-static int build_hybrid(sb_body *b, char *err, size_t err_sz)
+/* The default hybrid body: the label map when given, else the phantom organ; settled. */
+static int build_hybrid(sb_body *b, sim_backend *be, char *err, size_t err_sz)
 {
     sim_softbody_tets t;
     memset(&t, 0, sizeof t);
@@ -179,7 +226,8 @@ static int build_hybrid(sb_body *b, char *err, size_t err_sz)
             : sim_softbody_tets_phantom(&t, g_sb.voxel_mm, g_sb.surface_verts, 4, 32, err, err_sz);
     int rc = st == SIM_OK ? body_from_tets(b, &t, err, err_sz) : -1;
     sim_softbody_tets_free(&t);
-    if (rc != 0) {
+    double t1 = now_ms();
+    if (rc != 0 || body_settle(b, be, err, err_sz) != 0) {
         body_free(b);
         return -1;
     }
@@ -187,9 +235,9 @@ static int build_hybrid(sb_body *b, char *err, size_t err_sz)
     sim_softbody_info in = sim_softbody_model_info(b->model);
     fprintf(stderr,
             "softcast-server: softbody: hybrid model (%s, %g mm voxels): %d particles, %d tets, "
-            "%d surface vertices, built in %.0f ms\n",
-            b->source, (double)g_sb.voxel_mm, in.particles, in.tets, in.surface_vertices,
-            now_ms() - t0);
+            "%d surface vertices, built in %.0f ms, settled in the tray in %.0f ms\n",
+            b->source, (double)g_sb.voxel_mm, in.particles, in.tets, in.surface_vertices, t1 - t0,
+            now_ms() - t1);
     return 0;
 }
 
@@ -215,7 +263,7 @@ static int body_from_mesh(sb_body *b, sim_softbody_mesh *m, const char *source, 
 }
 
 /* The bean of n particles, or the mesh file (--softbody-mesh). */
-static int build_surface(sb_body *b, int n, char *err, size_t err_sz)
+static int build_surface(sb_body *b, int n, sim_backend *be, char *err, size_t err_sz)
 {
     sim_softbody_mesh m;
     char why[256] = "";
@@ -225,6 +273,8 @@ static int build_surface(sb_body *b, int n, char *err, size_t err_sz)
         st == SIM_OK ? body_from_mesh(b, &m, g_sb.mesh[0] ? "mesh" : "bean", why, sizeof why) : -1;
     if (st == SIM_OK)
         sim_softbody_mesh_free(&m);
+    if (rc == 0 && body_settle(b, be, why, sizeof why) != 0)
+        rc = -1;
     if (rc != 0) {
         if (g_sb.mesh[0])
             snprintf(err, err_sz, "--softbody-mesh %s: %s", g_sb.mesh, why);
@@ -237,14 +287,13 @@ static int build_surface(sb_body *b, int n, char *err, size_t err_sz)
 
 static int sb_start(sim_backend *be, char *err, size_t err_sz)
 {
-    (void)be;
     if (!g_sb.labels[0] != !g_sb.materials[0]) {
         snprintf(err, err_sz, "--softbody-labels and --softbody-materials go together");
         return -1;
     }
-    if (build_surface(&g_sb.surface, g_sb.particles, err, err_sz) != 0)
+    if (g_sb.mesh[0] && build_surface(&g_sb.surface, 0, be, err, err_sz) != 0)
         return -1;
-    if (g_sb.labels[0] && build_hybrid(&g_sb.hybrid, err, err_sz) != 0) {
+    if (g_sb.labels[0] && build_hybrid(&g_sb.hybrid, be, err, err_sz) != 0) {
         char why[256];
         snprintf(why, sizeof why, "%s", err);
         snprintf(err, err_sz, "--softbody-labels %s: %s", g_sb.labels, why);
@@ -259,13 +308,15 @@ static void sb_stop(void)
     body_free(&g_sb.surface);
 }
 
-/* The shared hybrid body, built by the first session that asks (HTTP thread). */
-static const sb_body *shared_hybrid(char *err, size_t err_sz)
+/* A shared body, built by the first session that asks for it (HTTP thread; g_sb.lock). */
+static const sb_body *shared_body(int hybrid, sim_backend *be, char *err, size_t err_sz)
 {
+    sb_body *b = hybrid ? &g_sb.hybrid : &g_sb.surface;
     pthread_mutex_lock(&g_sb.lock);
-    int ok = g_sb.hybrid.model || build_hybrid(&g_sb.hybrid, err, err_sz) == 0;
+    int ok = b->model || (hybrid ? build_hybrid(b, be, err, err_sz)
+                                 : build_surface(b, g_sb.particles, be, err, err_sz)) == 0;
     pthread_mutex_unlock(&g_sb.lock);
-    return ok ? &g_sb.hybrid : NULL;
+    return ok ? b : NULL;
 }
 
 /* --------------------------------------------------------------- a session */
@@ -289,22 +340,51 @@ static const uint32_t k_tray_tri[10 * 3] = {
     2, 3, 7, 2, 7, 6, 3, 0, 4, 3, 4, 7,
 };
 
-/* The floor and the four walls, attached (in the tray's frame). */
+/* v rotated by the unit quaternion q (w, x, y, z), or by its inverse (sign -1). */
+static void rotate(const float q[4], float sign, const float v[3], float out[3])
+{
+    float u[3] = {sign * q[1], sign * q[2], sign * q[3]}, w = q[0];
+    float t[3] = {2 * (u[1] * v[2] - u[2] * v[1]), 2 * (u[2] * v[0] - u[0] * v[2]),
+                  2 * (u[0] * v[1] - u[1] * v[0])};
+    out[0] = v[0] + w * t[0] + (u[1] * t[2] - u[2] * t[1]);
+    out[1] = v[1] + w * t[1] + (u[2] * t[0] - u[0] * t[2]);
+    out[2] = v[2] + w * t[2] + (u[0] * t[1] - u[1] * t[0]);
+}
+
+/* The tray's planes on the session's state, and its corners for the view. */
 static int add_tray(sb_scene *v, char *err, size_t err_sz)
 {
     const float *h = v->body->half;
-    const float n[NTRAY_PLANES][3] = {{0, 0, 1}, {1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0}};
-    const float d[NTRAY_PLANES] = {0, -h[0], -h[0], -h[1], -h[1]};
-    for (int k = 0; k < NTRAY_PLANES; k++)
-        if (sim_softbody_add_plane(v->state, n[k], d[k], 1, &v->tray_plane[k], err, err_sz) !=
-            SIM_OK)
-            return -1;
+    if (add_tray_planes(v->state, h, v->tray_plane, err, err_sz) != 0)
+        return -1;
     for (int c = 0; c < 8; c++) {
         v->tray_x[c * 3] = (c & 3) == 0 || (c & 3) == 3 ? -h[0] : h[0];
         v->tray_x[c * 3 + 1] = (c & 3) < 2 ? -h[1] : h[1];
         v->tray_x[c * 3 + 2] = c < 4 ? 0.0f : h[2];
     }
     return 0;
+}
+
+/* The organ at rest in the tray where the tray is now: the body's settled pose under the
+ * tray's pose (the state's reset first, so no carry of an earlier tray move is pending). */
+static int place_settled(sb_scene *v, char *err, size_t err_sz)
+{
+    int n;
+    sim_softbody_state_reset(v->state);
+    sim_softbody_positions(v->state, &n);
+    float *x = malloc((size_t)n * 3 * sizeof(float) + 1);
+    if (!x) {
+        snprintf(err, err_sz, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        rotate(v->tray_quat, 1.0f, &v->body->settled[i * 3], &x[i * 3]);
+        for (int k = 0; k < 3; k++)
+            x[i * 3 + k] += v->tray_pos[k];
+    }
+    int rc = sim_softbody_set_positions(v->state, x, NULL, err, err_sz) == SIM_OK ? 0 : -1;
+    free(x);
+    return rc;
 }
 
 /* "model": hybrid (default) or surface; "particles": the surface's count. Anything else is
@@ -360,11 +440,12 @@ static int sb_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
         return 500;
     }
     *out = v;
-    v->body = hybrid ? shared_hybrid(err, err_sz) : &g_sb.surface;
     if (particles && particles != g_sb.particles) {
-        if (build_surface(&v->own, particles, err, err_sz) != 0)
-            return 400;
+        if (build_surface(&v->own, particles, b, err, err_sz) != 0)
+            return 500;
         v->body = &v->own;
+    } else {
+        v->body = shared_body(hybrid, b, err, err_sz);
     }
     if (!v->body)
         return 500;
@@ -373,7 +454,7 @@ static int sb_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
     p.floor_z = WORLD_FLOOR_M;
     if (sim_softbody_state_create(&v->state, v->body->model, b, err, err_sz) != SIM_OK ||
         sim_softbody_set_params(v->state, &p, err, err_sz) != SIM_OK ||
-        add_tray(v, err, err_sz) != 0)
+        add_tray(v, err, err_sz) != 0 || place_settled(v, err, err_sz) != 0)
         return 500;
     sim_softbody_model_triangles(v->body->model, &v->ntri);
     sim_softbody_surface(v->state, &v->nsurf);
@@ -497,17 +578,6 @@ static int parse_params(const cJSON *msg, void *out, const char **error, char *e
     int n;
     const sim_param_desc *t = sim_softbody_params_table(&n);
     return srv_params_parse(t, n, msg, out, error, err, err_sz);
-}
-
-/* v rotated by the unit quaternion q (w, x, y, z), or by its inverse (sign -1). */
-static void rotate(const float q[4], float sign, const float v[3], float out[3])
-{
-    float u[3] = {sign * q[1], sign * q[2], sign * q[3]}, w = q[0];
-    float t[3] = {2 * (u[1] * v[2] - u[2] * v[1]), 2 * (u[2] * v[0] - u[0] * v[2]),
-                  2 * (u[0] * v[1] - u[1] * v[0])};
-    out[0] = v[0] + w * t[0] + (u[1] * t[2] - u[2] * t[1]);
-    out[1] = v[1] + w * t[1] + (u[2] * t[0] - u[0] * t[2]);
-    out[2] = v[2] + w * t[2] + (u[0] * t[1] - u[1] * t[0]);
 }
 
 /* The organ's quantisation box in the tray's frame. */
@@ -634,10 +704,11 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
 /* The organ back at rest in the tray where it is; parameters and planes kept. */
 static void on_reset(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
-    (void)c, (void)e;
     sb_scene *v = scene;
+    char err[160];
     v->still = 0;
-    sim_softbody_state_reset(v->state);
+    if (place_settled(v, err, sizeof err) != 0)
+        c->error(c, e->client, e->seq, "event refused", err);
 }
 
 static const srv_event_desc k_events[] = {
