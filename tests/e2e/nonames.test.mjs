@@ -54,7 +54,7 @@ test('no scene parameter is named in web-client/src/, and the shell and core/ na
 test('the names read from params.def are the live param_schema of each scene', { timeout: 60000 }, async () => {
   const srv = await startServer(['--threads', '1']);
   try {
-    for (const [scene, opts] of [['volume', { dims: [16, 16, 12] }], ['cloth', { characters: 1 }]]) {
+    for (const [scene, opts] of [['volume', { dims: [16, 16, 12] }], ['cloth', { characters: 1 }], ['softbody', { model: 'surface', particles: 100 }]]) {
       const s = (await api(srv.base, 'POST', '/api/sessions', { scene, ...opts })).json;
       const c = await new Client(wsUrl(s, s.control_token), { decode: false }).open();
       await c.until(() => c.texts.some((t) => t.type === 'state'), 10000, `${scene} state`);

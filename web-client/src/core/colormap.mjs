@@ -44,3 +44,17 @@ export function scalarColors(scalars, smin, smax) {
   }
   return out;
 }
+
+/** Linear RGB per vertex (n x 3) of categorical scalars: colors[round(s)] (0xRRGGBB, sRGB),
+ *  clamped to the list (a region id to its tissue's colour). */
+export function paletteColors(scalars, colors) {
+  const lut = colors.map((c) => [(c >> 16) & 255, (c >> 8) & 255, c & 255].map(linear));
+  const out = new Float32Array(scalars.length * 3);
+  for (let i = 0; i < scalars.length; i++) {
+    const k = Math.min(lut.length - 1, Math.max(0, Math.round(scalars[i]) || 0));
+    out[i * 3] = lut[k][0];
+    out[i * 3 + 1] = lut[k][1];
+    out[i * 3 + 2] = lut[k][2];
+  }
+  return out;
+}

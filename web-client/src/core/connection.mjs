@@ -63,6 +63,12 @@ export class Connection {
     });
   }
 
+  /** Object id's scalar names a category: draw value k in colors[k] (0xRRGGBB) rather than
+   *  through viridis (the soft body's regions). */
+  palette(id, colors) {
+    this.worker.postMessage({ op: 'palette', id, colors });
+  }
+
   /** The page has taken the last update: the worker may post the next. */
   ack() {
     this.worker.postMessage({ op: 'ack' });

@@ -154,7 +154,7 @@ export class View3D {
       }
       e.meta = { id: o.id, ...o.meta };
       this.restyle(e);
-    } else if (e && o.positions) {
+    } else if (e && (o.positions || o.colors)) {
       const g = e.obj.geometry;
       for (const [name, array] of [['position', o.positions], ['normal', o.normals], ['color', o.colors]]) {
         if (!array || !g.attributes[name]) continue;

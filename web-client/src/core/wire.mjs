@@ -30,7 +30,7 @@
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
 import { createDecoder, readHeader, KIND, FLAG, PRIM } from '../../../protocol/js/softcast-proto.mjs';
-import { scalarColors } from './colormap.mjs';
+import { scalarColors, paletteColors } from './colormap.mjs';
 
 const decoderReady = MeshoptDecoder.ready.then(() => createDecoder({ decompress, MeshoptDecoder }));
 const now = () => performance.timeOrigin + performance.now();
@@ -47,7 +47,9 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
   let outbox = [];         // the update due to the page, not yet posted (one at most)
   let withPage = false;    // an update posted and not yet taken
   const shown = new Map(); // id -> what the page holds once it has taken every update posted
-  const derived = new WeakMap(); // positions -> {normals, sphere, colors}: made once per array
+  let derived = new WeakMap(); // positions -> {normals, sphere, colors}: made once per array
+  const palettes = new Map(); // object id -> sRGB per category, when the scene colours its scalar so
+  let lastH = null;        // the header of the newest frame applied
   let decodes = [];        // [frame, decodedAt] of the last 64 frames applied
   const count = { bytes: 0, received: 0, skipped: 0, decodeMs: 0 };
 
@@ -125,6 +127,7 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
       }
     }
     if (!last) return;
+    lastH = last;
     count.skipped += outbox.length; // an update made and never shown: the page was busy
     outbox = [update(last)];
     count.decodeMs = performance.now() - t0;
@@ -143,7 +146,8 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
       // the frame before goes back to its base); the quantised values say whether they did.
       const moved = keyed || grown || (o.positions !== was.positions && !sameValues(o.q, was.q));
       const turned = keyed || !sameTransform(o.transform, was.transform);
-      if (!moved && !turned) continue;
+      const recolour = !moved && was.recolour && o.scalars; // a palette came: colours alone
+      if (!moved && !turned && !recolour) continue;
       const u = { id: o.id };
       if (keyed || grown) {
         // The elements only with a key or an append: the decoder's own, copied to transfer.
@@ -159,6 +163,10 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
         transfer.push(o.positions.buffer);
         if (d.normals) { u.normals = d.normals; transfer.push(d.normals.buffer); }
         if (d.colors) { u.colors = d.colors; transfer.push(d.colors.buffer); }
+      }
+      if (recolour) {
+        u.colors = colorsOf(o);
+        transfer.push(u.colors.buffer);
       }
       if (turned) u.transform = { t: [...o.transform.t], r: [...o.transform.r] };
       list.push(u);
@@ -180,11 +188,16 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
       d = {
         sphere: sphere(o.positions),
         normals: o.primitive === PRIM.TRIANGLES ? normals(o.positions, o.elements) : null,
-        colors: o.scalars ? scalarColors(o.scalars, o.smin, o.smax) : null,
+        colors: o.scalars ? colorsOf(o) : null,
       };
       derived.set(o.positions, d);
     }
     return d;
+  }
+
+  /** A vertex colour per scalar: the object's palette (categories), else viridis. */
+  function colorsOf(o) {
+    return palettes.has(o.id) ? paletteColors(o.scalars, palettes.get(o.id)) : scalarColors(o.scalars, o.smin, o.smax);
   }
 
   /** Post the update in the outbox, once the page is free; `shown` becomes what it holds. */
@@ -215,6 +228,20 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
       height: s.height, level: s.level, window: s.window, pixels, rgba }, [pixels.buffer, rgba.buffer]);
   }
 
+  /** Object id's scalar is a category (its value rounded): colour k is colors[k] (0xRRGGBB),
+   *  instead of viridis over its range. What the page shows already is coloured again. */
+  function palette(id, colors) {
+    palettes.set(id, colors);
+    derived = new WeakMap();
+    const was = shown.get(id);
+    if (was) was.recolour = true;
+    if (lastH) {
+      count.skipped += outbox.length;
+      outbox = [update(lastH)];
+      postNext();
+    }
+  }
+
   return {
     command(m) {
       if (m.op === 'open') open(m.url);
@@ -222,6 +249,7 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
       else if (m.op === 'close') { if (ws) ws.close(); }
       else if (m.op === 'ack') { withPage = false; postNext(); }
       else if (m.op === 'log') emit({ ev: 'log', decodes: decodes.slice() });
+      else if (m.op === 'palette') palette(m.id, m.colors);
     },
   };
 }

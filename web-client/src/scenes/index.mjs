@@ -4,6 +4,7 @@
 const SCENES = {
   volume: () => import('./volume.mjs'),
   cloth: () => import('./cloth.mjs'),
+  softbody: () => import('./softbody.mjs'),
 };
 
 export const sceneNames = Object.keys(SCENES);
