@@ -11,12 +11,14 @@ import WebSocket from 'ws';
 
 const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--clients M] [--seconds S]
                      [--dims WxHxD] [--rate HZ]   (moves per second per driver, default 30)
-                     [--scene volume|cloth] [--characters N]   (cloth: the camera circles a
-                     walking crowd instead of a drag)
+                     [--scene volume|cloth|softbody] [--characters N]   (cloth: the camera
+                     circles a walking crowd instead of a drag)
+                     [--model hybrid|surface]   (softbody: the organ is grabbed at its top and
+                     pulled, let go, and its tray slides and tilts under it)
                      [--decode D]   (the first D clients of each session decode the frames)`;
 
 function parse(argv) {
-  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30, scene: 'volume', characters: 1, decode: 0 };
+  const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30, scene: 'volume', characters: 1, decode: 0, model: 'hybrid' };
   for (let i = 2; i < argv.length; i++) {
     const k = argv[i], v = argv[i + 1];
     if (k === '--help' || k === '-h') { console.log(usage); process.exit(0); }
@@ -28,8 +30,11 @@ function parse(argv) {
     else if (k === '--seconds') o.seconds = Number(v);
     else if (k === '--rate') o.rate = Number(v);
     else if (k === '--scene') {
-      if (v !== 'volume' && v !== 'cloth') throw new Error(`--scene ${v}: volume or cloth`);
+      if (!['volume', 'cloth', 'softbody'].includes(v)) throw new Error(`--scene ${v}: volume, cloth or softbody`);
       o.scene = v;
+    } else if (k === '--model') {
+      if (v !== 'hybrid' && v !== 'surface') throw new Error(`--model ${v}: hybrid or surface`);
+      o.model = v;
     } else if (k === '--characters') o.characters = posInt(k, v);
     else if (k === '--decode') o.decode = v === '0' ? 0 : posInt(k, v);
     else if (k === '--dims') {
@@ -55,6 +60,23 @@ const quantile = (xs, q) => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 
+// The soft body's driver at tick t: every 90 ticks a grab near the organ's top (the organ
+// rests centred in its tray, its top about twice the walls' height up: describe's tray), the
+// hand drawn up and sideways for 75 ticks and let go; between pulls the tray slides and
+// tilts a little under it, every fifth tick.
+function softbodyTick(info, t) {
+  const seq = t + 1, phase = t % 90, top = [0, 0, 1.7 * info.tray[2]];
+  if (phase === 0) return { type: 'grab', seq, point: top };
+  if (phase < 75) {
+    const k = Math.sin((Math.PI * phase) / 75);
+    return { type: 'move', seq, point: [top[0] + 0.02 * k, top[1], top[2] + 0.03 * k], space: 'world' };
+  }
+  if (phase === 75) return { type: 'release', seq };
+  if (phase % 5 !== 0) return null;
+  const a = (0.05 * Math.sin(t / 40)) / 2;
+  return { type: 'tray', seq, pos: [0.02 * Math.sin(t / 30), 0, 0], quat: [Math.cos(a), Math.sin(a), 0, 0] };
+}
+
 async function main() {
   const o = parse(process.argv);
   const base = o.url.replace(/\/+$/, '');
@@ -67,7 +89,8 @@ async function main() {
     const r = await fetch(`${base}/api/sessions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify(o.scene === 'cloth' ? { scene: 'cloth', characters: o.characters }
-        : o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
+        : o.scene === 'softbody' ? { scene: 'softbody', model: o.model }
+          : o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
     });
     if (r.status !== 201) throw new Error(`creating session ${i}: HTTP ${r.status} ${await r.text()}`);
     sessions.push({ info: await r.json(), sent: new Map(), clients: [] });
@@ -120,6 +143,14 @@ async function main() {
             : { type: 'camera', seq, point: [r * Math.cos(a), r * Math.sin(a), 1.7] };
           s.sent.set(seq, performance.now());
           s.clients[0].ws.send(JSON.stringify(msg));
+          continue;
+        }
+        if (o.scene === 'softbody') {
+          const msg = softbodyTick(s.info, ticks);
+          if (msg) {
+            s.sent.set(msg.seq, performance.now());
+            s.clients[0].ws.send(JSON.stringify(msg));
+          }
           continue;
         }
         const d = s.info.dims, phase = ticks % 90, seq = ticks + 1;

@@ -28,3 +28,24 @@ test('softcast-load: 2 sessions x 3 clients for 2 s', async () => {
   const list = await (await fetch(`${srv.base}/api/sessions`)).json();
   assert.equal(list.sessions.length, 0);
 });
+
+// The soft body under load: the driver grabs the hybrid organ near its top, pulls, lets go
+// and slides and tilts the tray, in a bounded loop. No refusal (a grab that found nothing to
+// hold would be one), frames that echo the driver's events, and the sessions gone after.
+test('softcast-load --scene softbody: 1 session x 2 clients for 3 s', async () => {
+  const tool = new URL('../../deploy/load/softcast-load.mjs', import.meta.url).pathname;
+  const p = spawn(process.execPath, [tool, '--url', `${srv.base}/`, '--scene', 'softbody', '--sessions', '1', '--clients', '2', '--seconds', '3'],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  p.stdout.on('data', (d) => { out += d; });
+  p.stderr.on('data', (d) => { err += d; });
+  const [code] = await withTimeout(once(p, 'exit'), 60000, 'softcast-load softbody');
+  assert.equal(code, 0, err);
+  const r = JSON.parse(out.trim().split('\n').at(-1));
+  assert.equal(r.sessions, 1);
+  assert.equal(r.clients, 2);
+  assert.equal(r.errors, 0, JSON.stringify(r));
+  assert.ok(r.frames > 20 && r.latency_samples > 10 && r.latency_ms_p50 > 0, JSON.stringify(r));
+  const list = await (await fetch(`${srv.base}/api/sessions`)).json();
+  assert.equal(list.sessions.length, 0);
+});
