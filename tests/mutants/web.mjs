@@ -158,4 +158,22 @@ export default [
     test: capeGrab,
     caught_by: 'e2e "a press on a cape grabs that character by its own vertex and pulls it"',
   },
+  {
+    name: "softbody scene: the regions' palette ignored (the organ in viridis)",
+    file: 'web-client/src/core/wire.mjs',
+    find: 'return palettes.has(o.id) ? paletteColors(',
+    replace: 'return false ? paletteColors(',
+    build,
+    test: 'node --test tests/e2e/softbody.test.mjs',
+    caught_by: 'e2e "a hybrid organ: drawn by region, pulled by the pointer, ..."',
+  },
+  {
+    name: 'softbody scene: the tray buttons move the tray along the wrong axis',
+    file: 'web-client/src/scenes/softbody.mjs',
+    find: "shift(0, STEP_M)),",
+    replace: "shift(1, STEP_M)),",
+    build,
+    test: 'node --test tests/e2e/softbody.test.mjs',
+    caught_by: 'e2e "a hybrid organ: ..., rides the tray"',
+  },
 ];

@@ -32,8 +32,9 @@ TEST(scene_registry_from_scenes_def)
 {
     int n;
     const srv_scene_i *const *sc = srv_scenes(&n);
-    CHECK(n == 2 && !strcmp(srv_scene_names(), "volume, cloth"));
-    CHECK(srv_scene_default() == sc[0] && srv_scene_find("cloth") == sc[1]);
+    CHECK(n == 3 && !strcmp(srv_scene_names(), "volume, cloth, softbody"));
+    CHECK(srv_scene_default() == sc[0] && srv_scene_find("cloth") == sc[1] &&
+          srv_scene_find("softbody") == sc[2]);
     CHECK(srv_scene_find("Cloth") == NULL && srv_scene_find(NULL) == NULL);
     for (int k = 0; k < n; k++)
         for (int i = 0; i < sc[k]->nevents; i++) /* the server's own names stay its own */
@@ -63,6 +64,13 @@ TEST(scene_events_parse_into_small_payloads)
         {"cloth", "{\"type\":\"wind\",\"seq\":14,\"impulse\":[-3,0,1.5]}"},
         {"cloth", "{\"type\":\"move\",\"seq\":15,\"point\":[0,0,1]}"},
         {"cloth", "{\"type\":\"set_params\",\"seq\":16,\"params\":{\"substeps\":12}}"},
+        {"softbody", "{\"type\":\"grab\",\"seq\":20,\"point\":[0,0.01,0.07]}"},
+        {"softbody", "{\"type\":\"move\",\"seq\":21,\"point\":[0,0,0.1],\"space\":\"world\"}"},
+        {"softbody", "{\"type\":\"tray\",\"seq\":22,\"pos\":[0.1,0,0],\"quat\":[0.8,0.6,0,0]}"},
+        {"softbody", "{\"type\":\"add_plane\",\"seq\":23,\"n\":[0,0,-2],\"d\":-0.1,"
+                     "\"attached\":true}"},
+        {"softbody", "{\"type\":\"remove_plane\",\"seq\":24,\"id\":6}"},
+        {"softbody", "{\"type\":\"set_params\",\"seq\":25,\"params\":{\"friction\":0.2}}"},
     };
     for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
         int size = parse(ok[k].scene, ok[k].json, out, &error, err);
@@ -128,6 +136,23 @@ TEST(scene_events_refuse_bad_payloads_with_reasons)
          "bad message", "motion must be idle, walk, run, turn or jump"},
         {"cloth", "{\"type\":\"set_params\",\"seq\":1,\"params\":{\"dt\":0.01}}", "bad parameter",
          "no parameter \"dt\""}, /* internal: not a client's to set */
+        {"softbody", "{\"type\":\"tray\",\"seq\":1,\"pos\":[0,0,0],\"quat\":[1,1,0,0]}",
+         "bad message", "unit quaternion"},
+        {"softbody", "{\"type\":\"tray\",\"seq\":1,\"pos\":[0,0,2],\"quat\":[1,0,0,0]}",
+         "bad message", "pos[2]"},
+        {"softbody", "{\"type\":\"tray\",\"seq\":1,\"pos\":[0,0,0],\"quat\":[1,0,0,1e999]}",
+         "bad message", "\"quat\""},
+        {"softbody", "{\"type\":\"add_plane\",\"seq\":1,\"n\":[0,0,0],\"d\":0}", "bad message",
+         "\"n\" must not be zero"},
+        {"softbody", "{\"type\":\"add_plane\",\"seq\":1,\"n\":[0,0,1],\"d\":0,\"attached\":1}",
+         "bad message", "\"attached\""},
+        {"softbody", "{\"type\":\"remove_plane\",\"seq\":1,\"id\":0}", "bad message", "\"id\""},
+        {"softbody", "{\"type\":\"grab\",\"seq\":1,\"vertex\":3,\"point\":[0,0,0]}",
+         "not in this scene", "not by vertex"},
+        {"softbody", "{\"type\":\"move\",\"seq\":1,\"point\":[0,0,0],\"space\":\"lattice\"}",
+         "bad message", "\"space\""},
+        {"softbody", "{\"type\":\"set_params\",\"seq\":1,\"params\":{\"friction\":99}}",
+         "bad parameter", "friction"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         const char *error;
