@@ -40,6 +40,11 @@ typedef struct sim_softbody_mesh {
 /// whatever sim_softbody_mesh_check refuses.
 sim_status sim_softbody_mesh_load(sim_softbody_mesh *out, const char *path, char *err,
                                   size_t err_sz);
+/// The same for a mesh in any unit (a scan in mm, a model in inches): scaled uniformly so
+/// that its bounding box's diagonal is size_m, centred over x = y = 0, its lowest point at
+/// z = 0; size_m 0 reads it as sim_softbody_mesh_load does.
+sim_status sim_softbody_mesh_load_sized(sim_softbody_mesh *out, const char *path, float size_m,
+                                        char *err, size_t err_sz);
 /// The same from text in memory; format is "off" or "obj".
 sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, size_t len,
                                    const char *format, char *err, size_t err_sz);
