@@ -25,11 +25,11 @@ OPENMP ?= -fopenmp
 CFLAGS_BASE = $(CSTD) $(WARN) $(if $(OPENMP),,-Wno-unknown-pragmas) $(FPFLAGS) $(OPENMP) -MMD -MP -I.
 
 # NIfTI support when Debian's NIfTI C library is installed (the GPU machine may lack it).
-NIFTI_H := $(wildcard /usr/include/nifti/nifti1_io.h)
-ifneq ($(NIFTI_H),)
-  NIFTI_CFLAGS = -DSIM_HAVE_NIFTI=1 -I/usr/include/nifti
-  NIFTI_LIBS   = -lniftiio -lznz -lz
-endif
+# Looked for when a recipe runs (recursive variables, used in recipes only), so that on a
+# fresh machine the build that `deps` has just installed it for finds it.
+NIFTI_H = $(wildcard /usr/include/nifti/nifti1_io.h)
+NIFTI_CFLAGS = $(if $(NIFTI_H),-DSIM_HAVE_NIFTI=1 -I/usr/include/nifti)
+NIFTI_LIBS = $(if $(NIFTI_H),-lniftiio -lznz -lz)
 # meshoptimizer (a dependency install-deps.sh always installs: the protocol's codecs) also
 # decimates the soft-body surfaces. Not detected: a header looked for before make installs
 # it would leave a fresh machine's first build without it.

@@ -19,6 +19,23 @@ void th_skip(const char *reason);
 /* Print a measured figure in the test log: "  note: ...". */
 void th_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Data made by others that tests/run-tests.sh fetches into $SOFTCAST_DATA (default
+ * build/data): name's path into path. Returns 1 when the file is there; otherwise 0 (skip:
+ * no registry reachable, or no fetch tried) or -1 (fail: the registry answered and the fetch
+ * still broke), with why in msg. Data never goes missing quietly. */
+int th_data(const char *name, char *path, size_t path_sz, char *msg, size_t msg_sz);
+/* Use th_data's verdict in a test: leave it (skip or fail) unless the file is there. */
+#define TH_DATA(name, path, msg)                                          \
+    do {                                                                  \
+        int th_have_ = th_data(name, path, sizeof path, msg, sizeof msg); \
+        if (th_have_ < 0) {                                               \
+            CHECKF(0, "%s", msg);                                         \
+            return;                                                       \
+        }                                                                 \
+        if (th_have_ == 0)                                                \
+            SKIP(msg);                                                    \
+    } while (0)
+
 #define TEST(name)                                                 \
     static void name(void);                                        \
     __attribute__((constructor)) static void name##_register(void) \

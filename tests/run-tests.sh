@@ -1,17 +1,23 @@
 #!/bin/sh
 # Run every test: the C binary, then the server and JS tests under node.
-# First fetch the real CT (Debian's invesalius-examples head CT) into BUILD/data. When it
-# cannot be had, BUILD/data/FETCH_FAILED says why, starting "reachable:" when the package
-# registry answered (another package downloads: the fetch itself is broken, and the test
-# that needs the data fails) or "unreachable:" (no registry here: that test skips, naming
-# the cause).
+# First fetch data made by others into BUILD/data: a real CT and real meshes. When a file
+# cannot be had, FILE.FETCH_FAILED beside it says why, starting "reachable:" when the
+# package registry answered (another package downloads: the fetch itself is broken, and the
+# test that needs the data fails) or "unreachable:" (no registry here: that test skips,
+# naming the cause).
 set -u
 BUILD=${1:-build}
 DATA="$BUILD/data"
 mkdir -p "$DATA"
-if [ -s "$DATA/cranium_256x256x108_i16.raw" ]; then
-    rm -f "$DATA/FETCH_FAILED"
-else
+
+# fetch PKG OUT UNPACK: unless OUT is there, download Debian's PKG and run "UNPACK DEB_DIR"
+# (it makes OUT from the unpacked package in $tmp/x); OUT.FETCH_FAILED says why when not.
+fetch() {
+    pkg=$1 out=$2 unpack=$3
+    if [ -s "$out" ]; then
+        rm -f "$out.FETCH_FAILED"
+        return
+    fi
     tmp=$(mktemp -d)
     why=""
     # Bounded: an offline machine gives up after about 30 s, not after apt's default waits.
@@ -20,25 +26,42 @@ else
     if ! command -v apt-get >/dev/null 2>&1; then
         why="unreachable: apt-get not found (not a Debian system)"
     # A machine whose package lists were never fetched needs one update first (as root).
-    elif download invesalius-examples ||
-        { [ "$(id -u)" = 0 ] && apt-get update -qq >"$tmp/update.log" 2>&1 && download invesalius-examples; }; then
-        { dpkg -x "$tmp"/invesalius-examples_*.deb "$tmp/x" &&
-            tar -xzf "$tmp/x/usr/share/doc/invesalius-examples/examples/Cranium.inv3" -C "$tmp" &&
-            mv "$(find "$tmp" -name matrix.dat | head -n 1)" "$DATA/cranium_256x256x108_i16.raw"; } ||
-            why="reachable: invesalius-examples downloaded but did not unpack to Cranium.inv3's matrix.dat"
+    elif download "$pkg" ||
+        { [ "$(id -u)" = 0 ] && apt-get update -qq >"$tmp/update.log" 2>&1 && download "$pkg"; }; then
+        { dpkg -x "$tmp"/"$pkg"_*.deb "$tmp/x" && "$unpack" "$tmp" && [ -s "$out" ]; } ||
+            why="reachable: $pkg downloaded but did not unpack to $out"
     elif download base-files; then
-        why="reachable: apt-get download invesalius-examples failed ($(last invesalius-examples)) while base-files downloaded"
+        why="reachable: apt-get download $pkg failed ($(last "$pkg")) while base-files downloaded"
     else
-        why="unreachable: apt-get download failed for invesalius-examples ($(last invesalius-examples)) and for base-files ($(last base-files))"
+        why="unreachable: apt-get download failed for $pkg ($(last "$pkg")) and for base-files ($(last base-files))"
     fi
     if [ -n "$why" ]; then
-        echo "run-tests: real CT: $why"
-        printf '%s\n' "$why" >"$DATA/FETCH_FAILED"
+        echo "run-tests: $pkg: $why"
+        printf '%s\n' "$why" >"$out.FETCH_FAILED"
     else
-        rm -f "$DATA/FETCH_FAILED"
+        rm -f "$out.FETCH_FAILED"
     fi
     rm -rf "$tmp"
-fi
+}
+
+# The real CT: Debian's invesalius-examples head CT (Cranium.inv3's matrix.dat).
+unpack_cranium() {
+    tar -xzf "$1/x/usr/share/doc/invesalius-examples/examples/Cranium.inv3" -C "$1" &&
+        mv "$(find "$1" -name matrix.dat | head -n 1)" "$DATA/cranium_256x256x108_i16.raw"
+}
+fetch invesalius-examples "$DATA/cranium_256x256x108_i16.raw" unpack_cranium
+# Closed and open meshes made by others: CGAL's test data (Debian's libcgal-demo), for the
+# soft body's loader and surface model. The list is the one test_softbody.c reads.
+MESHES="elephant elephant-with-holes femur dino knot hedra_open armadillo"
+unpack_meshes() {
+    mkdir -p "$DATA/meshes" &&
+        tar -xzf "$1/x/usr/share/doc/libcgal-dev/data.tar.gz" -C "$1" \
+            $(for m in $MESHES; do printf ' data/meshes/%s.off' "$m"; done) &&
+        for m in $MESHES; do cp "$1/data/meshes/$m.off" "$DATA/meshes/" || return 1; done &&
+        echo "$MESHES" >"$DATA/meshes/LIST"
+}
+mkdir -p "$DATA/meshes"
+fetch libcgal-demo "$DATA/meshes/LIST" unpack_meshes
 export SOFTCAST_DATA="$DATA"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 # OpenMP threads that wait by spinning, on a machine where another process holds a core,

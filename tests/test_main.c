@@ -56,6 +56,40 @@ void th_note(const char *fmt, ...)
     va_end(ap);
 }
 
+int th_data(const char *name, char *path, size_t path_sz, char *msg, size_t msg_sz)
+{
+    const char *dir = getenv("SOFTCAST_DATA");
+    dir = dir ? dir : "build/data";
+    snprintf(path, path_sz, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        return 1;
+    }
+    char marker[1100], why[600] = "";
+    snprintf(marker, sizeof marker, "%s.FETCH_FAILED", path);
+    FILE *w = fopen(marker, "r");
+    if (w) {
+        if (!fgets(why, sizeof why, w))
+            why[0] = 0;
+        fclose(w);
+        why[strcspn(why, "\n")] = 0;
+    }
+    if (!strncmp(why, "reachable:", 10)) {
+        snprintf(msg, msg_sz, "%s missing although the package registry answered: %s", name,
+                 why + 11);
+        return -1;
+    }
+    if (why[0])
+        snprintf(msg, msg_sz, "%s not fetched: %s", name, why);
+    else
+        snprintf(msg, msg_sz,
+                 "%s not at %s and no fetch was tried (tests/run-tests.sh, run by make test, "
+                 "fetches it)",
+                 name, path);
+    return 0;
+}
+
 void th_skip(const char *reason)
 {
     printf("  SKIP: %s\n", reason);

@@ -133,13 +133,39 @@ static sim_status add_polygon(sim_softbody_mesh *m, int *cap, const long *idx, i
     return SIM_OK;
 }
 
-static sim_status off_header(rd *r, long *nv, long *nf, char *err, size_t err_sz)
+/* The OFF keyword with its prefixes ([ST][C][N]OFF: texture coordinates, colours and normals
+ * follow each vertex's three coordinates: *extras is set, the line's rest is skipped). A 4D
+ * or n-dimensional OFF is refused. */
+static sim_status off_keyword(const char *tok, int *extras, char *err, size_t err_sz)
+{
+    const char *p = tok;
+    if (!strncmp(p, "ST", 2))
+        p += 2;
+    if (*p == 'C')
+        p++;
+    if (*p == 'N')
+        p++;
+    if (!strcmp(p, "OFF")) {
+        *extras = p != tok;
+        return SIM_OK;
+    }
+    if (strstr(tok, "OFF"))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                                   "OFF: '%s' is not a 3D surface (4OFF and nOFF are not read)",
+                                   tok);
+    return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                               "OFF: the file does not start with OFF (nor COFF, NOFF, STOFF)");
+}
+
+static sim_status off_header(rd *r, long *nv, long *nf, int *extras, char *err, size_t err_sz)
 {
     char tok[64];
     long ne;
-    if (!rd_token(r, 1, tok, sizeof tok) || strcmp(tok, "OFF"))
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                   "OFF: the file does not start with OFF");
+    if (!rd_token(r, 1, tok, sizeof tok))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "OFF: the file is empty");
+    sim_status st = off_keyword(tok, extras, err, err_sz);
+    if (st != SIM_OK)
+        return st;
     if (!rd_token(r, 1, tok, sizeof tok) || !parse_long(tok, nv) ||
         !rd_token(r, 1, tok, sizeof tok) || !parse_long(tok, nf) ||
         !rd_token(r, 1, tok, sizeof tok) || !parse_long(tok, &ne))
@@ -178,7 +204,8 @@ static sim_status off_face(rd *r, sim_softbody_mesh *m, int *cap, long f, char *
 static sim_status parse_off(sim_softbody_mesh *m, rd *r, char *err, size_t err_sz)
 {
     long nv, nf;
-    sim_status st = off_header(r, &nv, &nf, err, err_sz);
+    int extras = 0;
+    sim_status st = off_header(r, &nv, &nf, &extras, err, err_sz);
     if (st != SIM_OK)
         return st;
     m->nvert = (int)nv;
@@ -186,11 +213,14 @@ static sim_status parse_off(sim_softbody_mesh *m, rd *r, char *err, size_t err_s
     if (!m->x)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "out of memory");
     char tok[64];
-    for (long i = 0; i < nv * 3; i++)
+    for (long i = 0; i < nv * 3; i++) {
         if (!rd_token(r, 1, tok, sizeof tok) || !parse_float(tok, &m->x[i]))
             return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
                                        "OFF line %d: vertex %ld: expected 3 numbers (truncated?)",
                                        r->line, i / 3);
+        while (extras && i % 3 == 2 && r->p < r->end && *r->p != '\n')
+            r->p++; /* its normal, colour or texture coordinates */
+    }
     int cap = 0;
     for (long f = 0; f < nf; f++)
         if ((st = off_face(r, m, &cap, f, err, err_sz)) != SIM_OK)
@@ -262,8 +292,32 @@ static sim_status parse_obj(sim_softbody_mesh *m, rd *r, char *err, size_t err_s
     return SIM_OK;
 }
 
-sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, size_t len,
-                                   const char *format, char *err, size_t err_sz)
+/* Scale a mesh in any unit so that its box's diagonal is size_m, centred over x = y = 0 with
+ * its lowest vertex at z = 0. A box that is not finite and positive is left for the check. */
+static void fit_size(sim_softbody_mesh *m, float size_m)
+{
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < m->nvert * 3; i++) {
+        lo[i % 3] = fminf(lo[i % 3], m->x[i]);
+        hi[i % 3] = fmaxf(hi[i % 3], m->x[i]);
+    }
+    double d[3], c[3], diag2 = 0.0;
+    for (int k = 0; k < 3; k++) {
+        d[k] = (double)hi[k] - (double)lo[k];
+        c[k] = 0.5 * ((double)lo[k] + (double)hi[k]);
+        diag2 += d[k] * d[k];
+    }
+    c[2] = (double)lo[2];
+    double diag = sqrt(diag2);
+    if (!(diag > 0.0) || !isfinite(diag))
+        return;
+    double k = (double)size_m / diag;
+    for (int i = 0; i < m->nvert * 3; i++)
+        m->x[i] = (float)(((double)m->x[i] - c[i % 3]) * k);
+}
+
+static sim_status parse_sized(sim_softbody_mesh *out, const char *text, size_t len,
+                              const char *format, float size_m, char *err, size_t err_sz)
 {
     memset(out, 0, sizeof *out);
     rd r = {text, text + len, 1};
@@ -275,6 +329,8 @@ sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, siz
     else
         st = (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "mesh format '%s': off or obj",
                                  format ? format : "(null)");
+    if (st == SIM_OK && size_m > 0.0f)
+        fit_size(out, size_m);
     if (st == SIM_OK)
         st = sim_softbody_mesh_check(out, err, err_sz);
     if (st != SIM_OK)
@@ -282,10 +338,27 @@ sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, siz
     return st;
 }
 
+sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, size_t len,
+                                   const char *format, char *err, size_t err_sz)
+{
+    return parse_sized(out, text, len, format, 0.0f, err, err_sz);
+}
+
 sim_status sim_softbody_mesh_load(sim_softbody_mesh *out, const char *path, char *err,
                                   size_t err_sz)
 {
+    return sim_softbody_mesh_load_sized(out, path, 0.0f, err, err_sz);
+}
+
+sim_status sim_softbody_mesh_load_sized(sim_softbody_mesh *out, const char *path, float size_m,
+                                        char *err, size_t err_sz)
+{
     memset(out, 0, sizeof *out);
+    if (!(size_m == 0.0f ||
+          (size_m >= SIM_SOFTBODY_MIN_SIZE_M && size_m <= SIM_SOFTBODY_MAX_SIZE_M)))
+        return (sim_status)sc_fail(
+            err, err_sz, SIM_ERR_ARG, "%s: a size of %g m: 0 (as the file says) or %g to %g m",
+            path, (double)size_m, (double)SIM_SOFTBODY_MIN_SIZE_M, (double)SIM_SOFTBODY_MAX_SIZE_M);
     const char *dot = strrchr(path, '.');
     char ext[8] = "";
     for (int i = 0; dot && i < 7 && dot[i + 1]; i++)
@@ -313,7 +386,7 @@ sim_status sim_softbody_mesh_load(sim_softbody_mesh *out, const char *path, char
                                    path);
     }
     char msg[384] = "";
-    sim_status st = sim_softbody_mesh_parse(out, buf, (size_t)len, ext, msg, sizeof msg);
+    sim_status st = parse_sized(out, buf, (size_t)len, ext, size_m, msg, sizeof msg);
     free(buf);
     if (st != SIM_OK)
         return (sim_status)sc_fail(err, err_sz, st, "%s: %s", path, msg);

@@ -12,30 +12,93 @@
 #include "geometry.h"
 #include "softbody.h"
 
-/* The outer surface: marching cubes, Taubin, then meshoptimizer down to about target. */
-static sim_status organ_surface(sim_trimesh *surf, const sim_labelmap *m, int target, char *err,
-                                size_t err_sz)
+#define ORGAN_MAX_SURF (SIM_SOFTBODY_NREGION + 1)
+
+sim_softbody_organ_opts sim_softbody_default_organ_opts(void)
+{
+    sim_softbody_organ_opts o = {3.0f, 3000, 1, 8, 0};
+    return o;
+}
+
+/* A surface of labels (n 0: every label): marching cubes, then Taubin. */
+static sim_status organ_surface(sim_trimesh *surf, const sim_labelmap *m, const int *labels, int n,
+                                char *err, size_t err_sz)
 {
     sim_surface_opts o = sim_default_surface_opts();
-    sim_status st = sim_labelmap_surface(surf, m, NULL, 0, &o, err, err_sz);
-    if (st == SIM_OK && target > 0 && target < surf->nvert)
-        st = sim_trimesh_decimate(surf, target, o.max_error_mm, err, err_sz);
+    return sim_labelmap_surface(surf, m, labels, n, &o, err, err_sz);
+}
+
+/* The organ's surfaces: the outer one, decimated to about o->surface_verts, then (inner)
+ * each region's but region 0 that has voxels, decimated to the outer one's share of its
+ * marching-cubes vertices (meshoptimizer, within the surface options' error bound). */
+typedef struct organ_surfaces {
+    sim_trimesh s[ORGAN_MAX_SURF];
+    int region[ORGAN_MAX_SURF];
+    int n, nvert, ntri;
+} organ_surfaces;
+
+static sim_status organ_surfaces_build(organ_surfaces *os, const sim_labelmap *m,
+                                       const sim_material_table *mat,
+                                       const sim_softbody_organ_opts *o, char *err, size_t err_sz)
+{
+    sim_status st = organ_surface(&os->s[0], m, NULL, 0, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    os->n = 1, os->region[0] = -1;
+    int mc_outer = os->s[0].nvert;
+    if (o->surface_verts > 0 && o->surface_verts < mc_outer)
+        st = sim_trimesh_decimate(&os->s[0], o->surface_verts,
+                                  sim_default_surface_opts().max_error_mm, err, err_sz);
+    size_t *counts = o->inner_surfaces ? calloc(65536, sizeof *counts) : NULL;
+    if (o->inner_surfaces && !counts)
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "organ: out of memory");
+    if (counts)
+        sim_labelmap_count(m, counts, 65536);
+    for (int r = 1; st == SIM_OK && counts && r < SIM_SOFTBODY_NREGION; r++) {
+        int labels[64], nl = 0;
+        size_t voxels = 0;
+        for (int k = 0; k < mat->n && nl < 64; k++)
+            if (mat->entry[k].region == r) {
+                labels[nl++] = mat->entry[k].label;
+                voxels += counts[mat->entry[k].label];
+            }
+        if (!voxels) /* a region no voxel carries has no surface */
+            continue;
+        sim_trimesh *t = &os->s[os->n];
+        st = organ_surface(t, m, labels, nl, err, err_sz);
+        if (st != SIM_OK)
+            break;
+        os->region[os->n++] = r;
+        int target = (int)((double)t->nvert * o->surface_verts / (mc_outer ? mc_outer : 1));
+        if (o->surface_verts > 0 && target >= 100 && target < t->nvert)
+            st = sim_trimesh_decimate(t, target, sim_default_surface_opts().max_error_mm, err,
+                                      err_sz);
+    }
+    free(counts);
+    for (int k = 0; k < os->n; k++)
+        os->nvert += os->s[k].nvert, os->ntri += os->s[k].ntri;
     return st;
 }
 
-/* The tets (mm) and the embedded surface into out (m). */
-static sim_status to_tets(sim_softbody_tets *out, const sim_tetmesh *t, const sim_trimesh *surf,
+static void organ_surfaces_free(organ_surfaces *os)
+{
+    for (int k = 0; k < ORGAN_MAX_SURF; k++)
+        sim_trimesh_free(&os->s[k]);
+}
+
+/* The tets (mm) and the embedded surfaces into out (m). */
+static sim_status to_tets(sim_softbody_tets *out, const sim_tetmesh *t, const organ_surfaces *os,
                           const sim_embedding *e, char *err, size_t err_sz)
 {
     memset(out, 0, sizeof *out);
-    out->nvert = t->nvert, out->ntet = t->ntet, out->nregion = 3;
-    out->nembed = surf->nvert, out->nembed_tri = surf->ntri;
+    out->nvert = t->nvert, out->ntet = t->ntet;
+    out->nembed = os->nvert, out->nembed_tri = os->ntri;
     out->x = malloc((size_t)t->nvert * 3 * sizeof *out->x);
     out->tet = malloc((size_t)t->ntet * 4 * sizeof *out->tet);
     out->region = malloc((size_t)t->ntet);
-    out->embed_tet = malloc((size_t)surf->nvert * sizeof *out->embed_tet);
-    out->embed_w = malloc((size_t)surf->nvert * 4 * sizeof *out->embed_w);
-    out->embed_tri = malloc((size_t)surf->ntri * 3 * sizeof *out->embed_tri);
+    out->embed_tet = malloc((size_t)os->nvert * sizeof *out->embed_tet);
+    out->embed_w = malloc((size_t)os->nvert * 4 * sizeof *out->embed_w);
+    out->embed_tri = malloc((size_t)os->ntri * 3 * sizeof *out->embed_tri);
     if (!out->x || !out->tet || !out->region || !out->embed_tet || !out->embed_w ||
         !out->embed_tri) {
         sim_softbody_tets_free(out);
@@ -46,30 +109,51 @@ static sim_status to_tets(sim_softbody_tets *out, const sim_tetmesh *t, const si
     for (size_t i = 0; i < (size_t)t->ntet * 4; i++)
         out->tet[i] = (int32_t)t->tet[i];
     memcpy(out->region, t->region, (size_t)t->ntet);
-    for (int i = 0; i < surf->nvert; i++)
+    for (int i = 0; i < os->nvert; i++)
         out->embed_tet[i] = (int32_t)e->tet[i];
-    memcpy(out->embed_w, e->weight, (size_t)surf->nvert * 4 * sizeof *out->embed_w);
-    memcpy(out->embed_tri, surf->tri, (size_t)surf->ntri * 3 * sizeof *out->embed_tri);
+    memcpy(out->embed_w, e->weight, (size_t)os->nvert * 4 * sizeof *out->embed_w);
+    out->nsurface = os->n;
+    for (int k = 0, v0 = 0, t0 = 0; k < os->n; k++) {
+        const sim_trimesh *s = &os->s[k];
+        for (int j = 0; j < s->ntri * 3; j++)
+            out->embed_tri[(size_t)t0 * 3 + (size_t)j] = s->tri[j] + (uint32_t)v0;
+        out->surface[k].vert0 = v0, out->surface[k].nvert = s->nvert;
+        out->surface[k].tri0 = t0, out->surface[k].ntri = s->ntri;
+        out->surface[k].region = os->region[k];
+        v0 += s->nvert, t0 += s->ntri;
+    }
     return SIM_OK;
 }
 
-/* Surface, tets and embedding of a checked map, into out with the materials' names. */
-static sim_status organ_from_map(sim_softbody_tets *out, const sim_labelmap *m,
-                                 const sim_material_table *mat, int surface_verts, int min_cell,
-                                 int max_cell, char *err, size_t err_sz)
+/* The surfaces' vertices, one after the other (mm), for one embedding. */
+static float *organ_points(const organ_surfaces *os)
 {
-    sim_trimesh surf;
+    float *p = malloc((size_t)os->nvert * 3 * sizeof *p);
+    for (int k = 0, v0 = 0; p && k < os->n; v0 += os->s[k].nvert, k++)
+        memcpy(&p[(size_t)v0 * 3], os->s[k].vert, (size_t)os->s[k].nvert * 3 * sizeof *p);
+    return p;
+}
+
+/* Surfaces, tets and embedding of a map, into out with the materials' names. */
+static sim_status organ_from_map(sim_softbody_tets *out, const sim_labelmap *m,
+                                 const sim_material_table *mat, const sim_softbody_organ_opts *o,
+                                 char *err, size_t err_sz)
+{
+    organ_surfaces os;
     sim_tetmesh t;
     sim_embedding e;
-    memset(&surf, 0, sizeof surf), memset(&t, 0, sizeof t), memset(&e, 0, sizeof e);
-    sim_tetmesh_opts to = {min_cell, max_cell};
-    sim_status st = organ_surface(&surf, m, surface_verts, err, err_sz);
+    memset(&os, 0, sizeof os), memset(&t, 0, sizeof t), memset(&e, 0, sizeof e);
+    sim_tetmesh_opts to = {o->min_cell, o->max_cell};
+    float *pts = NULL;
+    sim_status st = organ_surfaces_build(&os, m, mat, o, err, err_sz);
     if (st == SIM_OK)
-        st = sim_tetmesh_build(&t, m, mat, &surf, 1, &to, NULL, err, err_sz);
+        st = sim_tetmesh_build(&t, m, mat, os.s, os.n, &to, NULL, err, err_sz);
+    if (st == SIM_OK && !(pts = organ_points(&os)))
+        st = sc_fail(err, err_sz, SIM_ERR_NOMEM, "organ: out of memory");
     if (st == SIM_OK)
-        st = sim_embed_points(&e, &t, surf.vert, surf.nvert, err, err_sz);
+        st = sim_embed_points(&e, &t, pts, os.nvert, err, err_sz);
     if (st == SIM_OK)
-        st = to_tets(out, &t, &surf, &e, err, err_sz);
+        st = to_tets(out, &t, &os, &e, err, err_sz);
     if (st == SIM_OK) {
         out->nregion = 0;
         for (int k = mat->n - 1; k >= 0; k--) { /* the first entry of a region names it */
@@ -78,22 +162,23 @@ static sim_status organ_from_map(sim_softbody_tets *out, const sim_labelmap *m,
             snprintf(out->region_name[r], sizeof out->region_name[r], "%s", mat->entry[k].name);
         }
     }
+    free(pts);
     sim_embedding_free(&e);
     sim_tetmesh_free(&t);
-    sim_trimesh_free(&surf);
+    organ_surfaces_free(&os);
     return st;
 }
 
-sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, float voxel_mm, int surface_verts,
-                                     int min_cell, int max_cell, char *err, size_t err_sz)
+sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, const sim_softbody_organ_opts *o,
+                                     char *err, size_t err_sz)
 {
     memset(out, 0, sizeof *out);
     sim_labelmap m;
     memset(&m, 0, sizeof m);
     sim_material_table mat = sim_phantom_materials();
-    sim_status st = sim_labelmap_phantom(&m, NULL, voxel_mm, err, err_sz);
+    sim_status st = sim_labelmap_phantom(&m, NULL, o->voxel_mm, err, err_sz);
     if (st == SIM_OK)
-        st = organ_from_map(out, &m, &mat, surface_verts, min_cell, max_cell, err, err_sz);
+        st = organ_from_map(out, &m, &mat, o, err, err_sz);
     sim_labelmap_free(&m);
     return st;
 }
@@ -198,8 +283,8 @@ static sim_status parse_materials(organ_materials *t, const char *spec, char *er
 }
 
 sim_status sim_softbody_tets_labelmap(sim_softbody_tets *out, const char *path,
-                                      const char *materials, int surface_verts, int min_cell,
-                                      int max_cell, char *err, size_t err_sz)
+                                      const char *materials, const sim_softbody_organ_opts *o,
+                                      char *err, size_t err_sz)
 {
     memset(out, 0, sizeof *out);
     organ_materials t;
@@ -211,7 +296,7 @@ sim_status sim_softbody_tets_labelmap(sim_softbody_tets *out, const char *path,
     memset(&m, 0, sizeof m);
     st = sim_labelmap_load_nifti(&m, path, NULL, err, err_sz);
     if (st == SIM_OK) /* sim_tetmesh_build checks the map against the table */
-        st = organ_from_map(out, &m, &mat, surface_verts, min_cell, max_cell, err, err_sz);
+        st = organ_from_map(out, &m, &mat, o, err, err_sz);
     sim_labelmap_free(&m);
     return st;
 }

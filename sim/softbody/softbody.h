@@ -40,6 +40,11 @@ typedef struct sim_softbody_mesh {
 /// whatever sim_softbody_mesh_check refuses.
 sim_status sim_softbody_mesh_load(sim_softbody_mesh *out, const char *path, char *err,
                                   size_t err_sz);
+/// The same for a mesh in any unit (a scan in mm, a model in inches): scaled uniformly so
+/// that its bounding box's diagonal is size_m, centred over x = y = 0, its lowest point at
+/// z = 0; size_m 0 reads it as sim_softbody_mesh_load does.
+sim_status sim_softbody_mesh_load_sized(sim_softbody_mesh *out, const char *path, float size_m,
+                                        char *err, size_t err_sz);
 /// The same from text in memory; format is "off" or "obj".
 sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, size_t len,
                                    const char *format, char *err, size_t err_sz);
@@ -74,19 +79,40 @@ typedef struct sim_softbody_tets {
     float *embed_w;      ///< (nembed x 4) its barycentric weights in that tet
     uint32_t *embed_tri; ///< (nembed_tri x 3) surface triangles over the embedded vertices
     char region_name[SIM_SOFTBODY_NREGION][32]; ///< each region's material ("": unnamed)
+    /// The closed surfaces the embedded vertices and triangles form, one after the other
+    /// (nsurface 0: one, or not said): the organ's outer surface (region -1), then the
+    /// surfaces of the regions inside it (a tumour within the liver), each a closed mesh.
+    int nsurface;
+    struct {
+        int vert0, nvert; ///< its embedded vertices [vert0, vert0 + nvert)
+        int tri0, ntri;   ///< its triangles, whose indices are into all embedded vertices
+        int region;       ///< the region it encloses; -1 for the outer surface
+    } surface[SIM_SOFTBODY_NREGION + 1];
 } sim_softbody_tets;
 
 /// Free the arrays of a sim_softbody_tets made by a builder of this library or the tests.
 void sim_softbody_tets_free(sim_softbody_tets *t);
 
-/// The phantom organ as a hybrid model's geometry (geometry.h's pipeline): its outer
-/// surface by marching cubes and Taubin smoothing, decimated to about surface_verts (0: as
-/// marching cubes made it), embedded in its multi-resolution tets (octree cells of
-/// min_cell to max_cell voxels), at cubic voxels of voxel_mm; in metres, regions as the
-/// phantom's materials (0 liver, 1 tumour, 2 vessel). Free it with sim_softbody_tets_free.
-sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, float voxel_mm, int surface_verts,
-                                     int min_cell, int max_cell, char *err, size_t err_sz);
+/// How an organ's label map becomes a hybrid model's geometry (geometry.h's pipeline): its
+/// outer surface by marching cubes and Taubin smoothing, decimated to about surface_verts
+/// (0: as marching cubes made it), embedded in its multi-resolution tets (octree cells of
+/// min_cell to max_cell voxels); with inner_surfaces, also the surface of each region but
+/// the first (region 0, the organ's tissue: a tumour, a vessel), decimated in proportion,
+/// embedded after the outer one (sim_softbody_tets.surface).
+typedef struct sim_softbody_organ_opts {
+    float voxel_mm; ///< the phantom's cubic voxels (a label map keeps its own)
+    int surface_verts;
+    int min_cell, max_cell;
+    int inner_surfaces;
+} sim_softbody_organ_opts;
+/// Defaults: 3 mm voxels, 3,000 surface vertices, cells of 1 to 8 voxels, no inner surfaces.
+sim_softbody_organ_opts sim_softbody_default_organ_opts(void);
 
+/// The phantom organ (geometry.h: a liver with a tumour and a vessel) as a hybrid model's
+/// geometry, in metres, regions as the phantom's materials (0 liver, 1 tumour, 2 vessel).
+/// Free it with sim_softbody_tets_free.
+sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, const sim_softbody_organ_opts *o,
+                                     char *err, size_t err_sz);
 /// A label map (NIfTI-1 .nii or .nii.gz: a segmentation a clinician brings, in its own
 /// orientation and spacing) as a hybrid model's geometry, built as the phantom's is. materials
 /// names every label the map uses: "LABEL=NAME[:REGION],..." (e.g. "1=liver,2=tumour,
@@ -97,8 +123,8 @@ sim_status sim_softbody_tets_phantom(sim_softbody_tets *out, float voxel_mm, int
 /// refuses. Positions in metres as the file places them (sim_softbody_tets_rest_on_floor
 /// moves it into a tray).
 sim_status sim_softbody_tets_labelmap(sim_softbody_tets *out, const char *path,
-                                      const char *materials, int surface_verts, int min_cell,
-                                      int max_cell, char *err, size_t err_sz);
+                                      const char *materials, const sim_softbody_organ_opts *o,
+                                      char *err, size_t err_sz);
 /// Translate the tets (the embedded surface with them) so that their box is centred on
 /// x = y = 0 and their lowest vertex is at z = 0.
 void sim_softbody_tets_rest_on_floor(sim_softbody_tets *t);

@@ -134,8 +134,8 @@ static sim_softbody_model *make_model(const sb_opts *o, sim_softbody_tets *t)
     if (!o->hybrid) {
         m = sbs_organ_model(o->particles);
     } else if (o->organ) {
-        if (sim_softbody_tets_phantom(t, o->voxel_mm, o->surface_verts, o->min_cell, o->max_cell,
-                                      err, sizeof err) != SIM_OK ||
+        sim_softbody_organ_opts oo = {o->voxel_mm, o->surface_verts, o->min_cell, o->max_cell, 0};
+        if (sim_softbody_tets_phantom(t, &oo, err, sizeof err) != SIM_OK ||
             sim_softbody_model_hybrid(&m, t, err, sizeof err) != SIM_OK)
             fprintf(stderr, "softcast-bench: %s\n", err);
     } else {

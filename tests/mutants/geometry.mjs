@@ -62,4 +62,18 @@ export default [
     replace: '        region = 0 * region_of_name(t, name);',
     build, test: run('softbody_geometry_nifti_segmentation'), caught_by: '`softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ`',
   },
+  {
+    name: 'organ: an inner surface drawn round every label (the organ again, not its tumour)',
+    file: 'sim/softbody/sb_organ.c',
+    find: '        st = organ_surface(t, m, labels, nl, err, err_sz);',
+    replace: '        st = organ_surface(t, m, labels + 0 * nl, 0, err, err_sz);',
+    build, test: run('inner_surfaces'), caught_by: '`softbody_geometry_organ_inner_surfaces_closed_with_their_volumes`',
+  },
+  {
+    name: 'organ: inner surfaces\' triangles not shifted past the outer surface\'s vertices',
+    file: 'sim/softbody/sb_organ.c',
+    find: 's->tri[j] + (uint32_t)v0;',
+    replace: 's->tri[j];',
+    build, test: run('inner_surfaces'), caught_by: '`softbody_geometry_organ_inner_surfaces_closed_with_their_volumes`',
+  },
 ];

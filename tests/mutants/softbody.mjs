@@ -119,4 +119,20 @@ export default [
     build, test: run('phantom_organ'),
     caught_by: '`softbody_hybrid_phantom_organ_sits_on_its_surface_and_rests`',
   },
+  {
+    name: 'softbody: COFF read as OFF (a coloured vertex\'s colour taken for the next coordinates)',
+    file: 'sim/softbody/sb_mesh.c',
+    find: '        *extras = p != tok;',
+    replace: '        *extras = 0;',
+    build, test: run('meshes_made_by_others'),
+    caught_by: '`softbody_meshes_made_by_others_load_and_return_or_are_refused`',
+  },
+  {
+    name: 'softbody: a mesh in other units loaded at its own size (the size asked ignored)',
+    file: 'sim/softbody/sb_mesh.c',
+    find: '    if (st == SIM_OK && size_m > 0.0f)\n        fit_size(out, size_m);',
+    replace: '    (void)fit_size, (void)size_m;',
+    build, test: run('meshes_made_by_others'),
+    caught_by: '`softbody_meshes_made_by_others_load_and_return_or_are_refused`',
+  },
 ];

@@ -1,7 +1,7 @@
 /* test_cranium.c: the real head CT that Debian ships (invesalius-examples, Cranium.inv3:
  * raw int16 LE, 256 x 256 x 108, spacing 0.957 x 0.957 x 1.5 mm). tests/run-tests.sh
  * fetches it with apt-get download into $SOFTCAST_DATA. Without it the test never passes
- * quietly: when the fetch failed although the package registry answered (FETCH_FAILED
+ * quietly: when the fetch failed although the package registry answered (its FETCH_FAILED
  * starts "reachable:") it fails; when no registry could be reached it skips, naming the
  * cause; when no fetch was tried it skips, saying how to run one. */
 #include <math.h>
@@ -15,33 +15,8 @@
 
 TEST(cranium_ct_loads_classes_and_deforms)
 {
-    const char *dir = getenv("SOFTCAST_DATA");
-    char path[1024], why[600] = "", msg[1200];
-    snprintf(path, sizeof path, "%s/cranium_256x256x108_i16.raw", dir ? dir : "build/data");
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s/FETCH_FAILED", dir ? dir : "build/data");
-        FILE *w = fopen(msg, "r");
-        if (w) {
-            if (!fgets(why, sizeof why, w))
-                why[0] = 0;
-            fclose(w);
-            why[strcspn(why, "\n")] = 0;
-        }
-        if (!strncmp(why, "reachable:", 10)) {
-            CHECKF(0, "head CT missing although the package registry answered: %s", why + 11);
-            return;
-        }
-        if (why[0])
-            snprintf(msg, sizeof msg, "head CT not fetched: %s", why);
-        else
-            snprintf(msg, sizeof msg,
-                     "head CT not at %s and no fetch was tried (tests/run-tests.sh, run by make "
-                     "test, fetches it)",
-                     path);
-        SKIP(msg);
-    }
-    fclose(f);
+    char path[1024], msg[1200];
+    TH_DATA("cranium_256x256x108_i16.raw", path, msg);
     char err[512];
     sim_volume full, v;
     const float spacing[3] = {0.957f, 0.957f, 1.5f};

@@ -1057,9 +1057,10 @@ TEST(softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ)
     REQUIRE(make_phantom(&m, 6.0f));
     REQUIRE(write_nifti_labels(path, &m, DT_UINT8, 0.0f));
     sim_softbody_tets ref, got, shared;
-    REQUIRE(sim_softbody_tets_phantom(&ref, 6.0f, 800, 1, 8, err, sizeof err) == SIM_OK);
-    sim_status st = sim_softbody_tets_labelmap(&got, path, "1=liver,2=tumour,3=vessel", 800, 1, 8,
-                                               err, sizeof err);
+    sim_softbody_organ_opts oo = {6.0f, 800, 1, 8, 0};
+    REQUIRE(sim_softbody_tets_phantom(&ref, &oo, err, sizeof err) == SIM_OK);
+    sim_status st =
+        sim_softbody_tets_labelmap(&got, path, "1=liver,2=tumour,3=vessel", &oo, err, sizeof err);
     CHECKF(st == SIM_OK, "%s", err);
     if (st == SIM_OK) {
         CHECK(got.ntet == ref.ntet && got.nvert == ref.nvert && got.nembed == ref.nembed);
@@ -1068,8 +1069,8 @@ TEST(softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ)
         CHECK(!memcmp(got.region, ref.region, (size_t)ref.ntet));
     }
     /* The tumour named liver: two regions, the tumour's tets in the liver's. */
-    st = sim_softbody_tets_labelmap(&shared, path, "1=liver,2=liver,3=vessel", 800, 1, 8, err,
-                                    sizeof err);
+    st =
+        sim_softbody_tets_labelmap(&shared, path, "1=liver,2=liver,3=vessel", &oo, err, sizeof err);
     CHECKF(st == SIM_OK, "%s", err);
     if (st == SIM_OK && got.ntet == shared.ntet) {
         int moved = 0, wrong = 0;
@@ -1096,7 +1097,7 @@ TEST(softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ)
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         sim_softbody_tets t;
-        st = sim_softbody_tets_labelmap(&t, path, bad[k].spec, 800, 1, 8, err, sizeof err);
+        st = sim_softbody_tets_labelmap(&t, path, bad[k].spec, &oo, err, sizeof err);
         CHECKF(st == SIM_ERR_ARG && has(err, bad[k].says) && t.x == NULL,
                "\"%s\": status %d, \"%s\" (want \"%s\")", bad[k].spec, st, err, bad[k].says);
         sim_softbody_tets_free(&t);
@@ -1116,4 +1117,63 @@ TEST(softbody_geometry_nifti_segmentation_becomes_a_hybrid_organ)
     unlink(path);
     rmdir(dir);
 #endif
+}
+
+/* The phantom organ with its inner surfaces: the outer one, the tumour's and the vessel's,
+ * each closed and manifold on its own, each enclosing its label's analytic volume (within
+ * 10%: 3 mm voxels, smoothed and decimated), each vertex inside its tet at rest. */
+TEST(softbody_geometry_organ_inner_surfaces_closed_with_their_volumes)
+{
+    char err[256];
+    sim_softbody_organ_opts oo = sim_softbody_default_organ_opts();
+    oo.inner_surfaces = 1;
+    sim_softbody_tets t;
+    REQUIRE(sim_softbody_tets_phantom(&t, &oo, err, sizeof err) == SIM_OK);
+    sim_phantom_organ shape = sim_default_phantom_organ();
+    double want[4];
+    phantom_volumes(&shape, want);
+    const double want_by_region[3] = {want[0], want[SIM_PHANTOM_TUMOUR], want[SIM_PHANTOM_VESSEL]};
+    CHECKF(t.nsurface == 3, "%d surfaces", t.nsurface);
+    int covered = 0;
+    for (int k = 0; k < t.nsurface && k < 3; k++) {
+        sim_trimesh m = {t.surface[k].nvert, t.surface[k].ntri, NULL, NULL};
+        m.vert = malloc((size_t)m.nvert * 3 * sizeof *m.vert);
+        m.tri = malloc((size_t)m.ntri * 3 * sizeof *m.tri);
+        REQUIRE(m.vert && m.tri);
+        for (int i = 0; i < m.nvert; i++) { /* at rest, mm, by its weights in its tet */
+            int v = t.surface[k].vert0 + i;
+            const int32_t *t4 = &t.tet[t.embed_tet[v] * 4];
+            for (int c = 0; c < 3; c++) {
+                float p = 0.0f;
+                for (int j = 0; j < 4; j++)
+                    p += t.embed_w[v * 4 + j] * t.x[t4[j] * 3 + c];
+                m.vert[i * 3 + c] = p * 1e3f;
+            }
+            for (int j = 0; j < 4; j++)
+                covered += t.embed_w[v * 4 + j] >= -1e-5f && t.embed_w[v * 4 + j] <= 1.0f + 1e-5f;
+        }
+        int bad = 0;
+        for (int j = 0; j < m.ntri * 3; j++) {
+            int64_t local = (int64_t)t.embed_tri[(size_t)t.surface[k].tri0 * 3 + (size_t)j] -
+                            t.surface[k].vert0;
+            bad += local < 0 || local >= m.nvert;
+            m.tri[j] = (uint32_t)(local < 0 ? 0 : local);
+        }
+        CHECKF(bad == 0, "surface %d: %d triangle corners outside its vertices", k, bad);
+        sim_mesh_report r;
+        int region = t.surface[k].region;
+        CHECK(region == k - 1 + (k > 0)); /* -1 outer, then regions 1 and 2 */
+        if (bad == 0 && report_ok(&m, k ? t.region_name[region] : "outer", &r)) {
+            double rel = r.volume_mm3 / want_by_region[k] - 1.0;
+            th_note("%s: %d vertices, %.0f mm3 against %.0f analytic (%+.1f%%)",
+                    k ? t.region_name[region] : "outer", m.nvert, r.volume_mm3, want_by_region[k],
+                    100.0 * rel);
+            CHECKF(fabs(rel) < 0.10, "surface %d: volume %+.1f%% off its label's", k, 100.0 * rel);
+        }
+        free(m.vert);
+        free(m.tri);
+    }
+    CHECKF(covered == t.nembed * 4, "%d of %d weights outside [0, 1]", t.nembed * 4 - covered,
+           t.nembed * 4);
+    sim_softbody_tets_free(&t);
 }

@@ -442,7 +442,8 @@ TEST(softbody_hybrid_phantom_organ_sits_on_its_surface_and_rests)
 {
     char err[256];
     sim_softbody_tets t;
-    REQUIRE(sim_softbody_tets_phantom(&t, 6.0f, 800, 1, 8, err, sizeof err) == SIM_OK);
+    sim_softbody_organ_opts oo = {6.0f, 800, 1, 8, 0};
+    REQUIRE(sim_softbody_tets_phantom(&t, &oo, err, sizeof err) == SIM_OK);
     sim_labelmap map;
     sim_trimesh surf;
     sim_surface_opts o = sim_default_surface_opts();
