@@ -219,11 +219,14 @@ static int build_hybrid(sb_body *b, sim_backend *be, char *err, size_t err_sz)
     sim_softbody_tets t;
     memset(&t, 0, sizeof t);
     double t0 = now_ms();
-    sim_status st =
-        g_sb.labels[0]
-            ? sim_softbody_tets_labelmap(&t, g_sb.labels, g_sb.materials, g_sb.surface_verts, 4, 32,
-                                         err, err_sz)
-            : sim_softbody_tets_phantom(&t, g_sb.voxel_mm, g_sb.surface_verts, 4, 32, err, err_sz);
+    /* Cells of 4 to 32 voxels: fine at the surface, coarse inside (measured in
+     * server/README.md); the outer surface alone (the client draws it opaque). */
+    sim_softbody_organ_opts o = sim_softbody_default_organ_opts();
+    o.voxel_mm = g_sb.voxel_mm, o.surface_verts = g_sb.surface_verts;
+    o.min_cell = 4, o.max_cell = 32, o.inner_surfaces = 0;
+    sim_status st = g_sb.labels[0] ? sim_softbody_tets_labelmap(&t, g_sb.labels, g_sb.materials, &o,
+                                                                err, err_sz)
+                                   : sim_softbody_tets_phantom(&t, &o, err, err_sz);
     int rc = st == SIM_OK ? body_from_tets(b, &t, err, err_sz) : -1;
     sim_softbody_tets_free(&t);
     double t1 = now_ms();
