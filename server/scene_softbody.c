@@ -42,12 +42,22 @@
 
 /* ------------------------------------------------ process-wide (main thread) */
 
+/* A region's own surface inside the organ: a range of the embedded vertices. */
+typedef struct sb_inner {
+    int region, vert0, nvert, ntri;
+    uint32_t *tri; /* (ntri x 3) indices into its own vertices */
+    float *scalar; /* (nvert) its region, for the client's palette */
+} sb_inner;
+
 /* A model and what the view needs of it; immutable once built, shared by sessions. */
 typedef struct sb_body {
     sim_softbody_model *model;
     float *region; /* (surface vertices) the region of each, NULL for a surface model */
     int nregion;
     char region_name[SIM_SOFTBODY_NREGION][32];
+    int outer_nvert, outer_ntri; /* the outer surface: the first vertices and triangles */
+    int ninner;                  /* the regions' own surfaces inside it (a tumour, a vessel) */
+    sb_inner inner[SIM_SOFTBODY_NREGION];
     const char *source; /* "phantom", "labels", "bean", "mesh" */
     float half[3];      /* the tray: inner half-lengths in x and y, wall height; m */
     float *settled;     /* (particles x 3) at rest in the tray, sagged under gravity; tray frame */
@@ -57,12 +67,12 @@ typedef struct sb_body {
  * when they come from a file (its errors belong there), else by the first session that asks
  * (g_sb.lock), so servers that never hold a soft body never pay for them. */
 static struct {
-    float voxel_mm;
+    float voxel_mm, mesh_size; /* mesh_size: m across for --softbody-mesh (0: the file's) */
     int surface_verts, particles;
     char mesh[512], labels[512], materials[512];
     pthread_mutex_t lock;
     sb_body hybrid, surface; /* hybrid.model: under lock until built, then read-only */
-} g_sb = {3.0f, 3000, 2000, "", "", "", PTHREAD_MUTEX_INITIALIZER, {0}, {0}};
+} g_sb = {3.0f, 0.0f, 3000, 2000, "", "", "", PTHREAD_MUTEX_INITIALIZER, {0}, {0}};
 
 static int opt_number(const char *name, const char *val, double lo, double hi, double *out,
                       char *err, size_t err_sz)
@@ -109,6 +119,11 @@ static int sb_option(const char *name, const char *val, char *err, size_t err_sz
             *(surf ? &g_sb.surface_verts : &g_sb.particles) = (int)v;
         return r;
     }
+    if (!strcmp(name, "softbody-mesh-size")) {
+        if ((r = opt_number(name, val, 0.0, SIM_SOFTBODY_MAX_SIZE_M, &v, err, err_sz)) > 0)
+            g_sb.mesh_size = (float)v;
+        return r;
+    }
     if (!strcmp(name, "softbody-mesh"))
         return opt_path(name, val, g_sb.mesh, sizeof g_sb.mesh, err, err_sz);
     if (!strcmp(name, "softbody-labels"))
@@ -130,6 +145,8 @@ static void body_free(sb_body *b)
     sim_softbody_model_destroy(b->model);
     free(b->region);
     free(b->settled);
+    for (int k = 0; k < b->ninner; k++)
+        free(b->inner[k].tri), free(b->inner[k].scalar);
     memset(b, 0, sizeof *b);
 }
 
@@ -190,6 +207,30 @@ static int body_settle(sb_body *b, sim_backend *be, char *err, size_t err_sz)
     return b->settled ? 0 : -1;
 }
 
+/* The outer surface (the first of t's surfaces, or all when it names none) and the inner
+ * ones, each its own object: vertices a range of the embedded ones, triangles made local. */
+static int body_inner(sb_body *b, const sim_softbody_tets *t, char *err, size_t err_sz)
+{
+    b->outer_nvert = t->nsurface ? t->surface[0].nvert : t->nembed;
+    b->outer_ntri = t->nsurface ? t->surface[0].ntri : t->nembed_tri;
+    for (int k = 1; k < t->nsurface && b->ninner < SIM_SOFTBODY_NREGION; k++) {
+        const int v0 = t->surface[k].vert0, nv = t->surface[k].nvert, nt = t->surface[k].ntri;
+        sb_inner *in = &b->inner[b->ninner++];
+        in->region = t->surface[k].region, in->vert0 = v0, in->nvert = nv, in->ntri = nt;
+        in->tri = malloc((size_t)nt * 3 * sizeof *in->tri + 1);
+        in->scalar = malloc((size_t)nv * sizeof *in->scalar + 1);
+        if (!in->tri || !in->scalar) {
+            snprintf(err, err_sz, "out of memory");
+            return -1;
+        }
+        for (int j = 0; j < nt * 3; j++)
+            in->tri[j] = t->embed_tri[(size_t)t->surface[k].tri0 * 3 + (size_t)j] - (uint32_t)v0;
+        for (int i = 0; i < nv; i++)
+            in->scalar[i] = (float)in->region;
+    }
+    return 0;
+}
+
 /* A hybrid body from tets (moved to rest on the tray's floor): the model, each surface
  * vertex's region (its tet's, in the model's order) and the region names. */
 static int body_from_tets(sb_body *b, sim_softbody_tets *t, char *err, size_t err_sz)
@@ -210,7 +251,7 @@ static int body_from_tets(sb_body *b, sim_softbody_tets *t, char *err, size_t er
     b->nregion = t->nregion;
     memcpy(b->region_name, t->region_name, sizeof b->region_name);
     body_tray(b, t->x, t->nvert);
-    return 0;
+    return body_inner(b, t, err, err_sz);
 }
 
 /* The default hybrid body: the label map when given, else the phantom organ; settled. */
@@ -220,10 +261,11 @@ static int build_hybrid(sb_body *b, sim_backend *be, char *err, size_t err_sz)
     memset(&t, 0, sizeof t);
     double t0 = now_ms();
     /* Cells of 4 to 32 voxels: fine at the surface, coarse inside (measured in
-     * server/README.md); the outer surface alone (the client draws it opaque). */
+     * server/README.md); the regions' own surfaces too, which the client shows inside the
+     * outer one. */
     sim_softbody_organ_opts o = sim_softbody_default_organ_opts();
     o.voxel_mm = g_sb.voxel_mm, o.surface_verts = g_sb.surface_verts;
-    o.min_cell = 4, o.max_cell = 32, o.inner_surfaces = 0;
+    o.min_cell = 4, o.max_cell = 32, o.inner_surfaces = 1;
     sim_status st = g_sb.labels[0] ? sim_softbody_tets_labelmap(&t, g_sb.labels, g_sb.materials, &o,
                                                                 err, err_sz)
                                    : sim_softbody_tets_phantom(&t, &o, err, err_sz);
@@ -261,6 +303,7 @@ static int body_from_mesh(sb_body *b, sim_softbody_mesh *m, const char *source, 
     if (sim_softbody_model_surface(&b->model, m, err, err_sz) != SIM_OK)
         return -1;
     b->source = source;
+    b->outer_nvert = m->nvert, b->outer_ntri = m->ntri;
     body_tray(b, m->x, m->nvert);
     return 0;
 }
@@ -270,8 +313,9 @@ static int build_surface(sb_body *b, int n, sim_backend *be, char *err, size_t e
 {
     sim_softbody_mesh m;
     char why[256] = "";
-    sim_status st = g_sb.mesh[0] ? sim_softbody_mesh_load(&m, g_sb.mesh, why, sizeof why)
-                                 : sim_softbody_mesh_organ(&m, n, why, sizeof why);
+    sim_status st =
+        g_sb.mesh[0] ? sim_softbody_mesh_load_sized(&m, g_sb.mesh, g_sb.mesh_size, why, sizeof why)
+                     : sim_softbody_mesh_organ(&m, n, why, sizeof why);
     int rc =
         st == SIM_OK ? body_from_mesh(b, &m, g_sb.mesh[0] ? "mesh" : "bean", why, sizeof why) : -1;
     if (st == SIM_OK)
@@ -332,9 +376,9 @@ typedef struct sb_scene {
     int tray_plane[NTRAY_PLANES];    /* the tray's own planes' ids */
     int still;                       /* frames in a row the organ has been settled */
     int nsurf, ntri;
-    float *local;        /* (nsurf x 3) the surface in the tray's frame */
-    float tray_x[8 * 3]; /* the tray's corners, its frame */
-    proto_object_in obj[2];
+    float *local;                                  /* (nsurf x 3) the surface in the tray's frame */
+    float tray_x[8 * 3];                           /* the tray's corners, its frame */
+    proto_object_in obj[2 + SIM_SOFTBODY_NREGION]; /* organ, tray, inner surfaces */
 } sb_scene;
 
 static const uint32_t k_tray_tri[10 * 3] = {
@@ -772,12 +816,12 @@ static void sb_view(void *scene, uint64_t frame, const srv_view_budget *budget, 
     o->primitive = PROTO_PRIM_TRIANGLES;
     o->qbits = ORGAN_BITS;
     organ_box(v->body, o->bmin, o->bmax);
-    o->nvert = (uint32_t)n;
+    o->nvert = (uint32_t)v->body->outer_nvert;
     o->pos = v->local;
     o->scalar = v->body->region; /* the region of each vertex: the client colours by it */
     o->smax = v->body->region ? (float)(v->body->nregion - 1) : 0.0f;
-    o->elem = sim_softbody_model_triangles(v->body->model, &n);
-    o->nelem = (uint32_t)n;
+    o->elem = sim_softbody_model_triangles(v->body->model, &n); /* the outer ones first */
+    o->nelem = (uint32_t)v->body->outer_ntri;
     o->topo_version = 1;
     o->xf = xf;
     o = &v->obj[1];
@@ -792,8 +836,19 @@ static void sb_view(void *scene, uint64_t frame, const srv_view_budget *budget, 
     o->elem = k_tray_tri;
     o->topo_version = 1;
     o->xf = xf;
+    for (int k = 0; k < v->body->ninner; k++) { /* ids 2, 3, ...: inside the organ */
+        const sb_inner *in = &v->body->inner[k];
+        o = &v->obj[2 + k];
+        *o = v->obj[0];
+        o->id = (uint16_t)(2 + k);
+        o->nvert = (uint32_t)in->nvert;
+        o->pos = &v->local[(size_t)in->vert0 * 3];
+        o->scalar = in->scalar;
+        o->nelem = (uint32_t)in->ntri;
+        o->elem = in->tri;
+    }
     out->obj = v->obj;
-    out->n = 2;
+    out->n = 2 + (uint32_t)v->body->ninner;
 }
 
 static char *sb_params_json(const void *scene)
@@ -818,6 +873,9 @@ static void sb_describe(const void *scene, cJSON *j)
     cJSON *r = cJSON_AddArrayToObject(j, "regions");
     for (int k = 0; r && k < v->body->nregion; k++)
         cJSON_AddItemToArray(r, cJSON_CreateString(v->body->region_name[k]));
+    cJSON *inner = cJSON_AddArrayToObject(j, "inner_surfaces"); /* object 2 + k: its region */
+    for (int k = 0; inner && k < v->body->ninner; k++)
+        cJSON_AddItemToArray(inner, cJSON_CreateNumber(v->body->inner[k].region));
     double half[3] = {v->body->half[0], v->body->half[1], v->body->half[2]};
     cJSON_AddItemToObject(j, "tray", cJSON_CreateDoubleArray(half, 3));
     cJSON_AddStringToObject(j, "units", "m");
@@ -831,7 +889,9 @@ const srv_scene_i srv_scene_softbody = {
         "  --softbody-labels FILE.nii    the hybrid model from a label map instead (NIfTI)\n"
         "  --softbody-materials SPEC     its labels' materials: LABEL=NAME[:REGION],...\n"
         "  --softbody-particles N        the surface model's bean, vertices (default 2000)\n"
-        "  --softbody-mesh FILE          the surface model from a closed mesh (OFF or OBJ, m)\n",
+        "  --softbody-mesh FILE          the surface model from a closed mesh (OFF or OBJ, m)\n"
+        "  --softbody-mesh-size M        scale that mesh to M metres across (default 0: as "
+        "given)\n",
     .events = k_events,
     .nevents = (int)(sizeof k_events / sizeof k_events[0]),
     .option = sb_option,

@@ -241,4 +241,13 @@ export default [
     test: node('softbody', 'regions, grab and release'),
     caught_by: 'softbody: regions, grab and release, ... (grab far from the organ refused)',
   },
+  {
+    name: "softbody scene: the inner surfaces (tumour, vessel) left out of the view",
+    file: 'server/scene_softbody.c',
+    find: '    out->n = 2 + (uint32_t)v->body->ninner;',
+    replace: '    out->n = 2;',
+    build: server,
+    test: node('softbody', 'regions, grab and release'),
+    caught_by: 'softbody: regions, grab and release, ... (the inner surfaces, each of its region, inside the organ)',
+  },
 ];

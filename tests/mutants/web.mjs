@@ -176,4 +176,13 @@ export default [
     test: 'node --test tests/e2e/softbody.test.mjs',
     caught_by: 'e2e "a hybrid organ: ..., rides the tray"',
   },
+  {
+    name: 'softbody scene: the organ drawn opaque (what lies inside hidden)',
+    file: 'web-client/src/scenes/softbody.mjs',
+    find: '(o.hasScalar ? SEE_THROUGH_STYLE : ORGAN_STYLE)',
+    replace: '(o.hasScalar ? ORGAN_STYLE : ORGAN_STYLE)',
+    build,
+    test: 'node --test tests/e2e/softbody.test.mjs',
+    caught_by: 'e2e "a hybrid organ: drawn by region, ..." (tumour-coloured pixels)',
+  },
 ];

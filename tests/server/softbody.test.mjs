@@ -72,6 +72,7 @@ test('softbody: REST options, both models, refusals that name the field', async 
   assert.equal(h.status, 201, h.text);
   assert.equal(h.json.model, 'hybrid');
   assert.deepEqual(h.json.regions, ['liver', 'tumour', 'vessel']);
+  assert.deepEqual(h.json.inner_surfaces, [1, 2], 'the tumour\'s and the vessel\'s own surfaces');
   assert.ok(h.json.tets > 100 && h.json.particles > 100 && h.json.surface_vertices > 100, h.text);
   const s = await api(srv.base, 'POST', '/api/sessions', { scene: 'softbody', model: 'surface', particles: 500 });
   assert.equal(s.status, 201, s.text);
@@ -110,6 +111,16 @@ test('softbody: regions, grab and release, the tray carries the organ, planes, p
   assert.ok(seen.get(0) > q0.length / 8, `liver vertices: ${JSON.stringify([...seen])}`);
   assert.ok(seen.get(65535) > 0, `vessel vertices: ${JSON.stringify([...seen])}`);
   for (const k of seen.keys()) assert.ok([0, 32768, 65535].includes(k), `a scalar ${k} that is no region`);
+  // Inside the organ, the tumour's (object 2) and the vessel's (3) own closed surfaces, each
+  // all of its region and within the organ's outer surface's box.
+  const outer = world(c, ORGAN), lo = [0, 1, 2].map((b) => Math.min(...outer.filter((_, i) => i % 3 === b)));
+  const hi = [0, 1, 2].map((b) => Math.max(...outer.filter((_, i) => i % 3 === b)));
+  for (const [id, code] of [[2, 32768], [3, 65535]]) {
+    const qi = c.frames.at(-1).q[id], x = world(c, id);
+    assert.ok(qi && x.length > 60, `inner surface ${id} missing`);
+    for (let j = 3; j < qi.length; j += 4) assert.equal(qi[j], code, `inner surface ${id}: a vertex of another region`);
+    for (let i = 0; i < x.length; i++) assert.ok(x[i] >= lo[i % 3] - 1e-3 && x[i] <= hi[i % 3] + 1e-3, `inner surface ${id} leaves the organ`);
+  }
 
   // Grab at the organ's top and lift the hand 4 cm: the top follows; the rest stays put.
   const rest = world(c, ORGAN);

@@ -1,7 +1,9 @@
 // softbody.mjs: the soft-body scene (an organ in a tray: hybrid tets by region, or surface
-// PBD) in the page. Two objects in the tray's frame (metres, z up), placed by the tray's pose:
+// PBD) in the page. Objects in the tray's frame (metres, z up), placed by the tray's pose:
 // the organ's surface, each vertex carrying its region (the hybrid's tissue: liver, tumour,
-// vessel) drawn in that tissue's colour; and the tray, translucent. A press on the organ grabs
+// vessel) drawn in that tissue's colour, translucent when it has regions so that what lies
+// inside shows; the tray, translucent; and the inner regions' own surfaces (a tumour, a
+// vessel), opaque in their tissue's colour. A press on the organ grabs
 // there (the picked surface point, world metres); the shell's hand moves it in the plane facing
 // the camera and lets go. Beside the view, the tray's controls (buttons: keyboard and pointer
 // alike) move and tilt the tray; the organ rides in it.
@@ -9,13 +11,19 @@
 // The module contract: web-client/README.md, "Adding a scene".
 import { h } from '../core/dom.mjs';
 
-// server/scene_softbody.c: object 0 the organ (scalar: region), object 1 the tray.
-const ORGAN = 0, TRAY = 1;
+// server/scene_softbody.c: object 0 the organ (scalar: region), object 1 the tray, 2 and up
+// the inner surfaces (scalar: their region).
+const ORGAN = 0, TRAY = 1, INNER = [2, 3, 4, 5];
 // Region k's colour (sRGB): liver reddish-brown, tumour pale, vessel blue-purple, a fourth.
 const TISSUE = [0x9a3b2a, 0xeadcb4, 0x5548c8, 0x6f9a52];
 const ORGAN_STYLE = { color: TISSUE[0], opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'double', pick: 0 };
-const TRAY_STYLE = { color: 0x9fb4c8, opacity: 0.28, transparent: true, depthWrite: false, renderOrder: 1, side: 'double', pick: null };
-const styleFor = (o) => (o.id === ORGAN ? ORGAN_STYLE : TRAY_STYLE);
+// A hybrid organ (its vertices carry regions) is seen through: its front faces only, drawn
+// after the opaque inner surfaces, writing no depth so they show behind it.
+const SEE_THROUGH_STYLE = { color: TISSUE[0], opacity: 0.55, transparent: true, depthWrite: false, renderOrder: 1, side: 'front', pick: 0 };
+const INNER_STYLE = { color: TISSUE[1], opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'double', pick: null };
+const TRAY_STYLE = { color: 0x9fb4c8, opacity: 0.28, transparent: true, depthWrite: false, renderOrder: 2, side: 'double', pick: null };
+const styleFor = (o) => (o.id === ORGAN ? (o.hasScalar ? SEE_THROUGH_STYLE : ORGAN_STYLE)
+  : o.id === TRAY ? TRAY_STYLE : INNER_STYLE);
 const STEP_M = 0.01, TILT_DEG = 5, REACH_M = 0.95; // the server refuses a tray beyond 1 m
 
 /** Quaternions as [w, x, y, z]: a b. */
@@ -58,7 +66,7 @@ export default {
 
   open({ conn, view, st, side }) {
     view.setScene({ styleFor, frameCamera: frameTray });
-    conn.palette(ORGAN, TISSUE);
+    for (const id of [ORGAN, ...INNER]) conn.palette(id, TISSUE);
     // The pose asked for last, while the frames catch up with it; else the tray's as shown.
     let asked = null, askedAt = 0;
     const pose = () => {
