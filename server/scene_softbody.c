@@ -323,8 +323,9 @@ static int build_surface(sb_body *b, int n, sim_backend *be, char *err, size_t e
     if (rc == 0 && body_settle(b, be, why, sizeof why) != 0)
         rc = -1;
     if (rc != 0) {
-        if (g_sb.mesh[0])
-            snprintf(err, err_sz, "--softbody-mesh %s: %s", g_sb.mesh, why);
+        if (g_sb.mesh[0]) /* why names the file */
+            snprintf(err, err_sz, "--softbody-mesh: %s%s", why,
+                     strstr(why, " m across") ? " (--softbody-mesh-size M scales it to M m)" : "");
         else
             snprintf(err, err_sz, "%s", why);
         body_free(b);

@@ -250,4 +250,13 @@ export default [
     test: node('softbody', 'regions, grab and release'),
     caught_by: 'softbody: regions, grab and release, ... (the inner surfaces, each of its region, inside the organ)',
   },
+  {
+    name: "softbody scene: --softbody-mesh-size ignored (a mesh in other units taken as metres)",
+    file: 'server/scene_softbody.c',
+    find: 'sim_softbody_mesh_load_sized(&m, g_sb.mesh, g_sb.mesh_size, why,',
+    replace: 'sim_softbody_mesh_load_sized(&m, g_sb.mesh, 0.0f * g_sb.mesh_size, why,',
+    build: server,
+    test: node('softbody_data', 'made by others'),
+    caught_by: 'softbody: a mesh made by others, scaled to 15 cm, becomes the surface model',
+  },
 ];
