@@ -38,8 +38,9 @@ struct sim_softbody_model {
     float *q;                  /* (n x 3) */
     int32_t *vt_start, *vt_jk; /* (n + 1), (3 ntri x 2) */
     float rest6;
-    /* Hybrid: tets sorted by colour (a colour's tets are read in sequence); tet_user is
-     * tet in the caller's order, for sim_softbody_model_tets. */
+    /* Hybrid: tets sorted by colour (a colour's tets are read in sequence), within a colour
+     * those without springs first; tet_user is tet in the caller's order, for
+     * sim_softbody_model_tets. */
     int ntet, nregion;
     int32_t *tet;      /* (ntet x 4), turned positive */
     uint8_t *region;   /* (ntet) */
@@ -81,6 +82,7 @@ struct sim_softbody_state {
     float *grad;       /* (n x 3) the volume constraint's gradient */
     float *vpart;      /* (nchunk x 2) its partial sums: (x - o) . g and w |g|^2 */
     float quat[4];     /* shape matching's rotation, the warm start of the next */
+    float scratch[16]; /* a frame's values shared by its threads (cpu.c) */
     float ppos[3], pquat[4]; /* parent pose set by the caller */
     float cpos[3], cquat[4]; /* parent pose the particles were last carried to */
     sb_userplane planes[SIM_SOFTBODY_MAX_PLANES];
