@@ -174,8 +174,9 @@ static void tet_group(const sim_softbody_model *m, sim_softbody_state *s, int c0
     }
     sb_vf vl = SB_GATHER(l, lv[g.j[l]]);
     sb_vi on = SB_GATHERI(l, -(l < g.n));
-    sb_xpbd_volume_p_v(p, wv, SB_GATHER(l, m->tvol[g.j[l]]),
-                       SB_GATHER(l, s->talpha[g.j[l]] * inv_h2), &vl, on);
+    if (s->prm.tet_volumes)
+        sb_xpbd_volume_p_v(p, wv, SB_GATHER(l, m->tvol[g.j[l]]),
+                           SB_GATHER(l, s->talpha[g.j[l]] * inv_h2), &vl, on);
     int b[SB_LANES], any = 0;
     for (int l = 0; l < SB_LANES; l++) {
         b[l] = springs && l < g.n ? m->bidx[g.j[l]] : -1;
@@ -250,9 +251,10 @@ static void tet_constraints(const sim_softbody_model *m, sim_softbody_state *s, 
     int nt = c->nt, springs = s->prm.spring_mode != SIM_SPRING_OFF;
     int nl = m->nedge + m->ntet + 4 * m->nbound;
     SB_FOR(nt, i, 0, nl, s->lambda[i] = 0.0f); /* XPBD: multipliers start each substep at 0 */
-    for (int it = 0; it < s->prm.iterations; it++) {
+    for (int it = 0; it < s->prm.hybrid_iterations; it++) {
         colour_pass(m, s, &m->ecol, nt, c->inv_h2, springs);
-        colour_pass(m, s, &m->tcol, nt, c->inv_h2, springs);
+        if (s->prm.tet_volumes || springs)
+            colour_pass(m, s, &m->tcol, nt, c->inv_h2, springs);
     }
 }
 
@@ -316,7 +318,7 @@ static void substep(const sim_softbody_model *m, sim_softbody_state *s, const sb
 static void substeps(const sim_softbody_model *m, sim_softbody_state *s, const sb_frame *f,
                      const sb_step *c)
 {
-    for (int k = 0; k < s->prm.substeps; k++)
+    for (int k = 0; k < sb_substeps(m, &s->prm); k++)
         substep(m, s, f, c);
 }
 
@@ -325,7 +327,7 @@ static sim_status cpu_solve(const sim_softbody_model *m, sim_softbody_state *s, 
 {
     const sim_softbody_params *p = &s->prm;
     sb_step c;
-    c.h = p->dt / (float)p->substeps;
+    c.h = p->dt / (float)sb_substeps(m, p);
     c.inv_h = 1.0f / c.h;
     c.inv_h2 = c.inv_h * c.inv_h;
     c.damp = 1.0f - p->damping * c.h;

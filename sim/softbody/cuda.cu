@@ -56,14 +56,15 @@ struct dev_tets {
     float *tvol, *talpha, *brest, *balpha;
 };
 
-__global__ void k_tets(int c0, int c1, dev_tets d, float inv_h2, int springs, float *x,
+__global__ void k_tets(int c0, int c1, dev_tets d, float inv_h2, int volumes, int springs, float *x,
                        const float *w, float *lv, float *ls)
 {
     int j = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= c1)
         return;
     int t = j, b = d.bidx[t];
-    sb_xpbd_volume(&d.tet[t * 4], d.tvol[t], d.talpha[t] * inv_h2, x, w, &lv[t]);
+    if (volumes)
+        sb_xpbd_volume(&d.tet[t * 4], d.tvol[t], d.talpha[t] * inv_h2, x, w, &lv[t]);
     if (springs && b >= 0)
         sb_tet_springs(&d.tet[t * 4], &d.brest[b * 4], &d.balpha[b * 4], inv_h2, x, w, &ls[b * 4]);
 }
@@ -206,7 +207,7 @@ void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
     size_t nl = (size_t)m->nedge + (size_t)m->ntet + 4 * (size_t)m->nbound;
     if (m->info.kind == SIM_SOFTBODY_HYBRID)
         cudaMemsetAsync(d->lambda, 0, nl * sizeof(float));
-    for (int it = 0; it < p->iterations; it++) {
+    for (int it = 0; it < sb_iterations(m, p); it++) {
         for (int c = 0; c < m->ecol.n; c++) {
             int c0 = m->ecol.start[c], c1 = m->ecol.start[c + 1];
             if (m->info.kind == SIM_SOFTBODY_SURFACE)
@@ -219,7 +220,7 @@ void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
         for (int c = 0; c < m->tcol.n; c++) {
             int c0 = m->tcol.start[c], c1 = m->tcol.start[c + 1];
             k_tets<<<blocks(c1 - c0), kThreads>>>(
-                c0, c1, d->t, inv_h2, p->spring_mode != SIM_SPRING_OFF, d->x, d->w,
+                c0, c1, d->t, inv_h2, p->tet_volumes, p->spring_mode != SIM_SPRING_OFF, d->x, d->w,
                 d->lambda + m->nedge, d->lambda + m->nedge + m->ntet);
         }
     }
@@ -251,12 +252,12 @@ bool gpu_solve(const sim_softbody_model *m, sim_softbody_state *s, const sb_fram
     memset(&d, 0, sizeof d);
     bool ok = upload(m, s, &d);
     const sim_softbody_params *p = &s->prm;
-    float h = p->dt / (float)p->substeps, inv_h = 1.0f / h, damp = 1.0f - p->damping * h;
+    float h = p->dt / (float)sb_substeps(m, p), inv_h = 1.0f / h, damp = 1.0f - p->damping * h;
     damp = damp < 0.0f ? 0.0f : damp;
     planes_t pl;
     memcpy(pl.p, f->planes, sizeof pl.p);
     int n = m->n;
-    for (int k = 0; ok && k < p->substeps; k++) {
+    for (int k = 0; ok && k < sb_substeps(m, p); k++) {
         k_predict<<<blocks(n), kThreads>>>(n, d.x, d.v, d.xp, d.w, -p->gravity, h);
         constraints(m, s, &d, inv_h * inv_h);
         if (s->ngrab)

@@ -272,9 +272,13 @@ static int build_tet_edges(sim_softbody_model *m)
     return ok;
 }
 
-/* Within each colour, the tets with springs after those without (a stable partition): the
- * CPU solves a colour SB_LANES tets at a time, and a group pays for the springs if one of its
- * tets has them. A colour's tets are independent, so their order changes nothing else. */
+/* Within each span of SB_GROUP_SPAN tets of a colour, the tets with springs after those
+ * without (a stable partition): the CPU solves a colour 4 tets at a time, and a group pays for
+ * the springs if one of its tets has them. Spans, not whole colours: the threads take a
+ * colour in halves, and a colour's tets are in mesh order, so each thread keeps to its part of
+ * the body (its vertices stay in its cache) and gets the springs of that part. A colour's tets
+ * are independent, so their order changes nothing else. */
+#define SB_GROUP_SPAN 64
 static int group_tets(sim_softbody_model *m)
 {
     size_t nt = (size_t)m->ntet;
@@ -283,13 +287,16 @@ static int group_tets(sim_softbody_model *m)
     uint8_t *reg = malloc(nt);
     float *vol = malloc(nt * sizeof(float));
     int ok = ord && inv && tet && bidx && reg && vol;
-    for (int c = 0; ok && c < m->tcol.n; c++) {
-        int at = m->tcol.start[c];
-        for (int springs = 0; springs < 2; springs++)
-            for (int j = m->tcol.start[c]; j < m->tcol.start[c + 1]; j++)
-                if ((m->bidx[j] >= 0) == springs)
-                    ord[at++] = j;
-    }
+    for (int c = 0; ok && c < m->tcol.n; c++)
+        for (int j0 = m->tcol.start[c]; j0 < m->tcol.start[c + 1]; j0 += SB_GROUP_SPAN) {
+            int j1 = j0 + SB_GROUP_SPAN < m->tcol.start[c + 1] ? j0 + SB_GROUP_SPAN
+                                                               : m->tcol.start[c + 1];
+            int at = j0;
+            for (int springs = 0; springs < 2; springs++)
+                for (int j = j0; j < j1; j++)
+                    if ((m->bidx[j] >= 0) == springs)
+                        ord[at++] = j;
+        }
     for (size_t j = 0; ok && j < nt; j++) {
         int32_t e = ord[j];
         inv[e] = (int32_t)j;

@@ -125,6 +125,15 @@ static inline const sim_softbody_backend_i *sb_backend_for(const sim_backend *b)
 /* Shared by the backends (sb_state.c). */
 /* Per-iteration PBD stiffness that removes k of the error over n iterations. */
 float sb_iteration_stiffness(float k, int n);
+/* Substeps per frame and iterations per substep of model m's kind (params.def). */
+static inline int sb_substeps(const sim_softbody_model *m, const sim_softbody_params *p)
+{
+    return m->info.kind == SIM_SOFTBODY_HYBRID ? p->hybrid_substeps : p->substeps;
+}
+static inline int sb_iterations(const sim_softbody_model *m, const sim_softbody_params *p)
+{
+    return m->info.kind == SIM_SOFTBODY_HYBRID ? p->hybrid_iterations : p->iterations;
+}
 static inline int sb_nchunk(int n)
 {
     return (n + SB_CHUNK - 1) / SB_CHUNK;
