@@ -54,12 +54,13 @@ static int big_colour(const sb_colours *col, int c, int nt)
 static void surface_constraints(const sim_softbody_model *m, sim_softbody_state *s,
                                 const sb_step *c)
 {
-    float k = sb_iteration_stiffness(s->prm.distance_stiffness, s->prm.iterations);
     int nt = c->nt;
+    const float *sh = s->eshare; /* the stiffness and the masses, per edge (sb_edge_update) */
     for (int it = 0; it < s->prm.iterations; it++)
         for (int col = 0; col < m->ecol.n; col++) {
             int c0 = m->ecol.start[col], c1 = m->ecol.start[col + 1];
-            SB_FOR(nt, e, c0, c1, sb_distance(m->ea[e], m->eb[e], m->erest[e], k, s->x, s->w));
+            SB_FOR(nt, e, c0, c1,
+                   sb_distance(m->ea[e], m->eb[e], m->erest[e], sh[e * 2], sh[e * 2 + 1], s->x));
         }
 }
 

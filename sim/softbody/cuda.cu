@@ -35,11 +35,11 @@ __global__ void k_predict(int n, float *x, float *v, float *xp, const float *w, 
 }
 
 __global__ void k_distance(int c0, int c1, const int32_t *ea, const int32_t *eb, const float *rest,
-                           float k, float *x, const float *w)
+                           const float *share, float *x)
 {
     int e = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (e < c1)
-        sb_distance(ea[e], eb[e], rest[e], k, x, w);
+        sb_distance(ea[e], eb[e], rest[e], share[e * 2], share[e * 2 + 1], x);
 }
 
 __global__ void k_xdistance(int c0, int c1, const int32_t *ea, const int32_t *eb, const float *rest,
@@ -153,16 +153,19 @@ __global__ void k_collide(int n, float *x, const float *xp, float *v, const floa
 
 /* Every device array of one frame; freed together. */
 struct dev_state {
-    float *x, *v, *xp, *w, *erest, *ealpha, *q, *partial, *small, *lambda, *goff, *grad, *vpart;
+    float *x, *v, *xp, *w, *erest, *ealpha, *eshare, *q, *partial, *small, *lambda, *goff, *grad,
+        *vpart;
     int32_t *ea, *eb, *gidx, *vt_start, *vt_jk;
     dev_tets t;
 };
 
 void dev_free(dev_state *d)
 {
-    void *p[] = {d->x,       d->v,      d->xp,     d->w,        d->erest,   d->ealpha,  d->q,
-                 d->partial, d->small,  d->lambda, d->goff,     d->ea,      d->eb,      d->gidx,
-                 d->t.tet,   d->t.bidx, d->t.tvol, d->t.talpha, d->t.brest, d->t.balpha};
+    void *p[] = {d->eshare,   d->x,       d->v,        d->xp,       d->w,      d->erest,
+                 d->ealpha,   d->q,       d->partial,  d->small,    d->lambda, d->goff,
+                 d->ea,       d->eb,      d->gidx,     d->t.tet,    d->t.bidx, d->t.tvol,
+                 d->t.talpha, d->t.brest, d->t.balpha, d->vt_start, d->vt_jk,  d->grad,
+                 d->vpart}; /* the last four were not freed */
     for (void *a : p)
         cudaFree(a);
 }
@@ -190,9 +193,9 @@ bool upload(const sim_softbody_model *m, const sim_softbody_state *s, dev_state 
         up(&d->goff, s->grab_off, (size_t)s->ngrab * 3 * f) && up(&d->partial, NULL, nch * 12 * f);
     size_t nt3 = (size_t)m->ntri * 3, nvp = nch * 2;
     if (m->info.kind == SIM_SOFTBODY_SURFACE)
-        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->vt_start, m->vt_start, (n + 1) * 4) &&
-               up(&d->vt_jk, m->vt_jk, nt3 * 8) && up(&d->grad, NULL, n * 3 * f) &&
-               up(&d->vpart, NULL, nvp * f);
+        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->eshare, s->eshare, ne * 2 * f) &&
+               up(&d->vt_start, m->vt_start, (n + 1) * 4) && up(&d->vt_jk, m->vt_jk, nt3 * 8) &&
+               up(&d->grad, NULL, n * 3 * f) && up(&d->vpart, NULL, nvp * f);
     return ok && up(&d->ealpha, s->ealpha, ne * f) && up(&d->lambda, NULL, nl * f) &&
            up(&d->t.tet, m->tet, nt * 16) && up(&d->t.bidx, m->bidx, nt * 4) &&
            up(&d->t.tvol, m->tvol, nt * f) && up(&d->t.talpha, s->talpha, nt * f) &&
@@ -203,7 +206,6 @@ void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
                  float inv_h2)
 {
     const sim_softbody_params *p = &s->prm;
-    float k = sb_iteration_stiffness(p->distance_stiffness, p->iterations);
     size_t nl = (size_t)m->nedge + (size_t)m->ntet + 4 * (size_t)m->nbound;
     if (m->info.kind == SIM_SOFTBODY_HYBRID)
         cudaMemsetAsync(d->lambda, 0, nl * sizeof(float));
@@ -211,8 +213,8 @@ void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
         for (int c = 0; c < m->ecol.n; c++) {
             int c0 = m->ecol.start[c], c1 = m->ecol.start[c + 1];
             if (m->info.kind == SIM_SOFTBODY_SURFACE)
-                k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, k, d->x,
-                                                          d->w);
+                k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, d->eshare,
+                                                          d->x);
             else
                 k_xdistance<<<blocks(c1 - c0), kThreads>>>(
                     c0, c1, d->ea, d->eb, d->erest, d->ealpha, inv_h2, d->x, d->w, d->lambda);

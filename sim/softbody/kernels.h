@@ -74,27 +74,34 @@ SIM_HD static inline void sb_predict(int i, float *x, float *v, float *xp, const
 }
 
 /* PBD distance constraint between a and b (Mueller et al. 2007, eq. 10-11): moves the ends
- * by k of the way to the rest length, shared by inverse mass. k is the per-iteration
+ * by k of the way to the rest length, shared by inverse mass: ka = k w_a / (w_a + w_b) and
+ * kb = k w_b / (w_a + w_b) (sb_edge_shares; 0 where both ends are pinned), so a projection
+ * reads two numbers in sequence instead of two masses at random. k is the per-iteration
  * stiffness 1 - (1 - k_user)^(1/iterations), so that the iterations of a substep together
  * remove the fraction k_user of the error whatever their count. */
-SIM_HD static inline void sb_distance(int a, int b, float rest, float k, float *x, const float *w)
+SIM_HD static inline void sb_distance(int a, int b, float rest, float ka, float kb, float *x)
 {
-    float wa = w[a], wb = w[b], ws = wa + wb;
-    if (ws <= 0.0f)
-        return;
     float *pa = &x[a * 3], *pb = &x[b * 3];
     float d0 = pa[0] - pb[0], d1 = pa[1] - pb[1], d2 = pa[2] - pb[2];
     float len2 = d0 * d0 + d1 * d1 + d2 * d2;
     if (len2 < 1e-24f)
         return;
     float len = sqrtf(len2);
-    float s = k * (len - rest) / (len * ws);
-    pa[0] -= wa * s * d0;
-    pa[1] -= wa * s * d1;
-    pa[2] -= wa * s * d2;
-    pb[0] += wb * s * d0;
-    pb[1] += wb * s * d1;
-    pb[2] += wb * s * d2;
+    float f = (len - rest) / len, sa = ka * f, sb = kb * f;
+    pa[0] -= sa * d0;
+    pa[1] -= sa * d1;
+    pa[2] -= sa * d2;
+    pb[0] += sb * d0;
+    pb[1] += sb * d1;
+    pb[2] += sb * d2;
+}
+
+/* The shares of a distance constraint's correction at each end (sb_distance). */
+SIM_HD static inline void sb_edge_shares(float k, float wa, float wb, float *ka, float *kb)
+{
+    float ws = wa + wb;
+    *ka = ws > 0.0f ? k * wa / ws : 0.0f;
+    *kb = ws > 0.0f ? k * wb / ws : 0.0f;
 }
 
 /* Signed volume of tet (a, b, c, d) at positions x: positive when d lies on the side of

@@ -74,6 +74,7 @@ struct sim_softbody_state {
     float *w;          /* (n) the solver's: 0 where pinned */
     uint8_t *pinned;   /* (n) */
     float *ealpha;     /* (nedge) hybrid edge compliance, m/N */
+    float *eshare;     /* (nedge x 2) surface: each end's share of a projection (sb_distance) */
     float *talpha;     /* (ntet) volume compliance, m^6/J */
     float *balpha;     /* (nbound x 4) spring compliance, m/N */
     float *lambda;     /* (nedge + ntet + 4 nbound) multipliers of the current substep */
@@ -142,6 +143,9 @@ static inline int sb_nchunk(int n)
 /* sb_state.c: the rigid motion from pose (q0, t0) to pose (q1, t1): x -> R x + t. */
 void sb_pose_delta(const float q0[4], const float t0[3], const float q1[4], const float t1[3],
                    float R[9], float t[3]);
+/* sb_state.c: the surface model's edge shares from the solver's masses and parameters (after
+ * either changes). */
+void sb_edge_update(sim_softbody_state *s);
 /* sb_frame.c: the embedded surface at the current positions (hybrid; nothing for surface). */
 void sb_place_surface(sim_softbody_state *s);
 

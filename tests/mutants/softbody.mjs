@@ -57,7 +57,7 @@ export default [
   },
   {
     name: 'softbody: distance stiffness used per iteration as given',
-    file: cpu,
+    file: 'sim/softbody/sb_state.c',
     find: '    float k = sb_iteration_stiffness(s->prm.distance_stiffness, s->prm.iterations);',
     replace: '    float k = s->prm.distance_stiffness;',
     build, test: run('iteration_count'),
