@@ -55,12 +55,12 @@ static void surface_constraints(const sim_softbody_model *m, sim_softbody_state 
                                 const sb_step *c)
 {
     int nt = c->nt;
-    const float *sh = s->eshare; /* the stiffness and the masses, per edge (sb_edge_update) */
+    const float *sh = s->ecoef; /* the stiffness and the masses, per edge (sb_edge_update) */
     for (int it = 0; it < s->prm.iterations; it++)
         for (int col = 0; col < m->ecol.n; col++) {
             int c0 = m->ecol.start[col], c1 = m->ecol.start[col + 1];
             SB_FOR(nt, e, c0, c1,
-                   sb_distance(m->ea[e], m->eb[e], m->erest[e], sh[e * 2], sh[e * 2 + 1], s->x));
+                   sb_distance(m->ea[e], m->eb[e], m->erest[e], sh[e * 4], sh[e * 4 + 1], s->x));
         }
 }
 
@@ -155,8 +155,8 @@ static sb_group group_at(int c0, int c1, int gi)
 static inline void edge_item(const sim_softbody_model *m, sim_softbody_state *s, int e,
                              float inv_h2)
 {
-    sb_xpbd_distance(m->ea[e], m->eb[e], m->erest[e], s->ealpha[e] * inv_h2, s->x, s->w,
-                     &s->lambda[e]);
+    (void)inv_h2; /* in the coefficients (sb_edge_update) */
+    sb_xpbd_distance(m->ea[e], m->eb[e], m->erest[e], &s->ecoef[e * 4], s->x, &s->lambda[e]);
 }
 
 /* Tets of a colour, SB_LANES at a time: the volume (sb_xpbd_volume_p), then the springs where

@@ -147,13 +147,37 @@ SIM_HD static inline float sb_tet_grads(const int32_t *t4, const float *x, float
     return sb_tet_grads_p(p, g);
 }
 
-/* XPBD distance constraint C = |xa - xb| - rest with compliance: alpha_t = alpha / h^2,
- * *lambda this substep's multiplier (0 at its start). */
-SIM_HD static inline void sb_xpbd_distance(int a, int b, float rest, float alpha_t, float *x,
-                                           const float *w, float *lambda)
+/* An XPBD edge's coefficients from its ends' inverse masses and its compliance over h^2:
+ * c4 = {w_a, w_b, alpha_t, 1 / (w_a + w_b + alpha_t)}, the last 0 where both ends are pinned. */
+SIM_HD static inline void sb_xpbd_coefs(float wa, float wb, float alpha_t, float c4[4])
+{
+    c4[0] = wa;
+    c4[1] = wb;
+    c4[2] = alpha_t;
+    c4[3] = wa + wb > 0.0f ? 1.0f / (wa + wb + alpha_t) : 0.0f;
+}
+
+/* XPBD distance constraint C = |xa - xb| - rest (Macklin et al. 2016), its coefficients c4
+ * (sb_xpbd_coefs: read in sequence, one multiplication where a division was), *lambda this
+ * substep's multiplier (0 at its start). */
+SIM_HD static inline void sb_xpbd_distance(int a, int b, float rest, const float *c4, float *x,
+                                           float *lambda)
 {
     float *pa = &x[a * 3], *pb = &x[b * 3];
-    sb_xpbd_pair(pa, pb, w[a], w[b], rest, alpha_t, lambda, 1);
+    float d0 = pa[0] - pb[0], d1 = pa[1] - pb[1], d2 = pa[2] - pb[2];
+    float len2 = d0 * d0 + d1 * d1 + d2 * d2;
+    if (len2 < 1e-24f)
+        return;
+    float len = sqrtf(len2);
+    float dl = (-(len - rest) - c4[2] * *lambda) * c4[3];
+    *lambda += dl;
+    float s = dl / len, sa = c4[0] * s, sb = c4[1] * s;
+    pa[0] += sa * d0;
+    pa[1] += sa * d1;
+    pa[2] += sa * d2;
+    pb[0] -= sb * d0;
+    pb[1] -= sb * d1;
+    pb[2] -= sb * d2;
 }
 
 /* The tet t4's four vertices from x, and their inverse masses. */

@@ -1,8 +1,8 @@
-/* kernels_tet.h: the hybrid model's per-element math (XPBD edges, volume, virtual springs), written
+/* kernels_tet.h: the hybrid model's per-tet math (XPBD volume, virtual springs), written
  * once for a lane type and included once per type (no include guard, on purpose):
- *   kernels.h        float lanes: one edge or tet per call (the CUDA backend: one thread each);
- *   cpu.c            a vector of SB_LANES floats (GCC vector extensions): that many edges or
- *                    tets of one colour at once (they share no particle: independent).
+ *   kernels.h        float lanes: one tet per call (the CUDA backend: one thread a tet);
+ *   cpu.c            a vector of SB_LANES floats (GCC vector extensions): that many tets of
+ *                    one colour at once (they share no vertex: independent).
  * The includer defines:
  *   SBT            the lane type (float or a float vector); SBM its mask (int or int vector,
  *                  non-zero or all ones where true, as C comparisons of that type give)
@@ -20,28 +20,6 @@
  * written out component by component (its arrays in loops were packed by the compiler into
  * 8-byte moves over 4-byte stores, and each such load waited for its stores: most of a
  * hybrid frame, measured). */
-
-/* XPBD distance constraint C = |pa - pb| - rest with compliance (alpha_t = alpha / h^2),
- * *lambda this substep's multiplier (0 at its start); lanes where on is false are left. */
-SIM_HD SBT_INLINE void SBT_FN(sb_xpbd_pair)(SBT pa[3], SBT pb[3], SBT wa, SBT wb, SBT rest,
-                                            SBT alpha_t, SBT *lambda, SBM on)
-{
-    SBT d0 = pa[0] - pb[0], d1 = pa[1] - pb[1], d2 = pa[2] - pb[2];
-    SBT len2 = d0 * d0 + d1 * d1 + d2 * d2;
-    SBM ok = on & (wa + wb > 0.0f) & (len2 >= 1e-24f);
-    if (!SBT_ANY(ok))
-        return;
-    SBT len = SBT_SQRT(len2);
-    SBT dl = (-(len - rest) - alpha_t * *lambda) / (wa + wb + alpha_t);
-    *lambda = SBT_SEL(ok, *lambda + dl, *lambda);
-    SBT s = SBT_SEL(ok, dl / len, 0.0f * len), sa = wa * s, sb = wb * s;
-    pa[0] += sa * d0;
-    pa[1] += sa * d1;
-    pa[2] += sa * d2;
-    pb[0] -= sb * d0;
-    pb[1] -= sb * d1;
-    pb[2] -= sb * d2;
-}
 
 /* The tet volume's gradients with respect to its four vertices p (Ten Minute Physics 10's
  * pairs: each the cross product of two edges of the opposite face, over 6, pointing out of

@@ -74,7 +74,9 @@ struct sim_softbody_state {
     float *w;          /* (n) the solver's: 0 where pinned */
     uint8_t *pinned;   /* (n) */
     float *ealpha;     /* (nedge) hybrid edge compliance, m/N */
-    float *eshare;     /* (nedge x 2) surface: each end's share of a projection (sb_distance) */
+    float *ecoef;      /* (nedge x 4) per edge from the masses and parameters (sb_edge_update):
+                        * surface: each end's share of a projection (sb_distance); hybrid: w_a,
+                        * w_b, alpha / h^2, 1 / (w_a + w_b + alpha / h^2) (sb_xpbd_distance) */
     float *talpha;     /* (ntet) volume compliance, m^6/J */
     float *balpha;     /* (nbound x 4) spring compliance, m/N */
     float *lambda;     /* (nedge + ntet + 4 nbound) multipliers of the current substep */
@@ -143,7 +145,7 @@ static inline int sb_nchunk(int n)
 /* sb_state.c: the rigid motion from pose (q0, t0) to pose (q1, t1): x -> R x + t. */
 void sb_pose_delta(const float q0[4], const float t0[3], const float q1[4], const float t1[3],
                    float R[9], float t[3]);
-/* sb_state.c: the surface model's edge shares from the solver's masses and parameters (after
+/* sb_state.c: the edges' coefficients (ecoef) from the solver's masses and parameters (after
  * either changes). */
 void sb_edge_update(sim_softbody_state *s);
 /* sb_frame.c: the embedded surface at the current positions (hybrid; nothing for surface). */
