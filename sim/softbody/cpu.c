@@ -114,6 +114,14 @@ static inline __attribute__((always_inline)) int sb_vany(sb_vi m)
 #undef SBT_ANY
 #undef SBT_INLINE
 
+/* What one pass of the hybrid constraints needs besides the model and state. keep: the
+ * multipliers are read and stored; with one iteration a substep each starts at 0 and is not
+ * used again, so it is neither (same result, less memory traffic). */
+typedef struct sb_pass {
+    float inv_h2;
+    int springs, keep;
+} sb_pass;
+
 /* A vector from one expression per lane, built in registers: lanes written one by one into
  * memory and read back as a vector would wait for the stores each time. */
 #define SB_AT(l, i, expr) \
@@ -153,17 +161,20 @@ static sb_group group_at(int c0, int c1, int gi)
 
 /* Edge e (one at a time: in lanes the gathers cost more than the lanes save, measured). */
 static inline void edge_item(const sim_softbody_model *m, sim_softbody_state *s, int e,
-                             float inv_h2)
+                             const sb_pass *pp)
 {
-    (void)inv_h2; /* in the coefficients (sb_edge_update) */
-    sb_xpbd_distance(m->ea[e], m->eb[e], m->erest[e], &s->ecoef[e * 4], s->x, &s->lambda[e]);
+    float l0 = 0.0f;
+    sb_xpbd_distance(m->ea[e], m->eb[e], m->erest[e], &s->ecoef[e * 4], s->x,
+                     pp->keep ? &s->lambda[e] : &l0);
 }
 
 /* Tets of a colour, SB_LANES at a time: the volume (sb_xpbd_volume_p), then the springs where
  * any lane's tet is on a region boundary (model.c puts those last in each colour). */
 static void tet_group(const sim_softbody_model *m, sim_softbody_state *s, int c0, int c1, int gi,
-                      float inv_h2, int springs)
+                      const sb_pass *pp)
 {
+    float inv_h2 = pp->inv_h2;
+    int springs = pp->springs, keep = pp->keep;
     sb_group g = group_at(c0, c1, gi);
     float *x = s->x, *lv = &s->lambda[m->nedge], *ls = &s->lambda[m->nedge + m->ntet];
     const int32_t *tet = m->tet;
@@ -173,7 +184,7 @@ static void tet_group(const sim_softbody_model *m, sim_softbody_state *s, int c0
             p[j][k] = SB_GATHER(l, x[tet[g.j[l] * 4 + j] * 3 + k]);
         wv[j] = SB_GATHER(l, s->w[tet[g.j[l] * 4 + j]]);
     }
-    sb_vf vl = SB_GATHER(l, lv[g.j[l]]);
+    sb_vf vl = SB_GATHER(l, keep ? lv[g.j[l]] : 0.0f);
     sb_vi on = SB_GATHERI(l, -(l < g.n));
     if (s->prm.tet_volumes)
         sb_xpbd_volume_p_v(p, wv, SB_GATHER(l, m->tvol[g.j[l]]),
@@ -189,7 +200,7 @@ static void tet_group(const sim_softbody_model *m, sim_softbody_state *s, int c0
         for (int k = 0; k < 4; k++) {
             rest[k] = SB_GATHER(l, b[l] >= 0 ? m->brest[b[l] * 4 + k] : 0.0f);
             at[k] = SB_GATHER(l, b[l] >= 0 ? s->balpha[b[l] * 4 + k] * inv_h2 : 0.0f);
-            sl[k] = SB_GATHER(l, b[l] >= 0 ? ls[b[l] * 4 + k] : 0.0f);
+            sl[k] = SB_GATHER(l, keep && b[l] >= 0 ? ls[b[l] * 4 + k] : 0.0f);
         }
         sb_tet_springs_p_v(p, wv, rest, at, sl, SB_GATHERI(l, -(b[l] >= 0)));
     }
@@ -198,6 +209,8 @@ static void tet_group(const sim_softbody_model *m, sim_softbody_state *s, int c0
         for (int j = 0; j < 4; j++)
             for (int k = 0; k < 3; k++)
                 x[t4[j] * 3 + k] = p[j][k][l];
+        if (!keep)
+            continue;
         lv[g.j[l]] = vl[l];
         for (int k = 0; b[l] >= 0 && k < 4; k++)
             ls[b[l] * 4 + k] = sl[k][l];
@@ -211,36 +224,36 @@ static int ngroups(int c0, int c1)
 
 /* Colours c0 .. c1 - 1 of col, in order, on the calling thread. */
 static void small_colours(const sim_softbody_model *m, sim_softbody_state *s, const sb_colours *col,
-                          int c0, int c1, float inv_h2, int springs)
+                          int c0, int c1, const sb_pass *pp)
 {
     for (int c = c0; c < c1; c++) {
         int a = col->start[c], b = col->start[c + 1];
         if (col == &m->ecol)
             for (int e = a; e < b; e++)
-                edge_item(m, s, e, inv_h2);
+                edge_item(m, s, e, pp);
         else
             for (int gi = 0; gi < ngroups(a, b); gi++)
-                tet_group(m, s, a, b, gi, inv_h2, springs);
+                tet_group(m, s, a, b, gi, pp);
     }
 }
 
 /* One pass over the colours of col (the edges or the tets): a colour in parallel, a run of
  * small ones on one thread. */
 static void colour_pass(const sim_softbody_model *m, sim_softbody_state *s, const sb_colours *col,
-                        int nt, float inv_h2, int springs)
+                        int nt, const sb_pass *pp)
 {
     for (int c = 0; c < col->n;) {
         int big = big_colour(col, c, nt);
         if (big > c) {
-            SB_SINGLE(nt, small_colours(m, s, col, c, big, inv_h2, springs));
+            SB_SINGLE(nt, small_colours(m, s, col, c, big, pp));
             c = big;
             continue;
         }
         int c0 = col->start[c], c1 = col->start[c + 1];
         if (col == &m->ecol)
-            SB_FOR(nt, e, c0, c1, edge_item(m, s, e, inv_h2));
+            SB_FOR(nt, e, c0, c1, edge_item(m, s, e, pp));
         else
-            SB_FOR(nt, gi, 0, ngroups(c0, c1), tet_group(m, s, c0, c1, gi, inv_h2, springs));
+            SB_FOR(nt, gi, 0, ngroups(c0, c1), tet_group(m, s, c0, c1, gi, pp));
         c++;
     }
 }
@@ -249,13 +262,17 @@ static void colour_pass(const sim_softbody_model *m, sim_softbody_state *s, cons
  * boundary) colour by colour. */
 static void tet_constraints(const sim_softbody_model *m, sim_softbody_state *s, const sb_step *c)
 {
-    int nt = c->nt, springs = s->prm.spring_mode != SIM_SPRING_OFF;
-    int nl = m->nedge + m->ntet + 4 * m->nbound;
-    SB_FOR(nt, i, 0, nl, s->lambda[i] = 0.0f); /* XPBD: multipliers start each substep at 0 */
+    int nt = c->nt, nl = m->nedge + m->ntet + 4 * m->nbound;
+    sb_pass pp;
+    pp.inv_h2 = c->inv_h2;
+    pp.springs = s->prm.spring_mode != SIM_SPRING_OFF;
+    pp.keep = s->prm.hybrid_iterations > 1;
+    if (pp.keep) /* XPBD: multipliers start each substep at 0 */
+        SB_FOR(nt, i, 0, nl, s->lambda[i] = 0.0f);
     for (int it = 0; it < s->prm.hybrid_iterations; it++) {
-        colour_pass(m, s, &m->ecol, nt, c->inv_h2, springs);
-        if (s->prm.tet_volumes || springs)
-            colour_pass(m, s, &m->tcol, nt, c->inv_h2, springs);
+        colour_pass(m, s, &m->ecol, nt, &pp);
+        if (s->prm.tet_volumes || pp.springs)
+            colour_pass(m, s, &m->tcol, nt, &pp);
     }
 }
 

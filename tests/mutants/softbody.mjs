@@ -80,6 +80,14 @@ export default [
     caught_by: '`softbody_hybrid_virtual_springs_hold_the_region_boundary`',
   },
   {
+    name: 'softbody: XPBD multipliers dropped between iterations of a substep',
+    file: cpu,
+    find: '    pp.keep = s->prm.hybrid_iterations > 1;',
+    replace: '    pp.keep = 0 * s->prm.hybrid_iterations > 1;',
+    build, test: run('hybrid_stiffness_does_not'),
+    caught_by: '`softbody_hybrid_stiffness_does_not_depend_on_the_iteration_count`',
+  },
+  {
     name: "softbody: every region takes region 0's compliance",
     file: 'sim/softbody/sb_state.c',
     find: '/ p->region_compliance[r];',
