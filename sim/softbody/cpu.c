@@ -294,20 +294,27 @@ static void shape_match(const sim_softbody_model *m, sim_softbody_state *s, cons
     SB_FOR(nt, i, 0, n, sb_shape_goal(i, s->x, s->w, cen, R, m->q, ks));
 }
 
+/* Chunk k's volume gradients, then its partial sums over them (one pass: the sums read the
+ * chunk's gradients just made, in the same order as two passes would). */
+static void volume_chunk(const sim_softbody_model *m, sim_softbody_state *s, int k,
+                         const float o[3])
+{
+    int i0 = k * SB_CHUNK, i1 = i0 + SB_CHUNK < m->n ? i0 + SB_CHUNK : m->n;
+    for (int i = i0; i < i1; i++)
+        sb_volume_grad(i, m->vt_start, m->vt_jk, s->x, o, s->grad);
+    sb_sum_volume_wg2(i0, i1, s->x, o, s->w, s->grad, &s->vpart[k * 2]);
+}
+
 /* The closed surface's volume constraint (Mueller et al. 2007, section 4.4): one global
- * projection, its sums over fixed chunks added in order. */
+ * projection, its sums over fixed chunks added in order. Its scale goes to s->scratch[12];
+ * substep applies it with the collisions (one pass over the particles fewer). */
 static void volume_constraint(const sim_softbody_model *m, sim_softbody_state *s, const sb_step *c)
 {
-    int n = m->n, nch = sb_nchunk(n), nt = c->nt;
+    int nch = sb_nchunk(m->n), nt = c->nt;
     float o[3] = {s->x[0], s->x[1], s->x[2]}; /* any point on the body (see the kernel) */
-    SB_FOR(nt, i, 0, n, sb_volume_grad(i, m->vt_start, m->vt_jk, s->x, o, s->grad));
-    SB_FOR(nt, k, 0, nch,
-           sb_sum_volume_wg2(k * SB_CHUNK, k == nch - 1 ? n : (k + 1) * SB_CHUNK, s->x, o, s->w,
-                             s->grad, &s->vpart[k * 2]));
+    SB_FOR(nt, k, 0, nch, volume_chunk(m, s, k, o));
     SB_SINGLE(nt,
               s->scratch[12] = sb_volume_scale(nch, s->vpart, m->rest6, s->prm.volume_stiffness));
-    float sc = s->scratch[12];
-    SB_FOR(nt, i, 0, n, sb_volume_apply(i, s->x, s->w, s->grad, sc));
 }
 
 static void substep(const sim_softbody_model *m, sim_softbody_state *s, const sb_frame *f,
@@ -324,10 +331,13 @@ static void substep(const sim_softbody_model *m, sim_softbody_state *s, const sb
            sb_grab(j, s->grab_idx, s->grab_off, s->hand, s->prm.grab_stiffness, s->x, s->w));
     if (m->info.kind == SIM_SOFTBODY_SURFACE && s->prm.shape_stiffness > 0.0f)
         shape_match(m, s, c);
-    if (m->info.kind == SIM_SOFTBODY_SURFACE && s->prm.volume_stiffness > 0.0f)
+    int vol = m->info.kind == SIM_SOFTBODY_SURFACE && s->prm.volume_stiffness > 0.0f;
+    if (vol)
         volume_constraint(m, s, c);
-    float mu = s->prm.friction, vmax = s->prm.v_max;
+    float mu = s->prm.friction, vmax = s->prm.v_max, vs = vol ? s->scratch[12] : 0.0f;
     SB_FOR(nt, i, 0, n, {
+        if (vol)
+            sb_volume_apply(i, s->x, s->w, s->grad, vs);
         sb_collide(i, s->x, s->xp, s->w, f->planes, f->nplanes, mu);
         sb_velocity(i, s->x, s->xp, s->v, s->w, c->inv_h, c->damp, vmax);
     });
