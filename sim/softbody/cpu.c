@@ -6,7 +6,9 @@
  * runs on one thread (a barrier per colour costs more than its work).
  * Threads: one OpenMP region for the whole frame; every loop inside is an `omp for` whose
  * implicit barrier orders it before the next (a region per loop cost about a microsecond
- * each to open, and a frame has thousands of loops: colours x iterations x substeps). */
+ * each to open, and a frame has thousands of loops: colours x iterations x substeps).
+ * Lanes: the hybrid's tets go SB_LANES of a colour at a time through kernels_tet.h compiled
+ * for GCC vectors (below); its edges one at a time. */
 #include <math.h>
 #include <string.h>
 
@@ -67,27 +69,19 @@ static void surface_constraints(const sim_softbody_model *m, sim_softbody_state 
 /* The hybrid model's per-tet math on SB_LANES tets of a colour at once (kernels_tet.h with
  * GCC vector lanes): the tets of a colour share no vertex, so each lane is what the one-tet
  * code gives for its tet, and the grouping (fixed: from the colour's start) changes nothing. */
-#ifndef SB_LANES
-#define SB_LANES 4
-#endif
-typedef float sb_vf __attribute__((vector_size(SB_LANES * 4)));
-typedef int32_t sb_vi __attribute__((vector_size(SB_LANES * 4)));
-typedef float sb_vf4 __attribute__((vector_size(16)));
+#define SB_LANES 4 /* 8 (two SSE registers) was slower, measured */
+typedef float sb_vf __attribute__((vector_size(16)));
+typedef int32_t sb_vi __attribute__((vector_size(16)));
 
 static inline __attribute__((always_inline)) sb_vf sb_vsqrt(sb_vf a)
 {
 #if defined(__SSE__)
-    for (int h = 0; h < SB_LANES; h += 4) {
-        sb_vf4 q = {a[h], a[h + 1], a[h + 2], a[h + 3]};
-        q = __builtin_ia32_sqrtps(q);
-        for (int k = 0; k < 4; k++)
-            a[h + k] = q[k];
-    }
+    return __builtin_ia32_sqrtps(a);
 #else
     for (int l = 0; l < SB_LANES; l++)
         a[l] = sqrtf(a[l]);
-#endif
     return a;
+#endif
 }
 
 static inline __attribute__((always_inline)) int sb_vany(sb_vi m)
@@ -129,19 +123,10 @@ typedef struct sb_pass {
         const int l = i;  \
         expr;             \
     })
-#if SB_LANES == 4
 #define SB_GATHER(l, expr) \
     ((sb_vf){SB_AT(l, 0, expr), SB_AT(l, 1, expr), SB_AT(l, 2, expr), SB_AT(l, 3, expr)})
 #define SB_GATHERI(l, expr) \
     ((sb_vi){SB_AT(l, 0, expr), SB_AT(l, 1, expr), SB_AT(l, 2, expr), SB_AT(l, 3, expr)})
-#else
-#define SB_GATHER(l, expr)                                                               \
-    ((sb_vf){SB_AT(l, 0, expr), SB_AT(l, 1, expr), SB_AT(l, 2, expr), SB_AT(l, 3, expr), \
-             SB_AT(l, 4, expr), SB_AT(l, 5, expr), SB_AT(l, 6, expr), SB_AT(l, 7, expr)})
-#define SB_GATHERI(l, expr)                                                              \
-    ((sb_vi){SB_AT(l, 0, expr), SB_AT(l, 1, expr), SB_AT(l, 2, expr), SB_AT(l, 3, expr), \
-             SB_AT(l, 4, expr), SB_AT(l, 5, expr), SB_AT(l, 6, expr), SB_AT(l, 7, expr)})
-#endif
 
 /* Items j0 .. j0 + n - 1 of a colour in lanes; a missing lane repeats the first item, computed
  * and not kept. */
@@ -169,7 +154,7 @@ static inline void edge_item(const sim_softbody_model *m, sim_softbody_state *s,
 }
 
 /* Tets of a colour, SB_LANES at a time: the volume (sb_xpbd_volume_p), then the springs where
- * any lane's tet is on a region boundary (model.c puts those last in each colour). */
+ * any lane's tet is on a region boundary (sb_tets.c puts those last within spans of a colour). */
 static void tet_group(const sim_softbody_model *m, sim_softbody_state *s, int c0, int c1, int gi,
                       const sb_pass *pp)
 {

@@ -8,10 +8,12 @@
  *     the phantom organ (sim_softbody_tets_phantom: 1 mm voxels, 30,000 surface vertices,
  *     cells of 4 to 32 voxels by default; "tets_source":"phantom") instead of the box.
  *     hybrid: a box of tets (two regions, the embedded box surface, "tets_source":"box") of
- *     about N vertices, 12 cm long, dropped 1 cm onto the floor. With --peer bullet, a second
- *     line: the same tets as a Bullet soft body (its links on the same edges, the same
- *     substeps and iterations, stiffness matched per region), timed the same way, and a
- *     third line comparing the two.
+ *     about N vertices, 12 cm long, dropped 1 cm onto the floor. --substeps and --iterations set
+ *     the model's own (surface: substeps, iterations; hybrid: hybrid_substeps,
+ *     hybrid_iterations). With --peer bullet, a second line: ours with the edges alone (no tet
+ *     volumes, no springs: what Bullet's links do); a third: the same tets as a Bullet soft
+ *     body (its links on the same edges, the same substeps and iterations, stiffness matched
+ *     per region), timed the same way; a fourth comparing Bullet with both of ours.
  *     Figures: ms_per_frame_median and _p90 (wall clock of sim_softbody_step, after 10
  *     frames), cpu_ms_per_frame_mean (this thread's CPU time: the machine is shared).
  *   softcast-bench softbody --parity [--frames N]
