@@ -35,20 +35,19 @@ __global__ void k_predict(int n, float *x, float *v, float *xp, const float *w, 
 }
 
 __global__ void k_distance(int c0, int c1, const int32_t *ea, const int32_t *eb, const float *rest,
-                           float k, float *x, const float *w)
+                           const float *share, float *x)
 {
     int e = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (e < c1)
-        sb_distance(ea[e], eb[e], rest[e], k, x, w);
+        sb_distance(ea[e], eb[e], rest[e], share[e * 4], share[e * 4 + 1], x);
 }
 
 __global__ void k_xdistance(int c0, int c1, const int32_t *ea, const int32_t *eb, const float *rest,
-                            const float *alpha, float inv_h2, float *x, const float *w,
-                            float *lambda)
+                            const float *coef, float *x, float *lambda)
 {
     int e = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (e < c1)
-        sb_xpbd_distance(ea[e], eb[e], rest[e], alpha[e] * inv_h2, x, w, &lambda[e]);
+        sb_xpbd_distance(ea[e], eb[e], rest[e], &coef[e * 4], x, &lambda[e]);
 }
 
 struct dev_tets {
@@ -56,14 +55,15 @@ struct dev_tets {
     float *tvol, *talpha, *brest, *balpha;
 };
 
-__global__ void k_tets(int c0, int c1, dev_tets d, float inv_h2, int springs, float *x,
+__global__ void k_tets(int c0, int c1, dev_tets d, float inv_h2, int volumes, int springs, float *x,
                        const float *w, float *lv, float *ls)
 {
     int j = c0 + blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= c1)
         return;
     int t = j, b = d.bidx[t];
-    sb_xpbd_volume(&d.tet[t * 4], d.tvol[t], d.talpha[t] * inv_h2, x, w, &lv[t]);
+    if (volumes)
+        sb_xpbd_volume(&d.tet[t * 4], d.tvol[t], d.talpha[t] * inv_h2, x, w, &lv[t]);
     if (springs && b >= 0)
         sb_tet_springs(&d.tet[t * 4], &d.brest[b * 4], &d.balpha[b * 4], inv_h2, x, w, &ls[b * 4]);
 }
@@ -152,16 +152,18 @@ __global__ void k_collide(int n, float *x, const float *xp, float *v, const floa
 
 /* Every device array of one frame; freed together. */
 struct dev_state {
-    float *x, *v, *xp, *w, *erest, *ealpha, *q, *partial, *small, *lambda, *goff, *grad, *vpart;
+    float *x, *v, *xp, *w, *erest, *ecoef, *q, *partial, *small, *lambda, *goff, *grad, *vpart;
     int32_t *ea, *eb, *gidx, *vt_start, *vt_jk;
     dev_tets t;
 };
 
 void dev_free(dev_state *d)
 {
-    void *p[] = {d->x,       d->v,      d->xp,     d->w,        d->erest,   d->ealpha,  d->q,
-                 d->partial, d->small,  d->lambda, d->goff,     d->ea,      d->eb,      d->gidx,
-                 d->t.tet,   d->t.bidx, d->t.tvol, d->t.talpha, d->t.brest, d->t.balpha};
+    void *p[] = {d->ecoef,    d->x,      d->v,        d->xp,      d->w,
+                 d->erest,    d->q,      d->partial,  d->small,   d->lambda,
+                 d->goff,     d->ea,     d->eb,       d->gidx,    d->t.tet,
+                 d->t.bidx,   d->t.tvol, d->t.talpha, d->t.brest, d->t.balpha,
+                 d->vt_start, d->vt_jk,  d->grad,     d->vpart}; /* the last four were not freed */
     for (void *a : p)
         cudaFree(a);
 }
@@ -189,10 +191,10 @@ bool upload(const sim_softbody_model *m, const sim_softbody_state *s, dev_state 
         up(&d->goff, s->grab_off, (size_t)s->ngrab * 3 * f) && up(&d->partial, NULL, nch * 12 * f);
     size_t nt3 = (size_t)m->ntri * 3, nvp = nch * 2;
     if (m->info.kind == SIM_SOFTBODY_SURFACE)
-        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->vt_start, m->vt_start, (n + 1) * 4) &&
-               up(&d->vt_jk, m->vt_jk, nt3 * 8) && up(&d->grad, NULL, n * 3 * f) &&
-               up(&d->vpart, NULL, nvp * f);
-    return ok && up(&d->ealpha, s->ealpha, ne * f) && up(&d->lambda, NULL, nl * f) &&
+        return ok && up(&d->q, m->q, n * 3 * f) && up(&d->ecoef, s->ecoef, ne * 4 * f) &&
+               up(&d->vt_start, m->vt_start, (n + 1) * 4) && up(&d->vt_jk, m->vt_jk, nt3 * 8) &&
+               up(&d->grad, NULL, n * 3 * f) && up(&d->vpart, NULL, nvp * f);
+    return ok && up(&d->ecoef, s->ecoef, ne * 4 * f) && up(&d->lambda, NULL, nl * f) &&
            up(&d->t.tet, m->tet, nt * 16) && up(&d->t.bidx, m->bidx, nt * 4) &&
            up(&d->t.tvol, m->tvol, nt * f) && up(&d->t.talpha, s->talpha, nt * f) &&
            up(&d->t.brest, m->brest, nb * 4 * f) && up(&d->t.balpha, s->balpha, nb * 4 * f);
@@ -202,24 +204,23 @@ void constraints(const sim_softbody_model *m, const sim_softbody_state *s, dev_s
                  float inv_h2)
 {
     const sim_softbody_params *p = &s->prm;
-    float k = sb_iteration_stiffness(p->distance_stiffness, p->iterations);
     size_t nl = (size_t)m->nedge + (size_t)m->ntet + 4 * (size_t)m->nbound;
     if (m->info.kind == SIM_SOFTBODY_HYBRID)
         cudaMemsetAsync(d->lambda, 0, nl * sizeof(float));
-    for (int it = 0; it < p->iterations; it++) {
+    for (int it = 0; it < sb_iterations(m, p); it++) {
         for (int c = 0; c < m->ecol.n; c++) {
             int c0 = m->ecol.start[c], c1 = m->ecol.start[c + 1];
             if (m->info.kind == SIM_SOFTBODY_SURFACE)
-                k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, k, d->x,
-                                                          d->w);
+                k_distance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, d->ecoef,
+                                                          d->x);
             else
-                k_xdistance<<<blocks(c1 - c0), kThreads>>>(
-                    c0, c1, d->ea, d->eb, d->erest, d->ealpha, inv_h2, d->x, d->w, d->lambda);
+                k_xdistance<<<blocks(c1 - c0), kThreads>>>(c0, c1, d->ea, d->eb, d->erest, d->ecoef,
+                                                           d->x, d->lambda);
         }
         for (int c = 0; c < m->tcol.n; c++) {
             int c0 = m->tcol.start[c], c1 = m->tcol.start[c + 1];
             k_tets<<<blocks(c1 - c0), kThreads>>>(
-                c0, c1, d->t, inv_h2, p->spring_mode != SIM_SPRING_OFF, d->x, d->w,
+                c0, c1, d->t, inv_h2, p->tet_volumes, p->spring_mode != SIM_SPRING_OFF, d->x, d->w,
                 d->lambda + m->nedge, d->lambda + m->nedge + m->ntet);
         }
     }
@@ -251,12 +252,12 @@ bool gpu_solve(const sim_softbody_model *m, sim_softbody_state *s, const sb_fram
     memset(&d, 0, sizeof d);
     bool ok = upload(m, s, &d);
     const sim_softbody_params *p = &s->prm;
-    float h = p->dt / (float)p->substeps, inv_h = 1.0f / h, damp = 1.0f - p->damping * h;
+    float h = p->dt / (float)sb_substeps(m, p), inv_h = 1.0f / h, damp = 1.0f - p->damping * h;
     damp = damp < 0.0f ? 0.0f : damp;
     planes_t pl;
     memcpy(pl.p, f->planes, sizeof pl.p);
     int n = m->n;
-    for (int k = 0; ok && k < p->substeps; k++) {
+    for (int k = 0; ok && k < sb_substeps(m, p); k++) {
         k_predict<<<blocks(n), kThreads>>>(n, d.x, d.v, d.xp, d.w, -p->gravity, h);
         constraints(m, s, &d, inv_h * inv_h);
         if (s->ngrab)

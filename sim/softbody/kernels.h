@@ -74,52 +74,34 @@ SIM_HD static inline void sb_predict(int i, float *x, float *v, float *xp, const
 }
 
 /* PBD distance constraint between a and b (Mueller et al. 2007, eq. 10-11): moves the ends
- * by k of the way to the rest length, shared by inverse mass. k is the per-iteration
+ * by k of the way to the rest length, shared by inverse mass: ka = k w_a / (w_a + w_b) and
+ * kb = k w_b / (w_a + w_b) (sb_edge_shares; 0 where both ends are pinned), so a projection
+ * reads two numbers in sequence instead of two masses at random. k is the per-iteration
  * stiffness 1 - (1 - k_user)^(1/iterations), so that the iterations of a substep together
  * remove the fraction k_user of the error whatever their count. */
-SIM_HD static inline void sb_distance(int a, int b, float rest, float k, float *x, const float *w)
+SIM_HD static inline void sb_distance(int a, int b, float rest, float ka, float kb, float *x)
 {
-    float wa = w[a], wb = w[b], ws = wa + wb;
-    if (ws <= 0.0f)
-        return;
     float *pa = &x[a * 3], *pb = &x[b * 3];
     float d0 = pa[0] - pb[0], d1 = pa[1] - pb[1], d2 = pa[2] - pb[2];
     float len2 = d0 * d0 + d1 * d1 + d2 * d2;
     if (len2 < 1e-24f)
         return;
     float len = sqrtf(len2);
-    float s = k * (len - rest) / (len * ws);
-    pa[0] -= wa * s * d0;
-    pa[1] -= wa * s * d1;
-    pa[2] -= wa * s * d2;
-    pb[0] += wb * s * d0;
-    pb[1] += wb * s * d1;
-    pb[2] += wb * s * d2;
+    float f = (len - rest) / len, sa = ka * f, sb = kb * f;
+    pa[0] -= sa * d0;
+    pa[1] -= sa * d1;
+    pa[2] -= sa * d2;
+    pb[0] += sb * d0;
+    pb[1] += sb * d1;
+    pb[2] += sb * d2;
 }
 
-/* XPBD distance constraint C = |xa - xb| - rest with compliance: alpha_t = alpha / h^2,
- * *lambda this substep's multiplier (0 at its start). */
-SIM_HD static inline void sb_xpbd_distance(int a, int b, float rest, float alpha_t, float *x,
-                                           const float *w, float *lambda)
+/* The shares of a distance constraint's correction at each end (sb_distance). */
+SIM_HD static inline void sb_edge_shares(float k, float wa, float wb, float *ka, float *kb)
 {
-    float wa = w[a], wb = w[b], ws = wa + wb + alpha_t;
-    if (wa + wb <= 0.0f)
-        return;
-    float *pa = &x[a * 3], *pb = &x[b * 3];
-    float d0 = pa[0] - pb[0], d1 = pa[1] - pb[1], d2 = pa[2] - pb[2];
-    float len2 = d0 * d0 + d1 * d1 + d2 * d2;
-    if (len2 < 1e-24f)
-        return;
-    float len = sqrtf(len2);
-    float dl = (-(len - rest) - alpha_t * *lambda) / ws;
-    *lambda += dl;
-    float s = dl / len;
-    pa[0] += wa * s * d0;
-    pa[1] += wa * s * d1;
-    pa[2] += wa * s * d2;
-    pb[0] -= wb * s * d0;
-    pb[1] -= wb * s * d1;
-    pb[2] -= wb * s * d2;
+    float ws = wa + wb;
+    *ka = ws > 0.0f ? k * wa / ws : 0.0f;
+    *kb = ws > 0.0f ? k * wb / ws : 0.0f;
 }
 
 /* Signed volume of tet (a, b, c, d) at positions x: positive when d lies on the side of
@@ -137,87 +119,109 @@ SIM_HD static inline float sb_tet_volume(const int32_t *t4, const float *x)
     return sb_dot3(c, e3) / 6.0f;
 }
 
-/* The tet volume's gradients with respect to its four vertices (Ten Minute Physics 10's
- * pairs: each the cross product of two edges of the opposite face, over 6, pointing out of
- * the tet), written out: the hot loop of a hybrid frame. Returns the signed volume. */
+/* The hybrid model's per-tet math, one tet per call (float lanes). */
+#define SBT              float
+#define SBM              int
+#define SBT_FN(name)     name
+#define SBT_SQRT(x)      sqrtf(x)
+#define SBT_SEL(m, a, b) ((m) ? (a) : (b))
+#define SBT_ANY(m)       (m)
+#define SBT_INLINE       static inline
+#include "kernels_tet.h"
+#undef SBT
+#undef SBM
+#undef SBT_FN
+#undef SBT_SQRT
+#undef SBT_SEL
+#undef SBT_ANY
+#undef SBT_INLINE
+
+/* The tet volume's gradients from the tet's indices into x (the tests check them against
+ * finite differences). Returns the signed volume. */
 SIM_HD static inline float sb_tet_grads(const int32_t *t4, const float *x, float g[4][3])
 {
-    const float *p0 = &x[t4[0] * 3], *p1 = &x[t4[1] * 3], *p2 = &x[t4[2] * 3], *p3 = &x[t4[3] * 3];
-    float a[3], b[3], c[3], d[3], e[3];
-    for (int k = 0; k < 3; k++) {
-        a[k] = p1[k] - p0[k];
-        b[k] = p2[k] - p0[k];
-        c[k] = p3[k] - p0[k];
-        d[k] = p3[k] - p1[k];
-        e[k] = p2[k] - p1[k];
-    }
-    sb_cross3(d, e, g[0]);
-    sb_cross3(b, c, g[1]);
-    sb_cross3(c, a, g[2]);
-    sb_cross3(a, b, g[3]);
+    float p[4][3];
     for (int j = 0; j < 4; j++)
         for (int k = 0; k < 3; k++)
-            g[j][k] *= 1.0f / 6.0f;
-    return sb_dot3(g[3], c);
+            p[j][k] = x[t4[j] * 3 + k];
+    return sb_tet_grads_p(p, g);
+}
+
+/* An XPBD edge's coefficients from its ends' inverse masses and its compliance over h^2:
+ * c4 = {w_a, w_b, alpha_t, 1 / (w_a + w_b + alpha_t)}, the last 0 where both ends are pinned. */
+SIM_HD static inline void sb_xpbd_coefs(float wa, float wb, float alpha_t, float c4[4])
+{
+    c4[0] = wa;
+    c4[1] = wb;
+    c4[2] = alpha_t;
+    c4[3] = wa + wb > 0.0f ? 1.0f / (wa + wb + alpha_t) : 0.0f;
+}
+
+/* XPBD distance constraint C = |xa - xb| - rest (Macklin et al. 2016), its coefficients c4
+ * (sb_xpbd_coefs: read in sequence, one multiplication where a division was), *lambda this
+ * substep's multiplier (0 at its start). */
+SIM_HD static inline void sb_xpbd_distance(int a, int b, float rest, const float *c4, float *x,
+                                           float *lambda)
+{
+    float *pa = &x[a * 3], *pb = &x[b * 3];
+    float d0 = pa[0] - pb[0], d1 = pa[1] - pb[1], d2 = pa[2] - pb[2];
+    float len2 = d0 * d0 + d1 * d1 + d2 * d2;
+    if (len2 < 1e-24f)
+        return;
+    float len = sqrtf(len2);
+    float dl = (-(len - rest) - c4[2] * *lambda) * c4[3];
+    *lambda += dl;
+    float s = dl / len, sa = c4[0] * s, sb = c4[1] * s;
+    pa[0] += sa * d0;
+    pa[1] += sa * d1;
+    pa[2] += sa * d2;
+    pb[0] -= sb * d0;
+    pb[1] -= sb * d1;
+    pb[2] -= sb * d2;
+}
+
+/* The tet t4's four vertices from x, and their inverse masses. */
+SIM_HD static inline void sb_tet_load(const int32_t *t4, const float *x, const float *w,
+                                      float p[4][3], float wv[4])
+{
+    for (int j = 0; j < 4; j++) {
+        p[j][0] = x[t4[j] * 3];
+        p[j][1] = x[t4[j] * 3 + 1];
+        p[j][2] = x[t4[j] * 3 + 2];
+        wv[j] = w[t4[j]];
+    }
+}
+
+SIM_HD static inline void sb_tet_store(const int32_t *t4, float p[4][3], float *x)
+{
+    for (int j = 0; j < 4; j++) {
+        x[t4[j] * 3] = p[j][0];
+        x[t4[j] * 3 + 1] = p[j][1];
+        x[t4[j] * 3 + 2] = p[j][2];
+    }
 }
 
 /* XPBD volume constraint C = V - V0 of one tet (alpha_t = alpha / h^2). */
 SIM_HD static inline void sb_xpbd_volume(const int32_t *t4, float rest_vol, float alpha_t, float *x,
                                          const float *w, float *lambda)
 {
-    float g[4][3], wsum = 0.0f;
-    float c = sb_tet_grads(t4, x, g) - rest_vol;
-    for (int j = 0; j < 4; j++)
-        wsum += w[t4[j]] * sb_dot3(g[j], g[j]);
-    if (wsum <= 0.0f)
-        return;
-    float dl = (-c - alpha_t * *lambda) / (wsum + alpha_t);
-    *lambda += dl;
-    for (int j = 0; j < 4; j++) {
-        float s = dl * w[t4[j]];
-        for (int k = 0; k < 3; k++)
-            x[t4[j] * 3 + k] += s * g[j][k];
-    }
+    float p[4][3], wv[4];
+    sb_tet_load(t4, x, w, p, wv);
+    sb_xpbd_volume_p(p, wv, rest_vol, alpha_t, lambda, 1);
+    sb_tet_store(t4, p, x);
 }
 
-/* The four virtual springs of a boundary tet (SOFTBODY.md, claim 3 and our reading): each
- * joins a vertex to the tet's centre, the mean of its four vertices recomputed for every
- * spring (not a simulated particle), C = |x_i - c| - rest_i, XPBD with compliance alpha4[i]
- * (alpha_t = alpha4[i] inv_h2). The centre
- * moves with all four vertices: grad_i = 3/4 n, grad_j = -1/4 n for the three others. */
+/* The four virtual springs of a boundary tet (sb_spring), compliance alpha4[i] (alpha_t =
+ * alpha4[i] inv_h2). */
 SIM_HD static inline void sb_tet_springs(const int32_t *t4, const float *rest4, const float *alpha4,
                                          float inv_h2, float *x, const float *w, float *lambda4)
 {
-    float p[4][3], wv[4];
-    for (int j = 0; j < 4; j++) { /* the tet in registers: four springs, one store */
-        wv[j] = w[t4[j]];
-        for (int k = 0; k < 3; k++)
-            p[j][k] = x[t4[j] * 3 + k];
-    }
-    for (int s = 0; s < 4; s++) {
-        float d[3];
-        for (int k = 0; k < 3; k++)
-            d[k] = p[s][k] - 0.25f * (p[0][k] + p[1][k] + p[2][k] + p[3][k]);
-        float len = sqrtf(sb_dot3(d, d));
-        float wsum = wv[s] * 0.5625f;
-        for (int j = 0; j < 4; j++)
-            if (j != s)
-                wsum += wv[j] * 0.0625f;
-        if (len < 1e-12f || wsum <= 0.0f)
-            continue;
-        float alpha_t = alpha4[s] * inv_h2;
-        float dl = (-(len - rest4[s]) - alpha_t * lambda4[s]) / (wsum + alpha_t);
-        lambda4[s] += dl;
-        float f = dl / len;
-        for (int j = 0; j < 4; j++) {
-            float gj = (j == s ? 0.75f : -0.25f) * f * wv[j];
-            for (int k = 0; k < 3; k++)
-                p[j][k] += gj * d[k];
-        }
-    }
-    for (int j = 0; j < 4; j++)
-        for (int k = 0; k < 3; k++)
-            x[t4[j] * 3 + k] = p[j][k];
+    float p[4][3], wv[4], at[4];
+    sb_tet_load(t4, x, w, p, wv);
+    for (int k = 0; k < 4; k++)
+        at[k] = alpha4[k] * inv_h2;
+    sb_tet_springs_p(p, wv, rest4, at, lambda4, 1);
+    sb_tet_store(t4, p, x);
 }
 
 /* ---------------------------------------------------------------- shape matching */

@@ -103,6 +103,7 @@ sim_status sim_softbody_set_pinned(sim_softbody_state *s, const uint8_t *pinned,
         s->pinned[i] = pinned && pinned[i];
         s->w[i] = s->pinned[i] ? 0.0f : s->w_free[i];
     }
+    sb_edge_update(s);
     return SIM_OK;
 }
 

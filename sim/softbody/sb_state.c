@@ -99,6 +99,20 @@ static void hybrid_materials(const sim_softbody_model *m, sim_softbody_state *s)
     }
 }
 
+void sb_edge_update(sim_softbody_state *s)
+{
+    const sim_softbody_model *m = s->m;
+    if (m->info.kind == SIM_SOFTBODY_HYBRID) {
+        float h = s->prm.dt / (float)s->prm.hybrid_substeps, inv_h2 = 1.0f / (h * h);
+        for (int e = 0; e < m->nedge; e++)
+            sb_xpbd_coefs(s->w[m->ea[e]], s->w[m->eb[e]], s->ealpha[e] * inv_h2, &s->ecoef[e * 4]);
+        return;
+    }
+    float k = sb_iteration_stiffness(s->prm.distance_stiffness, s->prm.iterations);
+    for (int e = 0; e < m->nedge; e++)
+        sb_edge_shares(k, s->w[m->ea[e]], s->w[m->eb[e]], &s->ecoef[e * 4], &s->ecoef[e * 4 + 1]);
+}
+
 /* Inverse masses and compliances from the parameters; pins zero the solver's masses. */
 static void update_materials(sim_softbody_state *s)
 {
@@ -110,6 +124,7 @@ static void update_materials(sim_softbody_state *s)
             s->w_free[i] = 1.0f / s->prm.particle_mass;
     for (int i = 0; i < m->n; i++)
         s->w[i] = s->pinned[i] ? 0.0f : s->w_free[i];
+    sb_edge_update(s);
 }
 
 /* ---------------------------------------------------------------- poses */
@@ -161,6 +176,7 @@ static int state_alloc(sim_softbody_state *s, const sim_softbody_model *m)
     s->w = malloc(n * sizeof(float));
     s->pinned = sc_calloc(n, 1);
     s->ealpha = sc_calloc((size_t)m->nedge + 1, sizeof(float));
+    s->ecoef = sc_calloc((size_t)m->nedge * 4 + 1, sizeof(float));
     s->talpha = sc_calloc((size_t)m->ntet + 1, sizeof(float));
     s->balpha = sc_calloc(4 * (size_t)m->nbound + 1, sizeof(float));
     s->lambda = sc_calloc(nl + 1, sizeof(float));
@@ -170,18 +186,18 @@ static int state_alloc(sim_softbody_state *s, const sim_softbody_model *m)
     s->vpart = sc_calloc((size_t)sb_nchunk(m->n) * 2, sizeof(float));
     s->grab_idx = malloc(n * sizeof(int32_t));
     s->grab_off = malloc(n * 3 * sizeof(float));
-    return s->x && s->v && s->xp && s->w_free && s->w && s->pinned && s->ealpha && s->talpha &&
-           s->balpha && s->lambda && s->surf && s->partial && s->grad && s->vpart && s->grab_idx &&
-           s->grab_off;
+    return s->x && s->v && s->xp && s->w_free && s->w && s->pinned && s->ealpha && s->ecoef &&
+           s->talpha && s->balpha && s->lambda && s->surf && s->partial && s->grad && s->vpart &&
+           s->grab_idx && s->grab_off;
 }
 
 void sim_softbody_state_destroy(sim_softbody_state *s)
 {
     if (!s)
         return;
-    void *p[] = {s->x,      s->v,      s->xp,       s->w_free,  s->w,    s->pinned,
-                 s->ealpha, s->talpha, s->balpha,   s->lambda,  s->surf, s->partial,
-                 s->grad,   s->vpart,  s->grab_idx, s->grab_off};
+    void *p[] = {s->ecoef,   s->x,      s->v,      s->xp,       s->w_free,  s->w,
+                 s->pinned,  s->ealpha, s->talpha, s->balpha,   s->lambda,  s->surf,
+                 s->partial, s->grad,   s->vpart,  s->grab_idx, s->grab_off};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     free(s);

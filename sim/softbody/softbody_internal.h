@@ -38,8 +38,9 @@ struct sim_softbody_model {
     float *q;                  /* (n x 3) */
     int32_t *vt_start, *vt_jk; /* (n + 1), (3 ntri x 2) */
     float rest6;
-    /* Hybrid: tets sorted by colour (a colour's tets are read in sequence); tet_user is
-     * tet in the caller's order, for sim_softbody_model_tets. */
+    /* Hybrid: tets sorted by colour (a colour's tets are read in sequence), within a colour
+     * those without springs first; tet_user is tet in the caller's order, for
+     * sim_softbody_model_tets. */
     int ntet, nregion;
     int32_t *tet;      /* (ntet x 4), turned positive */
     uint8_t *region;   /* (ntet) */
@@ -73,6 +74,9 @@ struct sim_softbody_state {
     float *w;          /* (n) the solver's: 0 where pinned */
     uint8_t *pinned;   /* (n) */
     float *ealpha;     /* (nedge) hybrid edge compliance, m/N */
+    float *ecoef;      /* (nedge x 4) per edge from the masses and parameters (sb_edge_update):
+                        * surface: each end's share of a projection (sb_distance); hybrid: w_a,
+                        * w_b, alpha / h^2, 1 / (w_a + w_b + alpha / h^2) (sb_xpbd_distance) */
     float *talpha;     /* (ntet) volume compliance, m^6/J */
     float *balpha;     /* (nbound x 4) spring compliance, m/N */
     float *lambda;     /* (nedge + ntet + 4 nbound) multipliers of the current substep */
@@ -81,6 +85,7 @@ struct sim_softbody_state {
     float *grad;       /* (n x 3) the volume constraint's gradient */
     float *vpart;      /* (nchunk x 2) its partial sums: (x - o) . g and w |g|^2 */
     float quat[4];     /* shape matching's rotation, the warm start of the next */
+    float scratch[16]; /* a frame's values shared by its threads (cpu.c) */
     float ppos[3], pquat[4]; /* parent pose set by the caller */
     float cpos[3], cquat[4]; /* parent pose the particles were last carried to */
     sb_userplane planes[SIM_SOFTBODY_MAX_PLANES];
@@ -123,6 +128,15 @@ static inline const sim_softbody_backend_i *sb_backend_for(const sim_backend *b)
 /* Shared by the backends (sb_state.c). */
 /* Per-iteration PBD stiffness that removes k of the error over n iterations. */
 float sb_iteration_stiffness(float k, int n);
+/* Substeps per frame and iterations per substep of model m's kind (params.def). */
+static inline int sb_substeps(const sim_softbody_model *m, const sim_softbody_params *p)
+{
+    return m->info.kind == SIM_SOFTBODY_HYBRID ? p->hybrid_substeps : p->substeps;
+}
+static inline int sb_iterations(const sim_softbody_model *m, const sim_softbody_params *p)
+{
+    return m->info.kind == SIM_SOFTBODY_HYBRID ? p->hybrid_iterations : p->iterations;
+}
 static inline int sb_nchunk(int n)
 {
     return (n + SB_CHUNK - 1) / SB_CHUNK;
@@ -131,6 +145,9 @@ static inline int sb_nchunk(int n)
 /* sb_state.c: the rigid motion from pose (q0, t0) to pose (q1, t1): x -> R x + t. */
 void sb_pose_delta(const float q0[4], const float t0[3], const float q1[4], const float t1[3],
                    float R[9], float t[3]);
+/* sb_state.c: the edges' coefficients (ecoef) from the solver's masses and parameters (after
+ * either changes). */
+void sb_edge_update(sim_softbody_state *s);
 /* sb_frame.c: the embedded surface at the current positions (hybrid; nothing for surface). */
 void sb_place_surface(sim_softbody_state *s);
 

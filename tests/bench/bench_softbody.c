@@ -8,10 +8,12 @@
  *     the phantom organ (sim_softbody_tets_phantom: 1 mm voxels, 30,000 surface vertices,
  *     cells of 4 to 32 voxels by default; "tets_source":"phantom") instead of the box.
  *     hybrid: a box of tets (two regions, the embedded box surface, "tets_source":"box") of
- *     about N vertices, 12 cm long, dropped 1 cm onto the floor. With --peer bullet, a second
- *     line: the same tets as a Bullet soft body (its links on the same edges, the same
- *     substeps and iterations, stiffness matched per region), timed the same way, and a
- *     third line comparing the two.
+ *     about N vertices, 12 cm long, dropped 1 cm onto the floor. --substeps and --iterations set
+ *     the model's own (surface: substeps, iterations; hybrid: hybrid_substeps,
+ *     hybrid_iterations). With --peer bullet, a second line: ours with the edges alone (no tet
+ *     volumes, no springs: what Bullet's links do); a third: the same tets as a Bullet soft
+ *     body (its links on the same edges, the same substeps and iterations, stiffness matched
+ *     per region), timed the same way; a fourth comparing Bullet with both of ours.
  *     Figures: ms_per_frame_median and _p90 (wall clock of sim_softbody_step, after 10
  *     frames), cpu_ms_per_frame_mean (this thread's CPU time: the machine is shared).
  *   softcast-bench softbody --parity [--frames N]
@@ -222,11 +224,16 @@ static void print_line(const sb_opts *o, const sim_softbody_model *m, sim_backen
            "\"boundary_tets\":%d,\"colours\":%d,\"substeps\":%d,\"iterations\":%d,\"frames\":%d,",
            o->hybrid ? "hybrid" : "surface", sim_backend_name(b), sim_backend_threads(b),
            in.particles, in.tets, in.surface_vertices, in.edges, in.boundary_tets, in.colours,
-           p->substeps, p->iterations, o->frames);
+           o->hybrid ? p->hybrid_substeps : p->substeps,
+           o->hybrid ? p->hybrid_iterations : p->iterations, o->frames);
     if (o->hybrid)
-        printf("\"tets_source\":\"%s\",\"voxel_mm\":%g,\"region_compliance\":[%g,%g],"
+        printf("\"tets_source\":\"%s\",\"voxel_mm\":%g,\"constraints\":\"%s\","
+               "\"region_compliance\":[%g,%g],"
                "\"region_density\":[%g,%g],\"bulk_ratio\":%g,\"spring_mode\":%d,",
                o->organ ? "phantom" : "box", o->organ ? (double)o->voxel_mm : 0.0,
+               p->tet_volumes
+                   ? (p->spring_mode == SIM_SPRING_OFF ? "edges+volumes" : "edges+volumes+springs")
+                   : (p->spring_mode == SIM_SPRING_OFF ? "edges" : "edges+springs"),
                (double)p->region_compliance[0], (double)p->region_compliance[1],
                (double)p->region_density[0], (double)p->region_density[1], (double)p->bulk_ratio,
                p->spring_mode);
@@ -238,6 +245,31 @@ static void print_line(const sb_opts *o, const sim_softbody_model *m, sim_backen
     printf("\"damping_per_s\":%g,\"ms_per_frame_median\":%.4f,\"ms_per_frame_p90\":%.4f,"
            "\"ms_per_frame_mean\":%.4f,\"cpu_ms_per_frame_mean\":%.4f,\"lowest_z\":%.5f}\n",
            (double)p->damping, r->med, r->p90, r->mean, r->cpu_mean, r->lowest);
+}
+
+/* Beside Bullet: ours again on the same tets, substeps and iterations with the edges alone
+ * (no tet volumes, no virtual springs), as Bullet's links; then Bullet and the comparison. */
+static int peer_runs(const sb_opts *o, const sim_softbody_model *m, sim_backend *b,
+                     const sim_softbody_state *s, const sb_run *r)
+{
+    char err[256];
+    sim_softbody_state *e = NULL;
+    sim_softbody_params p = sim_softbody_get_params(s);
+    p.tet_volumes = 0;
+    p.spring_mode = SIM_SPRING_OFF;
+    sb_run re;
+    if (sim_softbody_state_create(&e, m, b, err, sizeof err) != SIM_OK ||
+        sim_softbody_set_params(e, &p, err, sizeof err) != SIM_OK || !run_frames(o, e, &re)) {
+        fprintf(stderr, "softcast-bench: edges only: %s\n", err);
+        sim_softbody_state_destroy(e);
+        return 0;
+    }
+    print_line(o, m, b, &p, &re);
+    bench_sb_figures full = {r->med, r->p90, r->cpu_mean, r->lowest},
+                     edges = {re.med, re.p90, re.cpu_mean, re.lowest};
+    bench_softbody_peer(m, s, o->frames, &full, &edges);
+    sim_softbody_state_destroy(e);
+    return 1;
 }
 
 static int bench_model(const sb_opts *o)
@@ -254,8 +286,10 @@ static int bench_model(const sb_opts *o)
         return 1;
     }
     sim_softbody_params p = sim_softbody_get_params(s);
-    p.substeps = o->substeps ? o->substeps : p.substeps;
-    p.iterations = o->iterations ? o->iterations : p.iterations;
+    int *sub = o->hybrid ? &p.hybrid_substeps : &p.substeps,
+        *its = o->hybrid ? &p.hybrid_iterations : &p.iterations;
+    *sub = o->substeps ? o->substeps : *sub;
+    *its = o->iterations ? o->iterations : *its;
     if (sim_softbody_set_params(s, &p, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-bench: %s\n", err);
         return 1;
@@ -265,7 +299,7 @@ static int bench_model(const sb_opts *o)
     if (ok)
         print_line(o, m, b, &p, &r);
     if (ok && o->peer && o->hybrid)
-        bench_softbody_peer(m, s, o->frames, r.med, r.cpu_mean, r.lowest);
+        ok = peer_runs(o, m, b, s, &r);
     sim_softbody_state_destroy(s);
     sim_backend_destroy(b);
     sim_softbody_model_destroy(m);

@@ -34,11 +34,11 @@ static void peer_klst(const sim_softbody_model *m, const sim_softbody_state *s, 
 }
 
 void bench_softbody_peer(const sim_softbody_model *m, const sim_softbody_state *s, int frames,
-                         double ms_median, double cpu_ms, double lowest_z)
+                         const bench_sb_figures *full, const bench_sb_figures *edges_only)
 {
 #if SOFTCAST_HAVE_BULLET
     const sim_softbody_params *p = &s->prm;
-    double h = (double)p->dt / p->substeps;
+    double h = (double)p->dt / sb_substeps(m, p);
     bench_bullet_tets t;
     memset(&t, 0, sizeof t);
     float *mass = malloc((size_t)m->n * sizeof(float));
@@ -51,7 +51,7 @@ void bench_softbody_peer(const sim_softbody_model *m, const sim_softbody_state *
     peer_klst(m, s, h, eregion, t.klst);
     t.nvert = m->n, t.ntet = m->ntet, t.nedge = m->nedge;
     t.x = m->rest, t.mass = mass, t.tet = m->tet, t.edge = edge, t.eregion = eregion;
-    t.substeps = p->substeps, t.iterations = p->iterations, t.frames = frames;
+    t.substeps = sb_substeps(m, p), t.iterations = sb_iterations(m, p), t.frames = frames;
     t.damping_kdp = (double)p->damping * h; /* ours: v *= 1 - damping h each substep */
     t.gravity = (double)p->gravity;
     bench_bullet_tet_box(&t);
@@ -64,18 +64,24 @@ void bench_softbody_peer(const sim_softbody_model *m, const sim_softbody_state *
         "\"lowest_z\":%.5f}\n",
         m->n, m->ntet, t.links, t.substeps, t.iterations, frames, t.klst[0], t.klst[1],
         t.damping_kdp, t.ms_median, t.ms_p90, t.cpu_ms_mean, t.lowest_z);
-    printf("{\"peer\":\"bullet\",\"softcast\":{\"edges_xpbd\":%d,\"tet_volumes_xpbd\":%d,"
-           "\"virtual_springs\":%d,\"region_compliance\":[%g,%g]},"
+    printf("{\"peer\":\"bullet\",\"substeps\":%d,\"iterations\":%d,\"softcast\":{\"edges_xpbd\":%d,"
+           "\"tet_volumes_xpbd\":%d,\"virtual_springs\":%d,\"region_compliance\":[%g,%g]},"
            "\"bullet_ms_over_softcast_ms\":%.2f,\"bullet_cpu_over_softcast_cpu\":%.2f,"
-           "\"lowest_z_difference_m\":%.4f}\n",
-           m->nedge, m->ntet, p->spring_mode == SIM_SPRING_OFF ? 0 : 4 * m->nbound,
-           (double)p->region_compliance[0], (double)p->region_compliance[1],
-           t.ms_median / ms_median, t.cpu_ms_mean / cpu_ms, fabs(t.lowest_z - lowest_z));
+           "\"lowest_z_difference_m\":%.4f,\"like_for_like\":{\"softcast\":\"edges only (XPBD, "
+           "no tet volumes, no springs)\",\"bullet\":\"links only\",\"softcast_ms_median\":%.4f,"
+           "\"softcast_ms_p90\":%.4f,\"bullet_ms_over_softcast_ms\":%.2f,"
+           "\"bullet_cpu_over_softcast_cpu\":%.2f,\"lowest_z_difference_m\":%.4f}}\n",
+           t.substeps, t.iterations, m->nedge, p->tet_volumes ? m->ntet : 0,
+           p->spring_mode == SIM_SPRING_OFF ? 0 : 4 * m->nbound, (double)p->region_compliance[0],
+           (double)p->region_compliance[1], t.ms_median / full->ms_median,
+           t.cpu_ms_mean / full->cpu_ms, fabs(t.lowest_z - full->lowest_z), edges_only->ms_median,
+           edges_only->ms_p90, t.ms_median / edges_only->ms_median,
+           t.cpu_ms_mean / edges_only->cpu_ms, fabs(t.lowest_z - edges_only->lowest_z));
     free(mass);
     free(edge);
     free(eregion);
 #else
-    (void)m, (void)s, (void)frames, (void)ms_median, (void)cpu_ms, (void)lowest_z;
+    (void)m, (void)s, (void)frames, (void)full, (void)edges_only;
     printf("{\"peer\":\"bullet\",\"skipped\":\"this bench was built without Bullet\"}\n");
 #endif
 }
