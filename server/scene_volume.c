@@ -68,6 +68,15 @@ static int vol_start(sim_backend *b, char *err, size_t err_sz)
         st = SIM_ERR_LIMIT;
         sim_volume_free(&v);
     }
+    if (st == SIM_OK && g_vol.path[0]) /* what the file said of its axes, and what was done */
+        fprintf(stderr, "softcast-server: volume %s: %s%s%s\n", g_vol.path,
+                v.orientation[0] ? "stored " : "no orientation in the file: kept as stored",
+                v.orientation, v.orientation[0] ? ", read as RAS (z up, y anterior)" : "");
+    if (st == SIM_OK && v.oblique_deg > 0.5f)
+        fprintf(stderr,
+                "softcast-server: warning: volume %s is oblique by %.1f degrees: taken to its "
+                "nearest axes, not resampled\n",
+                g_vol.path, (double)v.oblique_deg);
     if (st == SIM_OK) {
         st = sim_volume_model_create(&g_vol.model, &v, NULL, err, err_sz);
         sim_volume_free(&v);

@@ -19,6 +19,12 @@ typedef struct sim_volume {
     int nx, ny, nz;
     float spacing_mm[3]; ///< element spacing along x, y, z
     float *hu;           ///< (nz x ny x nx), owned
+    /// Where a loaded file's i, j, k axes pointed in the patient ("LPS": i toward the left,
+    /// j posterior, k superior), before the loader turned the lattice to RAS (x toward the
+    /// patient's right, y anterior, z superior); "" when the file said nothing (kept as
+    /// stored) or the volume was not loaded from a file.
+    char orientation[4];
+    float oblique_deg; ///< how far the file's axes were off the nearest patient axes
 } sim_volume;
 
 typedef struct sim_volume_limits {
@@ -32,7 +38,10 @@ sim_volume_limits sim_default_volume_limits(void);
 /// The embedded default: a procedural abdominal phantom in HU (air, skin and fat
 /// shell, muscle and organs, spine and ribs) of any size (each axis >= 8).
 sim_status sim_volume_phantom(sim_volume *out, int nx, int ny, int nz, char *err, size_t err_sz);
-/// Load NIfTI-1 (.nii or .nii.gz), applying scl_slope/scl_inter and pixdim.
+/// Load NIfTI-1 (.nii or .nii.gz), applying scl_slope/scl_inter and pixdim, and turned to
+/// the RAS lattice by the file's sform (its qform when the sform's code is 0): axes
+/// permuted and flipped exactly, an oblique affine to its nearest axes (out->oblique_deg
+/// says how far). A file with neither keeps its stored order (out->orientation "").
 sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_volume_limits *lim,
                                  char *err, size_t err_sz);
 /// Load raw little-endian int16 HU with the given dims and spacing.

@@ -35,8 +35,11 @@
  * allocated, then the data streamed in 1 MiB chunks and decoded here byte by byte. We do
  * not use nifti_image_read/nifti_image_load: they silently turn NaN/Inf voxels and a NaN
  * scl_slope into 0, and nifti_read_header opens x.nii.gz when asked for a missing x.nii;
- * this loader must report those instead. Voxels keep their stored order: no reorientation
- * by qform/sform, so a real scan's anterior side may be at either y end.
+ * this loader must report those instead. The lattice is then turned to RAS (x toward the
+ * patient's right, y anterior, z superior: z up) by the file's sform, or its qform when the
+ * sform's code is 0: each lattice axis goes to the patient axis its direction is nearest
+ * (nifti_mat44_to_orientation), permuted and flipped exactly, so the same anatomy stored in
+ * any axis order reads the same. A file with neither code keeps its stored order.
  */
 #include "volume.h"
 
@@ -736,6 +739,92 @@ static sim_status nifti_read_data(const char *path, znzFile fp, const nifti_1_he
     return st;
 }
 
+/* The affine from the lattice to the patient (RAS mm) the header gives: its sform when
+ * sform_code is set, else its qform; 0 when it gives neither. */
+static int nifti_affine(const nifti_1_header *h, mat44 *m)
+{
+    memset(m, 0, sizeof *m);
+    if (h->sform_code > 0) {
+        for (int c = 0; c < 4; c++)
+            m->m[0][c] = h->srow_x[c], m->m[1][c] = h->srow_y[c], m->m[2][c] = h->srow_z[c];
+        m->m[3][3] = 1.0f;
+        return 1;
+    }
+    if (h->qform_code > 0) {
+        float qfac = h->pixdim[0] < 0.0f ? -1.0f : 1.0f; /* 0 is read as 1, as the library does */
+        *m = nifti_quatern_to_mat44(h->quatern_b, h->quatern_c, h->quatern_d, h->qoffset_x,
+                                    h->qoffset_y, h->qoffset_z, h->pixdim[1], h->pixdim[2],
+                                    h->pixdim[3], qfac);
+        return 1;
+    }
+    return 0;
+}
+
+/* Turn v (as stored) to the RAS lattice by h's affine; records where its axes pointed. */
+static sim_status nifti_to_ras(const char *path, const nifti_1_header *h, sim_volume *v, char *err,
+                               size_t err_sz)
+{
+    mat44 m;
+    if (!nifti_affine(h, &m))
+        return SIM_OK;
+    double worst = 0.0;
+    for (int a = 0; a < 3; a++) {
+        double len = 0.0, big = 0.0;
+        for (int w = 0; w < 3; w++) {
+            double c = (double)m.m[w][a];
+            len += c * c;
+            big = fmax(big, fabs(c));
+        }
+        if (!isfinite(len) || !(len > 0.0))
+            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                           "%s: the %s's axis %d is %s: no orientation can be read from it", path,
+                           h->sform_code > 0 ? "sform" : "qform", a,
+                           isfinite(len) ? "zero" : "not finite");
+        worst = fmax(worst, acos(fmin(1.0, big / sqrt(len))));
+    }
+    int code[3];
+    nifti_mat44_to_orientation(m, &code[0], &code[1], &code[2]);
+    /* Codes 1..6: L2R, R2L, P2A, A2P, I2S, S2I: the patient axis (code - 1) / 2, flipped
+     * when even (the axis runs toward L, P or I). */
+    static const char letter[7] = {'?', 'R', 'L', 'A', 'P', 'S', 'I'};
+    int src_axis[3] = {-1, -1, -1}, flip[3] = {0, 0, 0}, dims[3] = {v->nx, v->ny, v->nz};
+    for (int a = 0; a < 3; a++) {
+        if (code[a] < 1 || code[a] > 6 || src_axis[(code[a] - 1) / 2] >= 0)
+            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                           "%s: the orientation of axis %d cannot be read from the %s", path, a,
+                           h->sform_code > 0 ? "sform" : "qform");
+        src_axis[(code[a] - 1) / 2] = a;
+        flip[(code[a] - 1) / 2] = code[a] % 2 == 0;
+        v->orientation[a] = letter[code[a]];
+    }
+    v->orientation[3] = 0;
+    v->oblique_deg = (float)(worst * 180.0 / 3.14159265358979323846);
+    int od[3];
+    float osp[3];
+    for (int w = 0; w < 3; w++)
+        od[w] = dims[src_axis[w]], osp[w] = v->spacing_mm[src_axis[w]];
+    size_t n = (size_t)od[0] * (size_t)od[1] * (size_t)od[2];
+    float *hu = (float *)sc_calloc(n, sizeof *hu);
+    if (!hu)
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory to reorient", path);
+    size_t stride[3] = {1, (size_t)dims[0], (size_t)dims[0] * (size_t)dims[1]};
+    for (int z = 0; z < od[2]; z++)
+        for (int y = 0; y < od[1]; y++)
+            for (int x = 0; x < od[0]; x++) {
+                int o[3] = {x, y, z};
+                size_t src = 0;
+                for (int w = 0; w < 3; w++)
+                    src += (size_t)(flip[w] ? od[w] - 1 - o[w] : o[w]) * stride[src_axis[w]];
+                hu[(size_t)x + (size_t)od[0] * ((size_t)y + (size_t)od[1] * (size_t)z)] =
+                    v->hu[src];
+            }
+    free(v->hu);
+    v->hu = hu;
+    v->nx = od[0], v->ny = od[1], v->nz = od[2];
+    memcpy(v->spacing_mm, osp, sizeof osp);
+    return SIM_OK;
+}
+
 #endif /* SIM_HAVE_NIFTI */
 
 sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_volume_limits *lim,
@@ -831,7 +920,10 @@ sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_vo
     out->nz = dims[2];
     memcpy(out->spacing_mm, spacing, sizeof out->spacing_mm);
     out->hu = hu;
-    return SIM_OK;
+    st = nifti_to_ras(path, &h, out, err, err_sz);
+    if (st != SIM_OK)
+        sim_volume_free(out);
+    return st;
 #endif
 }
 

@@ -94,4 +94,18 @@ export default [
     replace: '(void)c;',
     build: ['$BUILD/test/softcast-server'], test: 'node --test tests/server/grab.test.mjs', caught_by: 'grab.test.mjs: a pull past the volume box stops at its edge',
   },
+  {
+    name: 'NIfTI orientation: the flips not applied (an LPS scan read with its left on the right)',
+    file: 'sim/volume/volume_io.c',
+    find: '        flip[(code[a] - 1) / 2] = code[a] % 2 == 0;',
+    replace: '        flip[(code[a] - 1) / 2] = 0;',
+    build: tests, test: run('nifti_orientation'), caught_by: 'volume_io_nifti_orientation_read_to_ras',
+  },
+  {
+    name: 'NIfTI orientation: the qform ignored (a file with only a qform kept as stored)',
+    file: 'sim/volume/volume_io.c',
+    find: '    if (h->qform_code > 0) {',
+    replace: '    if (h->qform_code > 99) {',
+    build: tests, test: run('nifti_orientation'), caught_by: 'volume_io_nifti_orientation_read_to_ras',
+  },
 ];

@@ -617,6 +617,131 @@ static void check_nifti_i16_scaled(const char *name)
     tmp_dir_remove(&d);
 }
 
+/* The same anatomy stored in another axis order: canon (RAS, 5 x 4 x 3, spacing 0.5, 0.7,
+ * 1.5 mm, voxel value x + 10 y + 100 z) laid out so that file axis a runs along patient axis
+ * axis[a], reversed when neg[a], with the affine that says so (an sform, or the same as a
+ * qform), optionally turned by tilt_deg about z (an oblique scan). */
+typedef struct oriented {
+    int axis[3], neg[3];
+    int use_qform, no_codes;
+    float tilt_deg;
+} oriented;
+
+static int write_oriented(const char *path, const oriented *o)
+{
+    const int cd[3] = {5, 4, 3};
+    const float csp[3] = {0.5f, 0.7f, 1.5f};
+    nifti_1_header h;
+    memset(&h, 0, sizeof h);
+    h.sizeof_hdr = 348;
+    h.dim[0] = 3;
+    for (int a = 0; a < 3; a++) {
+        h.dim[1 + a] = (short)cd[o->axis[a]];
+        h.pixdim[1 + a] = csp[o->axis[a]];
+    }
+    for (int i = 4; i < 8; i++)
+        h.dim[i] = 1, h.pixdim[i] = 1.0f;
+    h.datatype = DT_INT16;
+    h.bitpix = 16;
+    h.vox_offset = 352.0f;
+    h.xyzt_units = NIFTI_UNITS_MM;
+    memcpy(h.magic, "n+1", 4);
+    mat44 m;
+    memset(&m, 0, sizeof m);
+    double t = (double)o->tilt_deg * 3.14159265358979 / 180.0;
+    for (int a = 0; a < 3; a++) { /* column a: file axis a's step in the patient's RAS */
+        double step[3] = {0.0, 0.0, 0.0};
+        step[o->axis[a]] = (double)(o->neg[a] ? -csp[o->axis[a]] : csp[o->axis[a]]);
+        m.m[0][a] = (float)(cos(t) * step[0] - sin(t) * step[1]);
+        m.m[1][a] = (float)(sin(t) * step[0] + cos(t) * step[1]);
+        m.m[2][a] = (float)step[2];
+    }
+    m.m[3][3] = 1.0f;
+    if (o->use_qform) {
+        float qb, qc, qd, qx, qy, qz, dx, dy, dz, qfac;
+        nifti_mat44_to_quatern(m, &qb, &qc, &qd, &qx, &qy, &qz, &dx, &dy, &dz, &qfac);
+        h.qform_code = NIFTI_XFORM_SCANNER_ANAT;
+        h.quatern_b = qb, h.quatern_c = qc, h.quatern_d = qd;
+        h.pixdim[0] = qfac;
+    } else if (!o->no_codes) {
+        h.sform_code = NIFTI_XFORM_SCANNER_ANAT;
+        for (int c = 0; c < 4; c++)
+            h.srow_x[c] = m.m[0][c], h.srow_y[c] = m.m[1][c], h.srow_z[c] = m.m[2][c];
+    }
+    int16_t data[60];
+    int n[3] = {h.dim[1], h.dim[2], h.dim[3]};
+    for (int k = 0; k < n[2]; k++)
+        for (int j = 0; j < n[1]; j++)
+            for (int i = 0; i < n[0]; i++) {
+                int f[3] = {i, j, k}, c[3] = {0, 0, 0};
+                for (int a = 0; a < 3; a++)
+                    c[o->axis[a]] = o->neg[a] ? cd[o->axis[a]] - 1 - f[a] : f[a];
+                data[i + n[0] * (j + n[1] * k)] = (int16_t)(c[0] + 10 * c[1] + 100 * c[2]);
+            }
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        return 0;
+    unsigned char ext[4] = {0, 0, 0, 0};
+    int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(ext, 4, 1, fp) == 1 &&
+             fwrite(data, sizeof data, 1, fp) == 1;
+    return fclose(fp) == 0 && ok;
+}
+
+/* Stored RAS, LPS, permuted (S, R, A), as a qform, and oblique by 10 degrees: each reads as
+ * the same RAS lattice, voxel for voxel, with the spacing that goes with it; the file's own
+ * orientation and obliquity are reported. A file without codes keeps its stored order. */
+TEST(volume_io_nifti_orientation_read_to_ras)
+{
+    const struct {
+        const char *name, *says;
+        oriented o;
+    } cases[] = {
+        {"ras.nii", "RAS", {{0, 1, 2}, {0, 0, 0}, 0, 0, 0.0f}},
+        {"lps.nii", "LPS", {{0, 1, 2}, {1, 1, 0}, 0, 0, 0.0f}},
+        {"sra.nii", "SRA", {{2, 0, 1}, {0, 0, 0}, 0, 0, 0.0f}},
+        {"ipl_qform.nii", "IPL", {{2, 1, 0}, {1, 1, 1}, 1, 0, 0.0f}},
+        {"lps_oblique.nii", "LPS", {{0, 1, 2}, {1, 1, 0}, 0, 0, 10.0f}},
+    };
+    tmp_dir d;
+    REQUIRE(tmp_dir_make(&d));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256], err[256] = "";
+        tmp_file(&d, cases[k].name, path, sizeof path);
+        REQUIRE(write_oriented(path, &cases[k].o));
+        sim_volume v;
+        sim_status st = sim_volume_load_nifti(&v, path, NULL, err, sizeof err);
+        CHECKF(st == SIM_OK, "%s: %s", cases[k].name, err);
+        if (st != SIM_OK)
+            continue;
+        CHECKF(v.nx == 5 && v.ny == 4 && v.nz == 3, "%s: %d x %d x %d", cases[k].name, v.nx, v.ny,
+               v.nz);
+        CHECKF(v.spacing_mm[0] == 0.5f && v.spacing_mm[1] == 0.7f && v.spacing_mm[2] == 1.5f,
+               "%s: spacing %g %g %g", cases[k].name, (double)v.spacing_mm[0],
+               (double)v.spacing_mm[1], (double)v.spacing_mm[2]);
+        int wrong = 0;
+        for (int z = 0; z < 3 && v.nx == 5 && v.ny == 4 && v.nz == 3; z++)
+            for (int y = 0; y < 4; y++)
+                for (int x = 0; x < 5; x++)
+                    wrong += vol_at(&v, x, y, z) != (float)(x + 10 * y + 100 * z);
+        CHECKF(wrong == 0, "%s: %d voxels not where RAS puts them", cases[k].name, wrong);
+        CHECKF(!strcmp(v.orientation, cases[k].says), "%s: orientation \"%s\"", cases[k].name,
+               v.orientation);
+        CHECKF(fabsf(v.oblique_deg - cases[k].o.tilt_deg) < 0.01f, "%s: oblique %g degrees",
+               cases[k].name, (double)v.oblique_deg);
+        sim_volume_free(&v);
+    }
+    /* No codes: as stored (the LPS layout read as is, x reversed), orientation unknown. */
+    oriented none = {{0, 1, 2}, {1, 1, 0}, 0, 1, 0.0f};
+    char path[256], err[256] = "";
+    tmp_file(&d, "nocodes.nii", path, sizeof path);
+    REQUIRE(write_oriented(path, &none));
+    sim_volume v;
+    REQUIRE(sim_volume_load_nifti(&v, path, NULL, err, sizeof err) == SIM_OK);
+    CHECK(v.orientation[0] == 0 && vol_at(&v, 0, 0, 0) == (float)(4 + 10 * 3));
+    sim_volume_free(&v);
+    tmp_dir_remove(&d);
+}
+
 TEST(volume_io_nifti_i16_scaled_nii)
 {
     check_nifti_i16_scaled("ct.nii");
