@@ -191,11 +191,21 @@ protocol-vectors: $(BUILD)/softcast-protogen
 $(BUILD)/softcast-protogen: $(REL)/tests/protocol/gen_vectors.o $(PROTO_C:%.c=$(REL)/%.o)
 	$(CC) -o $@ $^ $(PROTO_LIBS) -lm
 
-$(REL)/%.o: %.c
+# The flags and libraries each kind of build uses, in a file rewritten only when they change:
+# objects depend on it, so a change of configuration (the NIfTI library installed after a
+# first build, CUDA found, OPT changed) rebuilds what it affects.
+.PHONY: FORCE
+$(BUILD)/rel.flags $(BUILD)/test.flags: $(BUILD)/%.flags: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' '$(FLAGS_$*)' | cmp -s - $@ 2>/dev/null || printf '%s\n' '$(FLAGS_$*)' >$@
+FLAGS_rel = $(CC) $(REL_CFLAGS) $(LIBS)
+FLAGS_test = $(CC) $(TST_CFLAGS) $(LIBS)
+
+$(REL)/%.o: %.c $(BUILD)/rel.flags
 	@mkdir -p $(@D)
 	$(CC) $(REL_CFLAGS) -c -o $@ $<
 
-$(TST)/%.o: %.c
+$(TST)/%.o: %.c $(BUILD)/test.flags
 	@mkdir -p $(@D)
 	$(CC) $(TST_CFLAGS) -c -o $@ $<
 
