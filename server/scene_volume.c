@@ -21,8 +21,10 @@ static struct {
     char path[512];       /* --volume: NIfTI file of the default scene ("" = phantom) */
     int dims[3];          /* --dims: phantom size of the default scene */
     int64_t max_elements; /* --max-elements: largest volume a session may create */
+    int64_t fit_elements; /* --fit-elements: a --volume over this is block-averaged to fit
+                             (-1: to --max-elements; 0: refused instead) */
     sim_volume_model *model;
-} g_vol = {"", {128, 128, 75}, 4 << 20, NULL};
+} g_vol = {"", {128, 128, 75}, 4 << 20, -1, NULL};
 
 static int vol_option(const char *name, const char *val, char *err, size_t err_sz)
 {
@@ -40,6 +42,17 @@ static int vol_option(const char *name, const char *val, char *err, size_t err_s
             snprintf(err, err_sz, "--dims %s: must be WxHxD", val);
             return -1;
         }
+        return 1;
+    }
+    if (!strcmp(name, "fit-elements")) {
+        char *end = NULL;
+        long long n = strtoll(val, &end, 10);
+        if (!*val || *end || (n != 0 && n < 512) || n > (1LL << 31)) {
+            snprintf(err, err_sz, "--fit-elements %s: 0 (refuse) or an integer in [512, 2^31]",
+                     val);
+            return -1;
+        }
+        g_vol.fit_elements = n;
         return 1;
     }
     if (!strcmp(name, "max-elements")) {
@@ -62,6 +75,18 @@ static int vol_start(sim_backend *b, char *err, size_t err_sz)
     sim_status st = g_vol.path[0] ? sim_volume_load_nifti(&v, g_vol.path, NULL, err, err_sz)
                                   : sim_volume_phantom(&v, g_vol.dims[0], g_vol.dims[1],
                                                        g_vol.dims[2], err, err_sz);
+    int64_t fit = g_vol.fit_elements < 0 ? g_vol.max_elements : g_vol.fit_elements;
+    if (st == SIM_OK && g_vol.path[0] && fit > 0) {
+        int in[3] = {v.nx, v.ny, v.nz}, f = 1;
+        st = sim_volume_fit(&v, (size_t)(fit < g_vol.max_elements ? fit : g_vol.max_elements), &f,
+                            err, err_sz);
+        if (st == SIM_OK && f > 1)
+            fprintf(stderr,
+                    "softcast-server: volume %s: %dx%dx%d is over the budget of %lld elements: "
+                    "block-averaged by %d to %dx%dx%d (%.2f x %.2f x %.2f mm)\n",
+                    g_vol.path, in[0], in[1], in[2], (long long)fit, f, v.nx, v.ny, v.nz,
+                    (double)v.spacing_mm[0], (double)v.spacing_mm[1], (double)v.spacing_mm[2]);
+    }
     if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > g_vol.max_elements) {
         snprintf(err, err_sz, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
                  v.nz, (long long)g_vol.max_elements);
@@ -479,7 +504,9 @@ const srv_scene_i srv_scene_volume = {
     .usage =
         "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
         "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
-        "  --max-elements N              largest volume a session may create (default 4194304)\n",
+        "  --max-elements N              largest volume a session may create (default 4194304)\n"
+        "  --fit-elements N              a --volume over N elements is block-averaged to fit\n"
+        "                                (default: --max-elements; 0: refuse it instead)\n",
     .events = k_events,
     .nevents = (int)(sizeof k_events / sizeof k_events[0]),
     .option = vol_option,

@@ -52,6 +52,11 @@ sim_status sim_volume_load_raw_i16(sim_volume *out, const char *path, int nx, in
 /// over what they hold); spacing grows by the factor.
 sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, int fy, int fz,
                                  char *err, size_t err_sz);
+/// Fit a volume to a budget of elements: block-average it in place by the smallest factor
+/// f (the same on every axis) that brings it to max_elements or under (*factor = f; 1 when it
+/// already fits, left as it is).
+sim_status sim_volume_fit(sim_volume *v, size_t max_elements, int *factor, char *err,
+                          size_t err_sz);
 /// Check dims, spacing and values (finite) against limits.
 sim_status sim_volume_validate(const sim_volume *v, const sim_volume_limits *lim, const char *name,
                                char *err, size_t err_sz);

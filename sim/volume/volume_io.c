@@ -983,5 +983,33 @@ sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, 
     out->spacing_mm[1] = in->spacing_mm[1] * (float)fy;
     out->spacing_mm[2] = in->spacing_mm[2] * (float)fz;
     out->hu = hu;
+    memcpy(out->orientation, in->orientation, sizeof out->orientation);
+    out->oblique_deg = in->oblique_deg;
+    return SIM_OK;
+}
+
+/* ceil(n / f) */
+static size_t ceil_div(int n, int f)
+{
+    return (size_t)(n / f + (n % f != 0));
+}
+
+sim_status sim_volume_fit(sim_volume *v, size_t max_elements, int *factor, char *err, size_t err_sz)
+{
+    *factor = 1;
+    if (!v || !v->hu || max_elements < 1)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "fit: an empty volume or a zero budget");
+    int f = 1;
+    while (ceil_div(v->nx, f) * ceil_div(v->ny, f) * ceil_div(v->nz, f) > max_elements)
+        f++; /* ends: at f = the longest axis every axis is 1 element */
+    if (f == 1)
+        return SIM_OK;
+    sim_volume small;
+    sim_status st = sim_volume_downsample(&small, v, f, f, f, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    sim_volume_free(v);
+    *v = small;
+    *factor = f;
     return SIM_OK;
 }

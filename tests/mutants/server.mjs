@@ -259,4 +259,13 @@ export default [
     test: node('softbody_data', 'made by others'),
     caught_by: 'softbody: a mesh made by others, scaled to 15 cm, becomes the surface model',
   },
+  {
+    name: 'volume: a --volume over the budget refused instead of fitted',
+    file: 'server/scene_volume.c',
+    find: 'if (st == SIM_OK && g_vol.path[0] && fit > 0) {',
+    replace: 'if (st == SIM_OK && g_vol.path[0] && fit < 0) {',
+    build: server,
+    test: node('volume_fit'),
+    caught_by: 'volume: a CT over the element budget is block-averaged to fit, ...',
+  },
 ];

@@ -108,4 +108,11 @@ export default [
     replace: '    if (h->qform_code > 99) {',
     build: tests, test: run('nifti_orientation'), caught_by: 'volume_io_nifti_orientation_read_to_ras',
   },
+  {
+    name: 'fit to a budget: one factor too many (a volume that fits is still averaged)',
+    file: 'sim/volume/volume_io.c',
+    find: 'ceil_div(v->nz, f) > max_elements)',
+    replace: 'ceil_div(v->nz, f) >= max_elements)',
+    build: tests, test: run('volume_io_fit'), caught_by: 'volume_io_fit_to_a_budget_by_the_smallest_factor',
+  },
 ];

@@ -742,6 +742,51 @@ TEST(volume_io_nifti_orientation_read_to_ras)
     tmp_dir_remove(&d);
 }
 
+/* A volume over its budget is block-averaged by the smallest factor that fits: 20 x 14 x 9
+ * (2520 elements) into 400 takes 2 (10 x 7 x 5 = 350; 1 leaves 2520), each element the mean of
+ * its block, a trailing half block the mean of what it holds; into 2520 nothing changes;
+ * into 1, one element, the mean of all. */
+TEST(volume_io_fit_to_a_budget_by_the_smallest_factor)
+{
+    char err[256];
+    const int nx = 20, ny = 14, nz = 9;
+    sim_volume v;
+    memset(&v, 0, sizeof v);
+    v.nx = nx, v.ny = ny, v.nz = nz;
+    v.spacing_mm[0] = 0.5f, v.spacing_mm[1] = 0.5f, v.spacing_mm[2] = 2.0f;
+    v.hu = malloc((size_t)nx * ny * nz * sizeof *v.hu);
+    REQUIRE(v.hu);
+    for (int i = 0; i < nx * ny * nz; i++)
+        v.hu[i] = (float)((i * 37) % 101);
+    sim_volume keep = v;
+    keep.hu = malloc((size_t)nx * ny * nz * sizeof *v.hu);
+    REQUIRE(keep.hu);
+    memcpy(keep.hu, v.hu, (size_t)nx * ny * nz * sizeof *v.hu);
+    int f = 0;
+    REQUIRE(sim_volume_fit(&v, 2520, &f, err, sizeof err) == SIM_OK);
+    CHECK(f == 1 && v.nx == 20 && v.hu[5] == keep.hu[5]);
+    REQUIRE(sim_volume_fit(&v, 400, &f, err, sizeof err) == SIM_OK);
+    CHECKF(f == 2 && v.nx == 10 && v.ny == 7 && v.nz == 5, "factor %d: %d x %d x %d", f, v.nx, v.ny,
+           v.nz);
+    CHECK(v.spacing_mm[0] == 1.0f && v.spacing_mm[2] == 4.0f);
+    if (v.nx == 10 && v.ny == 7 && v.nz == 5) {
+        double first = 0.0, last = 0.0; /* block (0,0,0); block (9,6,4): z = 8 only */
+        for (int z = 0; z < 2; z++)
+            for (int y = 0; y < 2; y++)
+                for (int x = 0; x < 2; x++)
+                    first += (double)keep.hu[x + nx * (y + ny * z)] / 8.0;
+        for (int y = 12; y < 14; y++)
+            for (int x = 18; x < 20; x++)
+                last += (double)keep.hu[x + nx * (y + ny * 8)] / 4.0;
+        CHECKF(fabs((double)v.hu[0] - first) < 1e-4 && fabs((double)v.hu[349] - last) < 1e-4,
+               "blocks %g %g, means %g %g", (double)v.hu[0], (double)v.hu[349], first, last);
+    }
+    REQUIRE(sim_volume_fit(&v, 1, &f, err, sizeof err) == SIM_OK);
+    CHECKF(v.nx == 1 && v.ny == 1 && v.nz == 1, "%d x %d x %d", v.nx, v.ny, v.nz);
+    sim_volume_free(&v);
+    sim_volume_free(&keep);
+}
+
 TEST(volume_io_nifti_i16_scaled_nii)
 {
     check_nifti_i16_scaled("ct.nii");
