@@ -290,16 +290,7 @@ static int build_hybrid(sb_body *b, sim_backend *be, char *err, size_t err_sz)
 static int body_from_mesh(sb_body *b, sim_softbody_mesh *m, const char *source, char *err,
                           size_t err_sz)
 {
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (int i = 0; i < m->nvert; i++)
-        for (int k = 0; k < 3; k++) {
-            lo[k] = fminf(lo[k], m->x[i * 3 + k]);
-            hi[k] = fmaxf(hi[k], m->x[i * 3 + k]);
-        }
-    float shift[3] = {-0.5f * (lo[0] + hi[0]), -0.5f * (lo[1] + hi[1]), -lo[2]};
-    for (int i = 0; i < m->nvert; i++)
-        for (int k = 0; k < 3; k++)
-            m->x[i * 3 + k] += shift[k];
+    sim_softbody_mesh_rest_on_floor(m);
     if (sim_softbody_model_surface(&b->model, m, err, err_sz) != SIM_OK)
         return -1;
     b->source = source;

@@ -292,28 +292,40 @@ static sim_status parse_obj(sim_softbody_mesh *m, rd *r, char *err, size_t err_s
     return SIM_OK;
 }
 
-/* Scale a mesh in any unit so that its box's diagonal is size_m, centred over x = y = 0 with
- * its lowest vertex at z = 0. A box that is not finite and positive is left for the check. */
-static void fit_size(sim_softbody_mesh *m, float size_m)
+void sb_rest_on_floor(float *x, int n)
 {
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (int i = 0; i < m->nvert * 3; i++) {
-        lo[i % 3] = fminf(lo[i % 3], m->x[i]);
-        hi[i % 3] = fmaxf(hi[i % 3], m->x[i]);
+    for (int i = 0; i < n * 3; i++) {
+        lo[i % 3] = fminf(lo[i % 3], x[i]);
+        hi[i % 3] = fmaxf(hi[i % 3], x[i]);
     }
-    double d[3], c[3], diag2 = 0.0;
+    float shift[3] = {-0.5f * (lo[0] + hi[0]), -0.5f * (lo[1] + hi[1]), -lo[2]};
+    for (int i = 0; i < n * 3; i++)
+        x[i] += shift[i % 3];
+}
+
+void sim_softbody_mesh_rest_on_floor(sim_softbody_mesh *mesh)
+{
+    sb_rest_on_floor(mesh->x, mesh->nvert);
+}
+
+/* Scale a mesh in any unit so that its box's diagonal is size_m, resting on the floor. A box
+ * that is not finite and positive is left for the check. */
+static void fit_size(sim_softbody_mesh *m, float size_m)
+{
+    sb_rest_on_floor(m->x, m->nvert);
+    double diag2 = 0.0;
     for (int k = 0; k < 3; k++) {
-        d[k] = (double)hi[k] - (double)lo[k];
-        c[k] = 0.5 * ((double)lo[k] + (double)hi[k]);
-        diag2 += d[k] * d[k];
+        double lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < m->nvert; i++)
+            lo = fmin(lo, (double)m->x[i * 3 + k]), hi = fmax(hi, (double)m->x[i * 3 + k]);
+        diag2 += (hi - lo) * (hi - lo);
     }
-    c[2] = (double)lo[2];
-    double diag = sqrt(diag2);
+    double diag = sqrt(diag2), k = (double)size_m / diag;
     if (!(diag > 0.0) || !isfinite(diag))
         return;
-    double k = (double)size_m / diag;
-    for (int i = 0; i < m->nvert * 3; i++)
-        m->x[i] = (float)(((double)m->x[i] - c[i % 3]) * k);
+    for (int i = 0; i < m->nvert * 3; i++) /* about the origin: still centred, still on z = 0 */
+        m->x[i] = (float)((double)m->x[i] * k);
 }
 
 static sim_status parse_sized(sim_softbody_mesh *out, const char *text, size_t len,

@@ -10,7 +10,7 @@
 
 #include "../core/sc_base.h"
 #include "geometry.h"
-#include "softbody.h"
+#include "softbody_internal.h"
 
 #define ORGAN_MAX_SURF (SIM_SOFTBODY_NREGION + 1)
 
@@ -303,14 +303,5 @@ sim_status sim_softbody_tets_labelmap(sim_softbody_tets *out, const char *path,
 
 void sim_softbody_tets_rest_on_floor(sim_softbody_tets *t)
 {
-    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (int i = 0; i < t->nvert; i++)
-        for (int k = 0; k < 3; k++) {
-            lo[k] = fminf(lo[k], t->x[i * 3 + k]);
-            hi[k] = fmaxf(hi[k], t->x[i * 3 + k]);
-        }
-    float shift[3] = {-0.5f * (lo[0] + hi[0]), -0.5f * (lo[1] + hi[1]), -lo[2]};
-    for (int i = 0; i < t->nvert; i++)
-        for (int k = 0; k < 3; k++)
-            t->x[i * 3 + k] += shift[k];
+    sb_rest_on_floor(t->x, t->nvert);
 }

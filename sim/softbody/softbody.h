@@ -45,6 +45,8 @@ sim_status sim_softbody_mesh_load(sim_softbody_mesh *out, const char *path, char
 /// z = 0; size_m 0 reads it as sim_softbody_mesh_load does.
 sim_status sim_softbody_mesh_load_sized(sim_softbody_mesh *out, const char *path, float size_m,
                                         char *err, size_t err_sz);
+/// Translate a mesh so that its box is centred on x = y = 0 with its lowest point at z = 0.
+void sim_softbody_mesh_rest_on_floor(sim_softbody_mesh *mesh);
 /// The same from text in memory; format is "off" or "obj".
 sim_status sim_softbody_mesh_parse(sim_softbody_mesh *out, const char *text, size_t len,
                                    const char *format, char *err, size_t err_sz);

@@ -150,6 +150,9 @@ void sb_pose_delta(const float q0[4], const float t0[3], const float q1[4], cons
 void sb_edge_update(sim_softbody_state *s);
 /* sb_frame.c: the embedded surface at the current positions (hybrid; nothing for surface). */
 void sb_place_surface(sim_softbody_state *s);
+/* Translate n points (x, y, z) so their box is centred on x = y = 0 with its lowest point at
+ * z = 0 (sb_mesh.c): a mesh or a tet model put on a floor at the origin. */
+void sb_rest_on_floor(float *x, int n);
 
 /* sb_model.c: greedy colouring by passes of items of k particles each (idx: nitem x k);
  * order receives the items sorted by colour. */

@@ -5,7 +5,8 @@ import { once } from 'node:events';
 import WebSocket from 'ws';
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
-import { createDecoder, readHeader, KIND, FLAG } from '../../protocol/js/softcast-proto.mjs';
+import fs from 'node:fs';
+import { createDecoder, readHeader, KIND, FLAG, applyTransform } from '../../protocol/js/softcast-proto.mjs';
 
 await MeshoptDecoder.ready;
 export const dec = createDecoder({ decompress, MeshoptDecoder });
@@ -193,4 +194,44 @@ export async function quiet(clients, ms, limit = 10000) {
     if (performance.now() - t0 > limit) throw new Error(`frames kept coming for ${limit} ms`);
     await tick(Math.min(left, 50));
   }
+}
+
+/** Object id's vertices in its own frame, as a client holds them after its latest frame. */
+export function objectLocal(c, id) {
+  const f = c.frames.at(-1), o = f.objects[id], q = f.q[id], top = 2 ** o.qbits - 1;
+  const x = new Float32Array(o.nvert * 3);
+  for (let j = 0; j < o.nvert; j++)
+    for (let b = 0; b < 3; b++) x[j * 3 + b] = o.bmin[b] + (o.bmax[b] - o.bmin[b]) * (q[j * 4 + b] / top);
+  return x;
+}
+
+/** The same placed by the object's transform: world units. */
+export const objectWorld = (c, id) => applyTransform(objectLocal(c, id), c.frames.at(-1).objects[id].transform);
+
+/** A single-file NIfTI-1 written byte by byte (not by the NIfTI C library the server reads
+ *  it with): dims [nx, ny, nz], spacing in mm, type 'uint8' or 'int16', an identity-oriented
+ *  sform when sform is set (else no orientation), voxel(x, y, z) its value. */
+export function writeNifti1(file, { dims: [nx, ny, nz], spacing, type, sform = false, voxel }) {
+  const bytes = type === 'int16' ? 2 : 1, hdr = Buffer.alloc(352);
+  hdr.writeInt32LE(348, 0);
+  [3, nx, ny, nz, 1, 1, 1, 1].forEach((d, k) => hdr.writeInt16LE(d, 40 + 2 * k));
+  hdr.writeInt16LE(type === 'int16' ? 4 : 2, 70); // datatype: signed short or unsigned char
+  hdr.writeInt16LE(8 * bytes, 72);
+  [1, ...spacing, 1, 1, 1, 1].forEach((d, k) => hdr.writeFloatLE(d, 76 + 4 * k));
+  hdr.writeFloatLE(352, 108); // vox_offset
+  hdr.writeFloatLE(1, 112); // scl_slope
+  hdr.writeUInt8(2, 123); // xyzt_units: mm
+  if (sform) {
+    hdr.writeInt16LE(1, 254); // sform_code: scanner
+    for (let r = 0; r < 3; r++) hdr.writeFloatLE(spacing[r], 280 + 16 * r + 4 * r);
+  }
+  hdr.write('n+1\0', 344, 'latin1');
+  const data = Buffer.alloc(nx * ny * nz * bytes);
+  for (let z = 0; z < nz; z++)
+    for (let y = 0; y < ny; y++)
+      for (let x = 0; x < nx; x++) {
+        const i = x + nx * (y + ny * z), v = voxel(x, y, z);
+        if (bytes === 2) data.writeInt16LE(v, 2 * i); else data[i] = v;
+      }
+  fs.writeFileSync(file, Buffer.concat([hdr, data]));
 }

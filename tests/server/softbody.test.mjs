@@ -6,7 +6,7 @@
 // by the tray's transform).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl, quiet } from './harness.mjs';
+import { startServer, api, Client, wsUrl, quiet, objectLocal, objectWorld } from './harness.mjs';
 import { applyTransform } from '../../protocol/js/softcast-proto.mjs';
 
 let srv;
@@ -17,15 +17,7 @@ const ORGAN = 0, TRAY = 1;
 const lastState = (c) => c.texts.filter((t) => t.type === 'state').at(-1);
 const errors = (c) => c.texts.filter((t) => t.type === 'error');
 
-// Object id's vertices in its own frame (the tray's), as the client holds them now.
-function local(c, id) {
-  const f = c.frames.at(-1), o = f.objects[id], q = f.q[id], top = 2 ** o.qbits - 1;
-  const x = new Float32Array(o.nvert * 3);
-  for (let j = 0; j < o.nvert; j++)
-    for (let b = 0; b < 3; b++) x[j * 3 + b] = o.bmin[b] + (o.bmax[b] - o.bmin[b]) * (q[j * 4 + b] / top);
-  return x;
-}
-const world = (c, id) => applyTransform(local(c, id), c.frames.at(-1).objects[id].transform);
+const local = objectLocal, world = objectWorld; // the tray's frame, and the world's
 
 // Largest and mean distance between two vertex lists (after subtracting a shift from b).
 function gap(a, b, shift = [0, 0, 0]) {

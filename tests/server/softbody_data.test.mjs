@@ -1,8 +1,8 @@
 // The softbody scene on data a user brings to the server: a closed mesh made by others
 // (CGAL's femur, in its own units, scaled with --softbody-mesh-size), meshes the server must
 // refuse at start (an open one, one read as metres that is hundreds of metres across), and a
-// segmentation written here as a plain NIfTI-1 file by this test's own writer (not the
-// NIfTI C library the server reads it with) with its material table, and the table's
+// segmentation written here as a plain NIfTI-1 file by the tests' own writer (harness.mjs,
+// not the NIfTI C library the server reads it with) with its material table, and the table's
 // mistakes. The meshes come from tests/run-tests.sh's fetch (build/data/meshes): when the
 // fetch could not reach a registry the mesh cases skip, saying why; when it broke although
 // the registry answered, they fail.
@@ -11,8 +11,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, api, Client, wsUrl } from './harness.mjs';
-import { applyTransform } from '../../protocol/js/softcast-proto.mjs';
+import { startServer, api, Client, wsUrl, objectWorld, writeNifti1 } from './harness.mjs';
 
 const DATA = process.env.SOFTCAST_DATA ?? new URL('../../build/data', import.meta.url).pathname;
 
@@ -24,15 +23,6 @@ function fetched(name) {
   const why = fs.existsSync(marker) ? fs.readFileSync(marker, 'utf8').trim() : '';
   if (why.startsWith('reachable:')) throw new Error(`${name} missing although the registry answered: ${why}`);
   return { skip: why ? `${name} not fetched: ${why}` : `${name} not at ${p} (tests/run-tests.sh fetches it)` };
-}
-
-// The organ's world vertices in the latest frame.
-function organ(c) {
-  const f = c.frames.at(-1), o = f.objects[0], q = f.q[0], top = 2 ** o.qbits - 1;
-  const x = new Float32Array(o.nvert * 3);
-  for (let j = 0; j < o.nvert; j++)
-    for (let b = 0; b < 3; b++) x[j * 3 + b] = o.bmin[b] + (o.bmax[b] - o.bmin[b]) * (q[j * 4 + b] / top);
-  return applyTransform(x, o.transform);
 }
 
 test('softbody: a mesh made by others, scaled to 15 cm, becomes the surface model', async (t) => {
@@ -49,7 +39,7 @@ test('softbody: a mesh made by others, scaled to 15 cm, becomes the surface mode
     assert.equal(s.json.particles, nvert);
     const c = await new Client(wsUrl(s.json, s.json.control_token)).open();
     await c.until(() => c.frames.length > 0, 20000, 'the femur\'s first frame');
-    const x = organ(c), lo = [1e9, 1e9, 1e9], hi = [-1e9, -1e9, -1e9];
+    const x = objectWorld(c, 0), lo = [1e9, 1e9, 1e9], hi = [-1e9, -1e9, -1e9];
     for (let i = 0; i < x.length; i++) { lo[i % 3] = Math.min(lo[i % 3], x[i]); hi[i % 3] = Math.max(hi[i % 3], x[i]); }
     const diag = Math.hypot(hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]);
     // Settled under gravity in its tray it sags a little: within 10% of the 15 cm asked.
@@ -72,28 +62,17 @@ test('softbody: a mesh the surface model cannot take stops the server at start, 
   }
 });
 
-// A NIfTI-1 label map (uint8, 2 mm voxels, no orientation), written byte by byte: an
-// ellipsoid of label 1 holding a sphere of label 2.
+// A label map (uint8, 2 mm voxels, no orientation): an ellipsoid of label 1 holding a
+// sphere of label 2.
 function writeSegmentation(file) {
-  const [nx, ny, nz] = [48, 36, 28], hdr = Buffer.alloc(352);
-  hdr.writeInt32LE(348, 0);
-  [3, nx, ny, nz, 1, 1, 1, 1].forEach((d, k) => hdr.writeInt16LE(d, 40 + 2 * k));
-  hdr.writeInt16LE(2, 70); // datatype: unsigned char
-  hdr.writeInt16LE(8, 72); // bits per voxel
-  [1, 2, 2, 2, 1, 1, 1, 1].forEach((d, k) => hdr.writeFloatLE(d, 76 + 4 * k));
-  hdr.writeFloatLE(352, 108); // vox_offset
-  hdr.writeFloatLE(1, 112); // scl_slope
-  hdr.writeUInt8(2, 123); // xyzt_units: mm
-  hdr.write('n+1\0', 344, 'latin1');
-  const data = Buffer.alloc(nx * ny * nz);
-  for (let z = 0; z < nz; z++)
-    for (let y = 0; y < ny; y++)
-      for (let x = 0; x < nx; x++) {
-        const [u, v, w] = [(x - 23.5) / 20, (y - 17.5) / 14, (z - 13.5) / 10];
-        const s = Math.hypot((x - 30) / 5, (y - 17.5) / 5, (z - 13.5) / 5);
-        data[x + nx * (y + ny * z)] = s <= 1 ? 2 : u * u + v * v + w * w <= 1 ? 1 : 0;
-      }
-  fs.writeFileSync(file, Buffer.concat([hdr, data]));
+  writeNifti1(file, {
+    dims: [48, 36, 28], spacing: [2, 2, 2], type: 'uint8',
+    voxel: (x, y, z) => {
+      const [u, v, w] = [(x - 23.5) / 20, (y - 17.5) / 14, (z - 13.5) / 10];
+      const s = Math.hypot((x - 30) / 5, (y - 17.5) / 5, (z - 13.5) / 5);
+      return s <= 1 ? 2 : u * u + v * v + w * w <= 1 ? 1 : 0;
+    },
+  });
 }
 
 test('softbody: a segmentation with its material table becomes the hybrid organ; table mistakes stop the server', async () => {

@@ -1,37 +1,19 @@
 // A CT over the server's element budget (--volume): block-averaged by the smallest factor
 // that fits, and said so; with --fit-elements 0 refused instead. The file is written here as
-// plain NIfTI-1 (int16, RAS sform) by this test's own writer.
+// plain NIfTI-1 (int16, RAS sform) by the tests' own writer (harness.mjs).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, api } from './harness.mjs';
+import { startServer, api, writeNifti1 } from './harness.mjs';
 
-// nx x ny x nz int16 voxels of spacing sp (mm), an identity-oriented sform; value: a body
-// (a cylinder of 40 HU along z) in air (-1000).
-function writeCt(file, [nx, ny, nz], sp) {
-  const hdr = Buffer.alloc(352);
-  hdr.writeInt32LE(348, 0);
-  [3, nx, ny, nz, 1, 1, 1, 1].forEach((d, k) => hdr.writeInt16LE(d, 40 + 2 * k));
-  hdr.writeInt16LE(4, 70); // datatype: signed short
-  hdr.writeInt16LE(16, 72);
-  [1, ...sp, 1, 1, 1, 1].forEach((d, k) => hdr.writeFloatLE(d, 76 + 4 * k));
-  hdr.writeFloatLE(352, 108);
-  hdr.writeFloatLE(1, 112);
-  hdr.writeUInt8(2, 123);
-  hdr.writeInt16LE(1, 254); // sform_code: scanner
-  [[sp[0], 0, 0, 0], [0, sp[1], 0, 0], [0, 0, sp[2], 0]].forEach((row, r) =>
-    row.forEach((v, c) => hdr.writeFloatLE(v, 280 + 16 * r + 4 * c)));
-  hdr.write('n+1\0', 344, 'latin1');
-  const data = Buffer.alloc(nx * ny * nz * 2);
-  for (let z = 0; z < nz; z++)
-    for (let y = 0; y < ny; y++)
-      for (let x = 0; x < nx; x++) {
-        const inside = Math.hypot(x - nx / 2, y - ny / 2) < nx / 3;
-        data.writeInt16LE(inside ? 40 : -1000, 2 * (x + nx * (y + ny * z)));
-      }
-  fs.writeFileSync(file, Buffer.concat([hdr, data]));
+// A body (a cylinder of 40 HU along z) in air (-1000), int16, an identity-oriented sform.
+function writeCt(file, [nx, ny, nz], spacing) {
+  writeNifti1(file, {
+    dims: [nx, ny, nz], spacing, type: 'int16', sform: true,
+    voxel: (x, y) => (Math.hypot(x - nx / 2, y - ny / 2) < nx / 3 ? 40 : -1000),
+  });
 }
 
 test('volume: a CT over the element budget is block-averaged to fit, and said so; --fit-elements 0 refuses it', async () => {
