@@ -68,24 +68,65 @@ static int vol_option(const char *name, const char *val, char *err, size_t err_s
     return 0;
 }
 
+/* Tell the operator what loading the --volume did to it (the clinician's view of it
+ * follows from this: orientation, fit, body, margin, suspicious values). */
+static void vol_log_loaded(const char *path, const sim_volume *v, const sim_volume_info *in,
+                           int64_t fit)
+{
+    fprintf(stderr, "softcast-server: volume %s: %s %dx%dx%d, %s%s%s\n", path, in->format,
+            in->stored_dims[0], in->stored_dims[1], in->stored_dims[2],
+            v->orientation[0] ? "stored " : "no orientation in the file: kept as stored",
+            v->orientation, v->orientation[0] ? ", read as RAS (z up, y anterior)" : "");
+    if (v->oblique_deg > 0.5f)
+        fprintf(stderr,
+                "softcast-server: warning: volume %s is oblique by %.1f degrees: taken to its "
+                "nearest axes, not resampled\n",
+                path, (double)v->oblique_deg);
+    if (in->fit_factor > 1)
+        fprintf(stderr,
+                "softcast-server: volume %s: %dx%dx%d is over the budget of %lld elements: "
+                "block-averaged by %d\n",
+                path, in->stored_dims[0], in->stored_dims[1], in->stored_dims[2], (long long)fit,
+                in->fit_factor);
+    if (in->removed_elements > 0)
+        fprintf(stderr,
+                "softcast-server: volume %s: %lld elements of tissue apart from the body (couch, "
+                "noise) made air\n",
+                path, (long long)in->removed_elements);
+    const int *m = in->margin;
+    if (m[0] | m[1] | m[2] | m[3] | m[4] | m[5])
+        fprintf(stderr,
+                "softcast-server: volume %s: tissue touches the edge: air margin added "
+                "(-x %d, +x %d, -y %d, +y %d, -z %d, +z %d elements)\n",
+                path, m[0], m[1], m[2], m[3], m[4], m[5]);
+    fprintf(stderr,
+            "softcast-server: volume %s: simulated as %dx%dx%d at %.2f x %.2f x %.2f mm, HU %.0f "
+            "to %.0f\n",
+            path, v->nx, v->ny, v->nz, (double)v->spacing_mm[0], (double)v->spacing_mm[1],
+            (double)v->spacing_mm[2], (double)in->hu_min, (double)in->hu_max);
+    if (in->warning[0])
+        fprintf(stderr, "softcast-server: warning: volume %s: %s\n", path, in->warning);
+}
+
 static int vol_start(sim_backend *b, char *err, size_t err_sz)
 {
     (void)b;
     sim_volume v;
-    sim_status st = g_vol.path[0] ? sim_volume_load_nifti(&v, g_vol.path, NULL, err, err_sz)
-                                  : sim_volume_phantom(&v, g_vol.dims[0], g_vol.dims[1],
-                                                       g_vol.dims[2], err, err_sz);
+    sim_status st;
     int64_t fit = g_vol.fit_elements < 0 ? g_vol.max_elements : g_vol.fit_elements;
-    if (st == SIM_OK && g_vol.path[0] && fit > 0) {
-        int in[3] = {v.nx, v.ny, v.nz}, f = 1;
-        st = sim_volume_fit(&v, (size_t)(fit < g_vol.max_elements ? fit : g_vol.max_elements), &f,
-                            err, err_sz);
-        if (st == SIM_OK && f > 1)
-            fprintf(stderr,
-                    "softcast-server: volume %s: %dx%dx%d is over the budget of %lld elements: "
-                    "block-averaged by %d to %dx%dx%d (%.2f x %.2f x %.2f mm)\n",
-                    g_vol.path, in[0], in[1], in[2], (long long)fit, f, v.nx, v.ny, v.nz,
-                    (double)v.spacing_mm[0], (double)v.spacing_mm[1], (double)v.spacing_mm[2]);
+    if (fit > g_vol.max_elements)
+        fit = g_vol.max_elements;
+    if (g_vol.path[0]) {
+        sim_volume_load_opts lo = sim_default_volume_load_opts();
+        lo.fit_elements = (size_t)fit;
+        if (fit == 0) /* refuse what is over, by its stored dims */
+            lo.limits.max_elements = (size_t)g_vol.max_elements;
+        sim_volume_info info;
+        st = sim_volume_load_file(&v, g_vol.path, &lo, &info, err, err_sz);
+        if (st == SIM_OK)
+            vol_log_loaded(g_vol.path, &v, &info, fit);
+    } else {
+        st = sim_volume_phantom(&v, g_vol.dims[0], g_vol.dims[1], g_vol.dims[2], err, err_sz);
     }
     if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > g_vol.max_elements) {
         snprintf(err, err_sz, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
@@ -93,15 +134,6 @@ static int vol_start(sim_backend *b, char *err, size_t err_sz)
         st = SIM_ERR_LIMIT;
         sim_volume_free(&v);
     }
-    if (st == SIM_OK && g_vol.path[0]) /* what the file said of its axes, and what was done */
-        fprintf(stderr, "softcast-server: volume %s: %s%s%s\n", g_vol.path,
-                v.orientation[0] ? "stored " : "no orientation in the file: kept as stored",
-                v.orientation, v.orientation[0] ? ", read as RAS (z up, y anterior)" : "");
-    if (st == SIM_OK && v.oblique_deg > 0.5f)
-        fprintf(stderr,
-                "softcast-server: warning: volume %s is oblique by %.1f degrees: taken to its "
-                "nearest axes, not resampled\n",
-                g_vol.path, (double)v.oblique_deg);
     if (st == SIM_OK) {
         st = sim_volume_model_create(&g_vol.model, &v, NULL, err, err_sz);
         sim_volume_free(&v);

@@ -57,6 +57,54 @@ sim_status sim_volume_downsample(sim_volume *out, const sim_volume *in, int fx, 
 /// already fits, left as it is).
 sim_status sim_volume_fit(sim_volume *v, size_t max_elements, int *factor, char *err,
                           size_t err_sz);
+/// How sim_volume_load_file makes a user's file ready (sim_default_volume_load_opts).
+typedef struct sim_volume_load_opts {
+    sim_volume_limits limits; ///< for the file as stored (zeroed: the defaults)
+    /// Block-average a volume over this many elements (with its air margin) by the smallest
+    /// factor that fits; 0: no fit (limits alone decide). Default 4M (a 512x512x300 CT fits
+    /// by 3, to 171x171x100).
+    size_t fit_elements;
+    /// Air elements added on each face that tissue touches (cropped scans), so a pull near
+    /// the edge has room: default 8.
+    int air_margin;
+    float body_hu; ///< tissue from here up (default -400, the air threshold)
+    /// 1: keep every connected piece of tissue; 0 (default): keep only the largest (the
+    /// body), and make the couch, its pad and the noise around it air.
+    int keep_all;
+} sim_volume_load_opts;
+
+sim_volume_load_opts sim_default_volume_load_opts(void);
+
+/// What sim_volume_load_file found and did, for the user (no patient identifiers).
+typedef struct sim_volume_info {
+    char format[8];           ///< "nifti"
+    char name[128];           ///< the file's base name
+    int stored_dims[3];       ///< as stored, before the fit and the margin
+    int fit_factor;           ///< block-average factor (1: none)
+    int margin[6];            ///< air elements added at -x, +x, -y, +y, -z, +z
+    int64_t removed_elements; ///< tissue-valued elements outside the body made air
+    float hu_min, hu_max;     ///< of the file's values
+    char warning[256];        ///< "" or why the values look wrong (not refused)
+} sim_volume_info;
+
+/// Load a user's volume by its kind (.nii, .nii.gz), turned to the RAS lattice, fitted to
+/// opts->fit_elements, the body kept (largest connected tissue), an air margin added where
+/// tissue touches the edge, and its HU range checked (info->warning). opts NULL: defaults.
+sim_status sim_volume_load_file(sim_volume *out, const char *path, const sim_volume_load_opts *opts,
+                                sim_volume_info *info, char *err, size_t err_sz);
+/// The steps after reading, on a volume already in memory (a raw file, a test's own):
+/// the HU check, the fit, the body, the margin, as sim_volume_load_file does them. info
+/// must be zeroed or filled by the reader; v is left valid (free it) on failure.
+sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
+                              sim_volume_info *info, char *err, size_t err_sz);
+/// Keep the largest 6-connected piece of elements >= body_hu; every other such element
+/// becomes air (*removed counts them).
+sim_status sim_volume_keep_body(sim_volume *v, float body_hu, int64_t *removed, char *err,
+                                size_t err_sz);
+/// Add `margin` elements of air (-1000 HU) outside each face that holds an element >=
+/// body_hu; added[6] (may be NULL) says which faces grew.
+sim_status sim_volume_pad_air(sim_volume *v, int margin, float body_hu, int added[6], char *err,
+                              size_t err_sz);
 /// Check dims, spacing and values (finite) against limits.
 sim_status sim_volume_validate(const sim_volume *v, const sim_volume_limits *lim, const char *name,
                                char *err, size_t err_sz);

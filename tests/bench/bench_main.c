@@ -28,7 +28,10 @@ typedef struct bench_opts {
     sim_condition condition;
     const char *scenario;
     float pull;
-    int uniform; /* 1: a homogeneous soft-tissue block instead of the phantom */
+    long long fit_elements; /* --volume: block-average to this budget (0: as stored) */
+    int air_margin;         /* --air-margin: elements of air where tissue meets the edge */
+    int crop[6];            /* --crop: x0,y0,z0,x1,y1,z1 of the stored lattice (x1 > 0: on) */
+    int uniform;            /* 1: a homogeneous soft-tissue block instead of the phantom */
     float uniform_hu;
 } bench_opts;
 
@@ -38,6 +41,8 @@ static void usage(void)
         stderr,
         "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing "
         "X,Y,Z]]\n"
+        "                             [--fit-elements N] [--air-margin N]\n"
+        "                             [--crop X0,Y0,Z0,X1,Y1,Z1]\n"
         "                             [--downsample N] [--frames N] [--threads N]\n"
         "                             [--backend cpu|cuda] [--condition A|B|C]\n"
         "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
@@ -67,6 +72,8 @@ static void parse_args(int argc, char **argv, bench_opts *o)
     o->scenario = "pull";
     o->pull = 8.0f;
     o->spacing[0] = o->spacing[1] = o->spacing[2] = 1.0f;
+    o->fit_elements = (long long)sim_default_volume_load_opts().fit_elements;
+    o->air_margin = sim_default_volume_load_opts().air_margin;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -81,6 +88,14 @@ static void parse_args(int argc, char **argv, bench_opts *o)
             o->raw_dims = v;
         } else if (!strcmp(a, "--spacing")) {
             if (sscanf(v, "%f,%f,%f", &o->spacing[0], &o->spacing[1], &o->spacing[2]) != 3)
+                usage();
+        } else if (!strcmp(a, "--fit-elements")) {
+            o->fit_elements = atoll(v);
+        } else if (!strcmp(a, "--air-margin")) {
+            o->air_margin = atoi(v);
+        } else if (!strcmp(a, "--crop")) {
+            int *c = o->crop;
+            if (sscanf(v, "%d,%d,%d,%d,%d,%d", &c[0], &c[1], &c[2], &c[3], &c[4], &c[5]) != 6)
                 usage();
         } else if (!strcmp(a, "--downsample")) {
             o->downsample = atoi(v);
@@ -114,22 +129,77 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         usage();
 }
 
+/* What loading a --volume did (printed with every result). */
+static sim_volume_info g_info;
+
+/* Keep the box [c0, c1) of the stored lattice: a cropped scan made from a whole one. */
+static sim_status crop_volume(sim_volume *v, const int c[6], char *err, size_t err_sz)
+{
+    if (c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] > v->nx || c[4] > v->ny || c[5] > v->nz ||
+        c[3] <= c[0] || c[4] <= c[1] || c[5] <= c[2]) {
+        snprintf(err, err_sz, "--crop %d,%d,%d,%d,%d,%d: not a box inside %dx%dx%d", c[0], c[1],
+                 c[2], c[3], c[4], c[5], v->nx, v->ny, v->nz);
+        return SIM_ERR_ARG;
+    }
+    int nx = c[3] - c[0], ny = c[4] - c[1], nz = c[5] - c[2];
+    float *hu = malloc((size_t)nx * ny * nz * sizeof *hu);
+    if (!hu) {
+        snprintf(err, err_sz, "--crop: out of memory");
+        return SIM_ERR_NOMEM;
+    }
+    for (int z = 0; z < nz; z++)
+        for (int y = 0; y < ny; y++)
+            memcpy(hu + (size_t)nx * (y + (size_t)ny * z),
+                   v->hu + c[0] + (size_t)v->nx * (c[1] + y + (size_t)v->ny * (c[2] + z)),
+                   (size_t)nx * sizeof *hu);
+    free(v->hu);
+    v->hu = hu;
+    v->nx = nx;
+    v->ny = ny;
+    v->nz = nz;
+    return SIM_OK;
+}
+
+/* A user's file as the server reads it (sim_volume_load_file's steps), cropped first when
+ * asked; a raw file too. */
+static sim_status load_file_volume(const bench_opts *o, sim_volume *v, char *err, size_t err_sz)
+{
+    sim_volume_load_opts read_only = sim_default_volume_load_opts(), lo = read_only;
+    read_only.fit_elements = 0;
+    read_only.air_margin = 0;
+    read_only.keep_all = 1;
+    lo.fit_elements = (size_t)(o->fit_elements > 0 ? o->fit_elements : 0);
+    lo.air_margin = o->air_margin;
+    sim_status st;
+    if (o->raw_dims) {
+        int x, y, z;
+        if (!parse_dims(o->raw_dims, &x, &y, &z))
+            usage();
+        st = sim_volume_load_raw_i16(v, o->volume, x, y, z, o->spacing, NULL, err, err_sz);
+    } else {
+        st = sim_volume_load_file(v, o->volume, &read_only, &g_info, err, err_sz);
+    }
+    if (st == SIM_OK && o->crop[3] > 0)
+        st = crop_volume(v, o->crop, err, err_sz);
+    if (st == SIM_OK)
+        st = sim_volume_prepare(v, &lo, &g_info, err, err_sz);
+    if (st != SIM_OK)
+        sim_volume_free(v);
+    return st;
+}
+
 static int load_volume(const bench_opts *o, sim_volume *v)
 {
     char err[512];
     sim_status st;
+    g_info.fit_factor = 1;
     if (o->uniform) {
         st = vs_uniform_volume(v, o->nx, o->ny, o->nz, o->uniform_hu);
         snprintf(err, sizeof err, "uniform volume: out of memory");
     } else if (!o->volume) {
         st = sim_volume_phantom(v, o->nx, o->ny, o->nz, err, sizeof err);
-    } else if (o->raw_dims) {
-        int x, y, z;
-        if (!parse_dims(o->raw_dims, &x, &y, &z))
-            usage();
-        st = sim_volume_load_raw_i16(v, o->volume, x, y, z, o->spacing, NULL, err, sizeof err);
     } else {
-        st = sim_volume_load_nifti(v, o->volume, NULL, err, sizeof err);
+        st = load_file_volume(o, v, err, sizeof err);
     }
     if (st == SIM_OK && o->downsample > 1) {
         sim_volume d;
@@ -142,6 +212,8 @@ static int load_volume(const bench_opts *o, sim_volume *v)
         fprintf(stderr, "softcast-bench: %s\n", err);
         return 0;
     }
+    if (g_info.warning[0])
+        fprintf(stderr, "softcast-bench: warning: %s\n", g_info.warning);
     return 1;
 }
 
@@ -157,6 +229,8 @@ static void print_common(const bench_opts *o, const vs_scene *sc, const sim_volu
            "\"elements\":%lld,\"condition\":\"%c\",\"scenario\":\"%s\",\"frames\":%d",
            sim_backend_name(sc->backend), sim_backend_threads(sc->backend), v->nx, v->ny, v->nz,
            (long long)v->nx * v->ny * v->nz, 'A' + (int)o->condition, o->scenario, o->frames);
+    printf(",\"spacing\":[%.3f,%.3f,%.3f],\"fit_factor\":%d", (double)v->spacing_mm[0],
+           (double)v->spacing_mm[1], (double)v->spacing_mm[2], g_info.fit_factor);
 }
 
 /* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames. */

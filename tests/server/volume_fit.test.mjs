@@ -23,15 +23,19 @@ test('volume: a CT over the element budget is block-averaged to fit, and said so
     writeCt(ct, [200, 200, 110], [0.8, 0.8, 1.25]);
     const srv = await startServer(['--volume', ct]);
     try {
-      assert.match(srv.stderr(), /200x200x110 is over the budget of 4194304 elements: block-averaged by 2 to 100x100x55 \(1\.60 x 1\.60 x 2\.50 mm\)/);
+      // The body runs the whole length: 8 elements of air are added at each end (z), after
+      // the fit, which counts them: 200 x 200 x 126 would still be over.
+      assert.match(srv.stderr(), /200x200x110 is over the budget of 4194304 elements: block-averaged by 2/);
+      assert.match(srv.stderr(), /air margin added \(-x 0, \+x 0, -y 0, \+y 0, -z 8, \+z 8 elements\)/);
+      assert.match(srv.stderr(), /simulated as 100x100x71 at 1\.60 x 1\.60 x 2\.50 mm, HU -1000 to 40/);
       const s = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume' });
       assert.equal(s.status, 201, s.text);
-      assert.deepEqual(s.json.dims, [100, 100, 55]);
+      assert.deepEqual(s.json.dims, [100, 100, 71]);
       assert.deepEqual(s.json.spacing.map((x) => Math.round(x * 100) / 100), [1.6, 1.6, 2.5]);
     } finally {
       assert.equal(await srv.stop(), 0, srv.stderr());
     }
-    await assert.rejects(startServer(['--volume', ct, '--fit-elements', '0']), /200x200x110 is over --max-elements 4194304/);
+    await assert.rejects(startServer(['--volume', ct, '--fit-elements', '0']), /200x200x110: 4400000 elements exceed the limit 4194304/);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
