@@ -63,8 +63,7 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
         return sim_volume_load_nifti(v, path, &o->limits, err, err_sz);
     }
     return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                   "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz)",
-                   path);
+                   "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz)", path);
 }
 
 /* 1 when any element of face f (0..5: -x,+x,-y,+y,-z,+z) is at or above hu. */
@@ -113,8 +112,7 @@ sim_status sim_volume_keep_body(sim_volume *v, float body_hu, int64_t *removed, 
     if (!comp || !queue) {
         free(comp);
         free(queue);
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "keep body: out of memory for %zu elements",
-                       n);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "keep body: out of memory for %zu elements", n);
     }
     /* Label the 6-connected components of non-air; keep the one with the most elements. */
     int32_t label = 0, best = 0;
@@ -187,14 +185,13 @@ sim_status sim_volume_pad_air(sim_volume *v, int margin, float body_hu, int adde
     size_t n = (size_t)nx * ny * nz;
     float *hu = sc_calloc(n, sizeof *hu);
     if (!hu)
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "air margin: out of memory for %zu elements",
-                       n);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "air margin: out of memory for %zu elements", n);
     for (size_t i = 0; i < n; i++)
         hu[i] = -1000.0f;
     for (int z = 0; z < v->nz; z++)
         for (int y = 0; y < v->ny; y++)
-            memcpy(hu + (size_t)pad[0] + (size_t)nx * ((size_t)(y + pad[2]) +
-                                                       (size_t)ny * (size_t)(z + pad[4])),
+            memcpy(hu + (size_t)pad[0] +
+                       (size_t)nx * ((size_t)(y + pad[2]) + (size_t)ny * (size_t)(z + pad[4])),
                    v->hu + (size_t)v->nx * ((size_t)y + (size_t)v->ny * z),
                    (size_t)v->nx * sizeof *hu);
     free(v->hu);

@@ -77,8 +77,7 @@ TEST(volume_load_keeps_the_body_and_gives_a_cropped_scan_an_air_margin)
     CHECK(count_at_least(&v, 150.0f) == 0);
     CHECK(count_at_least(&v, -400.0f) == body);
     /* The body met the lattice's edge only at both ends of z: 8 elements of air there. */
-    CHECK(info.margin[0] == 0 && info.margin[1] == 0 && info.margin[2] == 0 &&
-          info.margin[3] == 0);
+    CHECK(info.margin[0] == 0 && info.margin[1] == 0 && info.margin[2] == 0 && info.margin[3] == 0);
     CHECK(info.margin[4] == 8 && info.margin[5] == 8);
     CHECK(v.nx == 40 && v.ny == 40 && v.nz == 36);
     /* Shifted by the margin: the body's old first slice is slice 8, air below it. */
@@ -165,7 +164,6 @@ TEST(volume_load_refuses_what_it_does_not_read)
     CHECK(sim_volume_load_file(&v, "/nonexistent/ct.nii", NULL, NULL, err, sizeof err) ==
           SIM_ERR_IO);
     CHECK(strstr(err, "/nonexistent/ct.nii") != NULL);
-    CHECK(sim_volume_load_file(&v, "/etc/hostname", NULL, NULL, err, sizeof err) ==
-          SIM_ERR_FORMAT);
+    CHECK(sim_volume_load_file(&v, "/etc/hostname", NULL, NULL, err, sizeof err) == SIM_ERR_FORMAT);
     CHECKF(strstr(err, "NIfTI") != NULL, "%s", err);
 }
