@@ -97,6 +97,9 @@ sim_status sim_volume_load_file(sim_volume *out, const char *path, const sim_vol
 /// must be zeroed or filled by the reader; v is left valid (free it) on failure.
 sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
                               sim_volume_info *info, char *err, size_t err_sz);
+/// Keep the box box[0..2] (inclusive) to box[3..5] (exclusive) of the lattice: a cropped
+/// scan made from a whole one.
+sim_status sim_volume_crop(sim_volume *v, const int box[6], char *err, size_t err_sz);
 /// Keep the largest 6-connected piece of elements >= body_hu; every other such element
 /// becomes air (*removed counts them).
 sim_status sim_volume_keep_body(sim_volume *v, float body_hu, int64_t *removed, char *err,

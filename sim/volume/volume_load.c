@@ -202,6 +202,31 @@ sim_status sim_volume_pad_air(sim_volume *v, int margin, float body_hu, int adde
     return SIM_OK;
 }
 
+sim_status sim_volume_crop(sim_volume *v, const int box[6], char *err, size_t err_sz)
+{
+    const int *c = box;
+    if (c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] > v->nx || c[4] > v->ny || c[5] > v->nz ||
+        c[3] <= c[0] || c[4] <= c[1] || c[5] <= c[2])
+        return sc_fail(err, err_sz, SIM_ERR_ARG,
+                       "crop %d,%d,%d,%d,%d,%d: not a box inside %dx%dx%d", c[0], c[1], c[2], c[3],
+                       c[4], c[5], v->nx, v->ny, v->nz);
+    int nx = c[3] - c[0], ny = c[4] - c[1], nz = c[5] - c[2];
+    float *hu = sc_calloc((size_t)nx * ny * nz, sizeof *hu);
+    if (!hu)
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "crop: out of memory");
+    for (int z = 0; z < nz; z++)
+        for (int y = 0; y < ny; y++)
+            memcpy(hu + (size_t)nx * (y + (size_t)ny * z),
+                   v->hu + c[0] + (size_t)v->nx * (c[1] + y + (size_t)v->ny * (c[2] + z)),
+                   (size_t)nx * sizeof *hu);
+    free(v->hu);
+    v->hu = hu;
+    v->nx = nx;
+    v->ny = ny;
+    v->nz = nz;
+    return SIM_OK;
+}
+
 /* Warn (not refuse) when the values do not look like Hounsfield units. */
 static void check_hu_range(sim_volume_info *info)
 {

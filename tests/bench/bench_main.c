@@ -132,34 +132,6 @@ static void parse_args(int argc, char **argv, bench_opts *o)
 /* What loading a --volume did (printed with every result). */
 static sim_volume_info g_info;
 
-/* Keep the box [c0, c1) of the stored lattice: a cropped scan made from a whole one. */
-static sim_status crop_volume(sim_volume *v, const int c[6], char *err, size_t err_sz)
-{
-    if (c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] > v->nx || c[4] > v->ny || c[5] > v->nz ||
-        c[3] <= c[0] || c[4] <= c[1] || c[5] <= c[2]) {
-        snprintf(err, err_sz, "--crop %d,%d,%d,%d,%d,%d: not a box inside %dx%dx%d", c[0], c[1],
-                 c[2], c[3], c[4], c[5], v->nx, v->ny, v->nz);
-        return SIM_ERR_ARG;
-    }
-    int nx = c[3] - c[0], ny = c[4] - c[1], nz = c[5] - c[2];
-    float *hu = malloc((size_t)nx * ny * nz * sizeof *hu);
-    if (!hu) {
-        snprintf(err, err_sz, "--crop: out of memory");
-        return SIM_ERR_NOMEM;
-    }
-    for (int z = 0; z < nz; z++)
-        for (int y = 0; y < ny; y++)
-            memcpy(hu + (size_t)nx * (y + (size_t)ny * z),
-                   v->hu + c[0] + (size_t)v->nx * (c[1] + y + (size_t)v->ny * (c[2] + z)),
-                   (size_t)nx * sizeof *hu);
-    free(v->hu);
-    v->hu = hu;
-    v->nx = nx;
-    v->ny = ny;
-    v->nz = nz;
-    return SIM_OK;
-}
-
 /* A user's file as the server reads it (sim_volume_load_file's steps), cropped first when
  * asked; a raw file too. */
 static sim_status load_file_volume(const bench_opts *o, sim_volume *v, char *err, size_t err_sz)
@@ -180,7 +152,7 @@ static sim_status load_file_volume(const bench_opts *o, sim_volume *v, char *err
         st = sim_volume_load_file(v, o->volume, &read_only, &g_info, err, err_sz);
     }
     if (st == SIM_OK && o->crop[3] > 0)
-        st = crop_volume(v, o->crop, err, err_sz);
+        st = sim_volume_crop(v, o->crop, err, err_sz);
     if (st == SIM_OK)
         st = sim_volume_prepare(v, &lo, &g_info, err, err_sz);
     if (st != SIM_OK)
