@@ -133,14 +133,14 @@ export default [
     name: 'no air margin where tissue meets the edge',
     file: 'sim/volume/volume_load.c',
     find: 'pad[f] = margin > 0 && face_touches(v, f, body_hu) ? margin : 0;',
-    replace: 'pad[f] = 0;',
+    replace: 'pad[f] = 0 * margin * face_touches(v, f, body_hu);',
     build: tests, test: run('volume_load_keeps'), caught_by: 'volume_load_keeps_the_body_and_gives_a_cropped_scan_an_air_margin',
   },
   {
     name: 'the fit forgets the margin it will add',
     file: 'sim/volume/volume_load.c',
     find: 'pad[f >> 1] += face_touches(v, f, body_hu) ? margin : 0;',
-    replace: '(void)0;',
+    replace: 'pad[f >> 1] += 0 * margin * face_touches(v, f, body_hu);',
     build: tests, test: run('volume_load_fit'), caught_by: 'volume_load_fit_counts_the_margin',
   },
   {
@@ -149,5 +149,12 @@ export default [
     find: 'if (lo >= 0.0f && hi <= 255.0f)',
     replace: 'if (0)',
     build: tests, test: run('volume_load_warns'), caught_by: 'volume_load_warns_when_values_are_not_hounsfield_units',
+  },
+  {
+    name: 'no air margin for a cropped scan (a pull cut short at the lattice box)',
+    file: 'sim/volume/volume_load.c',
+    find: 'pad[f] = margin > 0 && face_touches(v, f, body_hu) ? margin : 0;',
+    replace: 'pad[f] = 0 * margin * face_touches(v, f, body_hu);',
+    build: tests, test: run('volume_return_cropped'), caught_by: 'volume_return_cropped_head_ct_pulled_and_settles',
   },
 ];
