@@ -60,11 +60,14 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
         return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
     if (ends_with_ci(path, ".nii") || ends_with_ci(path, ".nii.gz")) {
         snprintf(info->format, sizeof info->format, "nifti");
+        if (o->header_only)
+            return sim_volume_check_nifti(path, &o->limits,
+                                          o->header_only == SIM_LOAD_HEADER_PARTIAL,
+                                          info->stored_dims, err, err_sz);
         return sim_volume_load_nifti(v, path, &o->limits, err, err_sz);
     }
     return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                   "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz)",
-                   path);
+                   "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz)", path);
 }
 
 /* 1 when any element of face f (0..5: -x,+x,-y,+y,-z,+z) is at or above hu. */
@@ -113,8 +116,7 @@ sim_status sim_volume_keep_body(sim_volume *v, float body_hu, int64_t *removed, 
     if (!comp || !queue) {
         free(comp);
         free(queue);
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "keep body: out of memory for %zu elements",
-                       n);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "keep body: out of memory for %zu elements", n);
     }
     /* Label the 6-connected components of non-air; keep the one with the most elements. */
     int32_t label = 0, best = 0;
@@ -187,14 +189,13 @@ sim_status sim_volume_pad_air(sim_volume *v, int margin, float body_hu, int adde
     size_t n = (size_t)nx * ny * nz;
     float *hu = sc_calloc(n, sizeof *hu);
     if (!hu)
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "air margin: out of memory for %zu elements",
-                       n);
+        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "air margin: out of memory for %zu elements", n);
     for (size_t i = 0; i < n; i++)
         hu[i] = -1000.0f;
     for (int z = 0; z < v->nz; z++)
         for (int y = 0; y < v->ny; y++)
-            memcpy(hu + (size_t)pad[0] + (size_t)nx * ((size_t)(y + pad[2]) +
-                                                       (size_t)ny * (size_t)(z + pad[4])),
+            memcpy(hu + (size_t)pad[0] +
+                       (size_t)nx * ((size_t)(y + pad[2]) + (size_t)ny * (size_t)(z + pad[4])),
                    v->hu + (size_t)v->nx * ((size_t)y + (size_t)v->ny * z),
                    (size_t)v->nx * sizeof *hu);
     free(v->hu);
@@ -243,6 +244,8 @@ sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
     info->stored_dims[2] = v->nz;
     info->fit_factor = 1;
     sim_status st = SIM_OK;
+    if (o.progress)
+        o.progress(o.progress_ctx, "fitting");
     int f = o.fit_elements > 0 ? fit_factor(v, o.fit_elements, o.air_margin, o.body_hu) : 1;
     if (f > 1) {
         sim_volume small;
@@ -253,6 +256,8 @@ sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
         *v = small;
         info->fit_factor = f;
     }
+    if (o.progress)
+        o.progress(o.progress_ctx, "body");
     if (!o.keep_all)
         st = sim_volume_keep_body(v, o.body_hu, &info->removed_elements, err, err_sz);
     if (st == SIM_OK)
@@ -272,7 +277,11 @@ sim_status sim_volume_load_file(sim_volume *out, const char *path, const sim_vol
         return sc_fail(err, err_sz, SIM_ERR_ARG, "load: out or path is NULL");
     memset(out, 0, sizeof *out);
     base_name(path, info->name, sizeof info->name);
+    if (o.progress && !o.header_only)
+        o.progress(o.progress_ctx, "reading");
     sim_status st = load_by_kind(out, path, &o, info, err, err_sz);
+    if (o.header_only)
+        return st; /* nothing was allocated */
     if (st == SIM_OK)
         st = sim_volume_prepare(out, &o, info, err, err_sz);
     if (st != SIM_OK)
