@@ -37,9 +37,9 @@ typedef struct loader {
     const srv_scene_i *scene;
     pthread_t thread;
     int used, done;
-    int temp;          /* remove the file once read */
-    char path[1024];   /* the file (ours) */
-    char name[128];    /* the user's name for it */
+    int temp;        /* remove the file once read */
+    char path[1024]; /* the file (ours) */
+    char name[128];  /* the user's name for it */
 } loader;
 
 typedef struct uploads {
@@ -83,8 +83,8 @@ static void clean_name(const char *in, char *out, size_t out_sz)
     size_t k = 0;
     for (const char *c = in ? in : ""; *c && k + 1 < out_sz; c++) {
         unsigned char ch = (unsigned char)*c;
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 (ch >= '0' && ch <= '9') || strchr("._-", ch);
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 strchr("._-", ch);
         out[k] = ok && !(k == 0 && ch == '.') ? (char)ch : '_';
         k++;
     }
@@ -139,8 +139,8 @@ static void *loader_main(void *arg)
     char path[1024];
     snprintf(path, sizeof path, "%s", l->path);
     srv_session_stage(l->ss, "reading");
-    int status = l->scene->create_file(l->s->backend, path, l->name, loader_stage, l, &scene,
-                                       err, sizeof err);
+    int status = l->scene->create_file(l->s->backend, path, l->name, loader_stage, l, &scene, err,
+                                       sizeof err);
     if (l->temp && l->path[0])
         unlink(l->path);
     if (status != 201) {
@@ -191,8 +191,8 @@ static void give_place(uploads *g)
 /* A loading session on the file, its loader started (the caller's in-flight place passes
  * to the loader). NULL with *status and err when it cannot be had (the place is given back,
  * a temp file removed). */
-static srv_session *start_load(srv *s, const srv_scene_i *scene, const char *path,
-                               const char *name, int temp, int *status, char *err, size_t err_sz)
+static srv_session *start_load(srv *s, const srv_scene_i *scene, const char *path, const char *name,
+                               int temp, int *status, char *err, size_t err_sz)
 {
     uploads *g = s->uploads;
     srv_session *ss = srv_session_create_loading(s, scene, err, err_sz, status);
@@ -243,16 +243,17 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
     size_t tl = strcspn(content_type ? content_type : "", ";");
     if (!content_type || tl != 24 || strncasecmp(content_type, "application/octet-stream", 24)) {
         *status = 415;
-        snprintf(err, err_sz, "send the file itself as the body, Content-Type: "
-                              "application/octet-stream (got %s)",
+        snprintf(err, err_sz,
+                 "send the file itself as the body, Content-Type: "
+                 "application/octet-stream (got %s)",
                  content_type ? content_type : "none");
         return NULL;
     }
     long long len = content_length ? strtoll(content_length, NULL, 10) : -1;
     if (len > s->cfg.upload_limit) {
         *status = 413;
-        snprintf(err, err_sz, "%lld bytes: uploads are limited to %lld bytes (--upload-limit)",
-                 len, s->cfg.upload_limit);
+        snprintf(err, err_sz, "%lld bytes: uploads are limited to %lld bytes (--upload-limit)", len,
+                 s->cfg.upload_limit);
         return NULL;
     }
     const srv_scene_i *scene = file_scene();
@@ -271,8 +272,7 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
     }
     if (take_place(s->uploads) != 0) {
         *status = 503;
-        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly",
-                 MAX_INFLIGHT);
+        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
         return NULL;
     }
     srv_upload *u = calloc(1, sizeof *u);
@@ -311,8 +311,9 @@ static int check(srv_upload *u, int partial, char *err, size_t err_sz)
 int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_t err_sz)
 {
     if (u->bytes + (long long)n > u->s->cfg.upload_limit) {
-        snprintf(err, err_sz, "more than %lld bytes: uploads are limited to %lld bytes "
-                              "(--upload-limit)",
+        snprintf(err, err_sz,
+                 "more than %lld bytes: uploads are limited to %lld bytes "
+                 "(--upload-limit)",
                  u->s->cfg.upload_limit, u->s->cfg.upload_limit);
         return 413;
     }
@@ -432,15 +433,15 @@ srv_session *srv_volume_session(srv *s, const char *name, int *status, char *err
     if (!scene || !plain_entry(s->cfg.volume_dir, name, &st) ||
         !format_of(name, S_ISDIR(st.st_mode))) {
         *status = !scene || (name[0] && name[0] != '.' && !strchr(name, '/')) ? 404 : 400;
-        snprintf(err, err_sz, "\"%.200s\" is not a volume in this server's --volume-dir (give "
-                              "a name GET /api/volumes lists)",
+        snprintf(err, err_sz,
+                 "\"%.200s\" is not a volume in this server's --volume-dir (give "
+                 "a name GET /api/volumes lists)",
                  name);
         return NULL;
     }
     if (take_place(s->uploads) != 0) {
         *status = 503;
-        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly",
-                 MAX_INFLIGHT);
+        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
         return NULL;
     }
     char path[1024];
