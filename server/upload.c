@@ -401,6 +401,9 @@ cJSON *srv_volumes_list(srv *s)
     cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "volumes");
     cJSON_AddNumberToObject(j, "upload_limit", (double)s->cfg.upload_limit);
     cJSON_AddBoolToObject(j, "kept", s->cfg.volume_dir[0] != 0);
+    const srv_scene_i *scene = file_scene();
+    if (scene) /* the scene POST /api/sessions {scene, volume} starts */
+        cJSON_AddStringToObject(j, "scene", scene->name);
     DIR *d = s->cfg.volume_dir[0] ? opendir(s->cfg.volume_dir) : NULL;
     for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
         struct stat st;
