@@ -188,6 +188,12 @@ test('upload: every bad upload is refused with its reason, and nothing is left b
     assert.equal(s.state, 'failed');
     assert.match(s.error, /^cut\.nii\.gz: truncated or corrupt/);
     assert.ok(!s.error.includes(dir), 'our file names stay ours');
+    // Nobody joins a session without its scene.
+    const c = await new Client(`${r.json.ws_url}&token=${r.json.control_token}`).open();
+    await c.until(() => c.texts.some((t) => t.type === 'error'), 10000, 'a refusal');
+    assert.equal(c.texts[0].error, 'refused');
+    assert.match(c.texts[0].detail, /the session's volume could not be loaded/);
+    c.ws.close();
     // Nothing left: no file, no session but the failed one.
     await new Promise((res2) => setTimeout(res2, 200));
     assert.deepEqual(leftIn(dir), []);
