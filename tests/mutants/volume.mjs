@@ -115,4 +115,11 @@ export default [
     replace: 'ceil_div(v->nz, f) >= max_elements)',
     build: tests, test: run('volume_io_fit'), caught_by: 'volume_io_fit_to_a_budget_by_the_smallest_factor',
   },
+  {
+    name: 'header only: a file still arriving checked as whole (an upload in flight refused as truncated)',
+    file: 'sim/volume/volume_io.c',
+    find: 'partial ? LLONG_MAX : (long long)sb.st_size',
+    replace: '(partial && 0 ? LLONG_MAX : (long long)sb.st_size)',
+    build: tests, test: run('header_only'), caught_by: 'volume_load_header_only_checks_an_upload_from_its_first_bytes',
+  },
 ];
