@@ -54,6 +54,7 @@ test('a NIfTI dropped on the lobby: upload and loading progress, then a session 
   await page.goto(`${srv.base}/`);
   await page.locator('#dropzone').waitFor({ state: 'visible', timeout: 10000 });
   await page.waitForFunction(() => /Uploads up to 200\.0 MB/.test(document.querySelector('#upload-status').textContent), null, { timeout: 10000 });
+  await page.screenshot({ path: `${OUT}/upload-lobby.png` });
   // A drop as the browser makes one: a DataTransfer holding the file.
   const bytes = [...fs.readFileSync(ct)];
   await page.evaluate(({ bytes: b }) => {
