@@ -202,7 +202,6 @@ static srv_session *start_load(srv *s, const srv_scene_i *scene, const char *pat
         if (!g->loaders[i].used)
             l = &g->loaders[i];
     if (l) {
-        memset(l, 0, sizeof *l);
         *l = (loader){.s = s, .ss = ss, .scene = scene, .used = 1, .temp = temp};
         snprintf(l->path, sizeof l->path, "%s", path);
         snprintf(l->name, sizeof l->name, "%s", name);
