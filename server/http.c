@@ -27,6 +27,11 @@ typedef struct request {
     char *body;
     size_t len;
     int too_big;
+    /* POST /api/volumes: the file goes to upload.c, not into body. */
+    int is_upload;
+    srv_upload *up;
+    unsigned refused;  /* the status it was refused with (the rest of the body ignored) */
+    char refusal[512]; /* and why, when it could not be answered at once */
 } request;
 
 static enum MHD_Result send_body(struct MHD_Connection *conn, unsigned status, const char *type,
@@ -67,13 +72,30 @@ static const char *host_of(srv *s)
     return s->cfg.public_host[0] ? s->cfg.public_host : s->cfg.bind;
 }
 
+/* Where a session's loading is: "state" ready, loading (with its "stage") or failed (with
+ * its "error"); the scene's facts once ready. */
+static void load_json(srv_session *ss, cJSON *j)
+{
+    pthread_mutex_lock(&ss->lock);
+    int st = ss->load_state;
+    static const char *const names[] = {"ready", "loading", "failed"};
+    cJSON_AddStringToObject(j, "state", names[st]);
+    if (st == SRV_LOADING)
+        cJSON_AddStringToObject(j, "stage", ss->load_stage);
+    if (st == SRV_FAILED)
+        cJSON_AddStringToObject(j, "error", ss->load_error ? ss->load_error : "");
+    pthread_mutex_unlock(&ss->lock);
+    if (st == SRV_READY) /* scene_data is set for good once ready */
+        ss->scene->describe(ss->scene_data, j);
+}
+
 static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
 {
     cJSON *j = cJSON_CreateObject();
     char buf[512];
     cJSON_AddStringToObject(j, "id", ss->id);
     cJSON_AddStringToObject(j, "scene", ss->scene->name);
-    ss->scene->describe(ss->scene_data, j);
+    load_json(ss, j);
     pthread_mutex_lock(&ss->lock);
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
@@ -94,6 +116,50 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     return j;
 }
 
+/* The name of an error status, for the JSON error. */
+static const char *status_error(int status)
+{
+    switch (status) {
+    case 400:
+        return "bad volume";
+    case 404:
+        return "not found";
+    case 413:
+        return "upload too large";
+    case 415:
+        return "unsupported media type";
+    case 429:
+        return "too many sessions";
+    case 503:
+        return "busy";
+    case 507:
+        return "insufficient storage";
+    default:
+        return "cannot create session";
+    }
+}
+
+/* POST /api/sessions {"scene":"volume","volume":NAME}: a session on a --volume-dir volume;
+ * 202 with the session loading. */
+static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const cJSON *body,
+                                      const srv_scene_i *kind, const cJSON *vol)
+{
+    for (const cJSON *e = body->child; e; e = e->next)
+        if (strcmp(e->string, "scene") && strcmp(e->string, "volume"))
+            return send_error(conn, 400, "bad request",
+                              "a session on a kept volume takes \"scene\" and \"volume\" only");
+    if (!kind->create_file || !cJSON_IsString(vol))
+        return send_error(conn, 400, "bad request",
+                          kind->create_file ? "\"volume\" must be a name from GET /api/volumes"
+                                            : "this scene does not take a volume");
+    char err[512] = "";
+    int status;
+    srv_session *ss = srv_volume_session(s, vol->valuestring, &status, err, sizeof err);
+    if (!ss)
+        return send_error(conn, (unsigned)status, status_error(status), err);
+    return send_json(conn, 202, session_json(s, ss, 1));
+}
+
 static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const request *rq)
 {
     cJSON *body = rq->len ? cJSON_ParseWithLength(rq->body, rq->len) : cJSON_CreateObject();
@@ -111,8 +177,14 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         snprintf(d, sizeof d, "scenes: %s", srv_scene_names());
         return send_error(conn, 400, "unknown scene", d);
     }
-    char err[256] = "";
+    char err[512] = "";
     int status;
+    const cJSON *vol = cJSON_GetObjectItemCaseSensitive(body, "volume");
+    if (vol) { /* one the operator keeps: loaded off this thread, like an upload */
+        enum MHD_Result r = volume_session(s, conn, body, kind, vol);
+        cJSON_Delete(body);
+        return r;
+    }
     srv_session *ss = srv_session_create(s, kind, body, err, sizeof err, &status);
     cJSON_Delete(body);
     if (!ss)
@@ -333,6 +405,70 @@ static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const ch
     return send_json(conn, 200, j);
 }
 
+/* ------------------------------------------------------------ uploads */
+
+/* Refuse an upload, its file removed at once. Before the body (its headers in) the answer
+ * goes now and no byte of the body is read. MHD 0.9.75 queues no answer in the middle of a
+ * body: then the rest of a body of announced length (at most --upload-limit) is read and
+ * dropped, and the answer goes at its end; a body without a length that passes the limit
+ * has its connection closed at once (nothing bounds it). */
+static enum MHD_Result upload_refuse(struct MHD_Connection *conn, request *rq, int status,
+                                     const char *why, int mid_body)
+{
+    srv_upload_abort(rq->up);
+    rq->up = NULL;
+    rq->refused = (unsigned)status;
+    fprintf(stderr, "softcast-server: upload refused (%d): %s\n", status, why);
+    if (mid_body &&
+        !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH))
+        return MHD_NO;
+    snprintf(rq->refusal, sizeof rq->refusal, "%s", why);
+    if (!mid_body && send_error(conn, (unsigned)status, status_error(status), why) == MHD_YES)
+        rq->refusal[0] = 0; /* answered */
+    return MHD_YES;
+}
+
+/* POST /api/volumes?name=NAME, its headers in: refused now (content type, announced length,
+ * room) before any of the body is read, or its file made. */
+static enum MHD_Result upload_begin(srv *s, struct MHD_Connection *conn, request *rq)
+{
+    char err[512] = "";
+    int status = 0;
+    rq->is_upload = 1;
+    rq->up = srv_upload_begin(
+        s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "name"),
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH), &status,
+        err, sizeof err);
+    return rq->up ? MHD_YES : upload_refuse(conn, rq, status, err, 0);
+}
+
+static enum MHD_Result upload_step(srv *s, struct MHD_Connection *conn, request *rq,
+                                   const char *data, size_t *size)
+{
+    char err[512] = "";
+    if (*size) {
+        size_t n = *size;
+        *size = 0;
+        if (rq->refused)
+            return MHD_YES;
+        int status = srv_upload_write(rq->up, data, n, err, sizeof err);
+        return status ? upload_refuse(conn, rq, status, err, 1) : MHD_YES;
+    }
+    if (rq->refused) /* not answered yet */
+        return rq->refusal[0]
+                   ? send_error(conn, rq->refused, status_error((int)rq->refused), rq->refusal)
+                   : MHD_YES;
+    int status;
+    srv_session *ss = srv_upload_finish(rq->up, &status, err, sizeof err);
+    rq->up = NULL;
+    if (!ss) {
+        rq->refused = (unsigned)status;
+        return send_error(conn, (unsigned)status, status_error(status), err);
+    }
+    return send_json(conn, 202, session_json(s, ss, 1));
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -345,8 +481,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
+        if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
+            return upload_begin(s, conn, rq);
         return MHD_YES;
     }
+    if (rq->is_upload)
+        return upload_step(s, conn, rq, upload, upload_size);
     if (*upload_size) {
         if (rq->len + *upload_size > BODY_MAX) {
             rq->too_big = 1;
@@ -382,6 +522,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return one_session(s, conn, method, url + 14);
     if (!strcmp(url, "/metrics") && !strcmp(method, "GET"))
         return metrics(s, conn);
+    if (!strcmp(url, "/api/volumes"))
+        return strcmp(method, "GET") ? send_error(conn, 405, "method not allowed", method)
+                                     : send_json(conn, 200, srv_volumes_list(s));
     if (!strncmp(url, "/api/", 5))
         return send_error(conn, 404, "not found", url);
     if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
@@ -397,6 +540,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)toe;
     request *rq = *con_cls;
     if (rq) {
+        srv_upload_abort(rq->up); /* cut off mid-body: its file goes */
         free(rq->body);
         free(rq);
         *con_cls = NULL;

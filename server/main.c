@@ -33,6 +33,10 @@ static const char k_usage[] =
     "  --data-dir DIR                web client files (default web-client if present)\n"
     "  --public-host NAME            host name written into session URLs\n"
     "  --default-session             create a session at start and print its links\n"
+    "  --upload-limit BYTES          largest volume upload (default 209715200: a 512x512x300\n"
+    "                                int16 series, 150 MiB, uncompressed, with room to spare)\n"
+    "  --volume-dir DIR              keep uploads here, and list its volumes in the lobby\n"
+    "                                (default: none; uploads are removed once read)\n"
     "  --config FILE                 JSON object with any of these, without dashes\n";
 
 srv_config srv_default_config(void)
@@ -55,6 +59,10 @@ srv_config srv_default_config(void)
     /* A classroom's viewers on a school or hospital network: 250 KiB/s (2 Mbit/s) each
      * leaves room for the slices and everyone else's traffic. */
     c.view_budget_kib = 250;
+    /* A 512x512x300 CT of int16 is 150 MiB of voxels; uncompressed DICOM adds a few KiB a
+     * slice, a stored zip a hundred bytes a file. 200 MiB takes it, or 400 slices, as sent
+     * (a NIfTI .nii.gz of it is a third of that). */
+    c.upload_limit = 200LL << 20;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
     return c;
@@ -114,20 +122,30 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
         snprintf(err, err_sz, "--%s needs a value", name);
         return -1;
     }
-    if (!strcmp(name, "rate")) {
+    if (!strcmp(name, "upload-limit")) {
+        long long b = strtoll(val, &end, 10);
+        if (!*val || *end || b < 1024 || b > (64LL << 30)) {
+            snprintf(err, err_sz, "--upload-limit %s: bytes, 1024 to 64 GiB", val);
+            return -1;
+        }
+        c->upload_limit = b;
+    } else if (!strcmp(name, "rate")) {
         double r = strtod(val, &end);
         if (*end || !(r >= 1 && r <= 1000)) {
             snprintf(err, err_sz, "--rate %s: must be 1 to 1000 Hz", val);
             return -1;
         }
         c->rate_hz = r;
-    } else if (!strcmp(name, "bind") || !strcmp(name, "data-dir") || !strcmp(name, "public-host")) {
-        char *dst = !strcmp(name, "bind")       ? c->bind
-                    : !strcmp(name, "data-dir") ? c->data_dir
-                                                : c->public_host;
-        size_t cap = !strcmp(name, "bind")       ? sizeof c->bind
-                     : !strcmp(name, "data-dir") ? sizeof c->data_dir
-                                                 : sizeof c->public_host;
+    } else if (!strcmp(name, "bind") || !strcmp(name, "data-dir") || !strcmp(name, "public-host") ||
+               !strcmp(name, "volume-dir")) {
+        char *dst = !strcmp(name, "bind")         ? c->bind
+                    : !strcmp(name, "data-dir")   ? c->data_dir
+                    : !strcmp(name, "volume-dir") ? c->volume_dir
+                                                  : c->public_host;
+        size_t cap = !strcmp(name, "bind")         ? sizeof c->bind
+                     : !strcmp(name, "data-dir")   ? sizeof c->data_dir
+                     : !strcmp(name, "volume-dir") ? sizeof c->volume_dir
+                                                   : sizeof c->public_host;
         if (strlen(val) >= cap) {
             snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
             return -1;
@@ -226,6 +244,7 @@ static void shutdown_all(srv *s, int nstarted)
 {
     atomic_store(&s->stop, 1);
     srv_http_stop(s);
+    srv_uploads_fini(s); /* the loaders finish what they read */
     srv_worker_stop(s);
     srv_ws_stop(s);
     srv_worker_free(s);
@@ -289,8 +308,9 @@ int main(int argc, char **argv)
     s.on_event = srv_worker_poke;
     s.on_news = srv_ws_news;
     /* WebSocket, then the workers it pokes, then HTTP, through which sessions appear. */
-    if (srv_sessions_init(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
-        srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
+    if (srv_sessions_init(&s) != 0 || srv_uploads_init(&s, err, sizeof err) != 0 ||
+        srv_ws_start(&s, err, sizeof err) != 0 || srv_worker_start(&s) != 0 ||
+        srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
         shutdown_all(&s, nscenes);
         return 1;
@@ -307,6 +327,9 @@ int main(int argc, char **argv)
            "\"backend\":\"%s\",\"workers\":%d,\"threads\":%d,\"url\":\"http://%s:%d/\"",
            s.http_port, s.ws_port, s.cfg.bind, sim_backend_name(s.backend), s.cfg.workers,
            sim_backend_threads(s.backend), host, s.http_port);
+    char dir[1100];
+    srv_json_string(dir, sizeof dir, srv_uploads_dir(&s));
+    printf(",\"upload_dir\":\"%s\"", dir);
     if (first)
         printf(",\"session\":\"%s\",\"control_url\":\"http://%s:%d/?session=%s&token=%s\","
                "\"join_url\":\"http://%s:%d/?session=%s&token=%s\"",

@@ -103,6 +103,18 @@ struct srv_scene_i {
     const sim_param_desc *(*params_table)(int *n);
     /// Facts fixed at creation, for REST and state messages (any thread).
     void (*describe)(const void *scene, cJSON *j);
+    /* A scene whose sessions can start from a user's file (the volume: a CT uploaded or in
+     * --volume-dir, upload.c); NULL in the others. */
+    /// Check a file by what its first bytes say (HTTP thread): its kind, its header against
+    /// the limits; allocates nothing big. partial: the file is still arriving. 0, or an HTTP
+    /// status with err (400: not a file it reads, 413: over its limits).
+    int (*check_file)(const char *path, int partial, char *err, size_t err_sz);
+    /// Build a session's scene from the file at path (a loader thread; otherwise as create).
+    /// name: the user's name for it (shown, never opened). stage(ctx, name) as each stage
+    /// starts ("reading", then others once the file is read).
+    int (*create_file)(sim_backend *b, const char *path, const char *name,
+                       void (*stage)(void *ctx, const char *stage), void *ctx, void **scene,
+                       char *err, size_t err_sz);
 };
 
 #define X(name) extern const srv_scene_i srv_scene_##name;

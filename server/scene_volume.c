@@ -24,7 +24,8 @@ static struct {
     int64_t fit_elements; /* --fit-elements: a --volume over this is block-averaged to fit
                              (-1: to --max-elements; 0: refused instead) */
     sim_volume_model *model;
-} g_vol = {"", {128, 128, 75}, 4 << 20, -1, NULL};
+    sim_volume_info info; /* what the default volume is (a file's, or the phantom's) */
+} g_vol = {.path = "", .dims = {128, 128, 75}, .max_elements = 4 << 20, .fit_elements = -1};
 
 static int vol_option(const char *name, const char *val, char *err, size_t err_sz)
 {
@@ -108,25 +109,56 @@ static void vol_log_loaded(const char *path, const sim_volume *v, const sim_volu
         fprintf(stderr, "softcast-server: warning: volume %s: %s\n", path, in->warning);
 }
 
+/* The element budget a user's file is fitted to: --fit-elements, at most --max-elements. */
+static int64_t vol_fit_budget(void)
+{
+    int64_t fit = g_vol.fit_elements < 0 ? g_vol.max_elements : g_vol.fit_elements;
+    return fit > g_vol.max_elements ? g_vol.max_elements : fit;
+}
+
+/* How a user's file is read: fitted to the budget, or (--fit-elements 0) refused when over
+ * --max-elements by its stored dims. */
+static sim_volume_load_opts vol_load_opts(void)
+{
+    sim_volume_load_opts lo = sim_default_volume_load_opts();
+    int64_t fit = vol_fit_budget();
+    lo.fit_elements = (size_t)fit;
+    if (fit == 0)
+        lo.limits.max_elements = (size_t)g_vol.max_elements;
+    return lo;
+}
+
+/* A phantom's facts, as a file's would be told. */
+static void phantom_info(const sim_volume *v, sim_volume_info *in)
+{
+    memset(in, 0, sizeof *in);
+    snprintf(in->format, sizeof in->format, "phantom");
+    snprintf(in->name, sizeof in->name, "phantom");
+    in->stored_dims[0] = v->nx, in->stored_dims[1] = v->ny, in->stored_dims[2] = v->nz;
+    in->fit_factor = 1;
+    size_t n = (size_t)v->nx * (size_t)v->ny * (size_t)v->nz;
+    in->hu_min = in->hu_max = v->hu[0];
+    for (size_t i = 1; i < n; i++) {
+        in->hu_min = fminf(in->hu_min, v->hu[i]);
+        in->hu_max = fmaxf(in->hu_max, v->hu[i]);
+    }
+}
+
 static int vol_start(sim_backend *b, char *err, size_t err_sz)
 {
     (void)b;
     sim_volume v;
     sim_status st;
-    int64_t fit = g_vol.fit_elements < 0 ? g_vol.max_elements : g_vol.fit_elements;
-    if (fit > g_vol.max_elements)
-        fit = g_vol.max_elements;
+    int64_t fit = vol_fit_budget();
     if (g_vol.path[0]) {
-        sim_volume_load_opts lo = sim_default_volume_load_opts();
-        lo.fit_elements = (size_t)fit;
-        if (fit == 0) /* refuse what is over, by its stored dims */
-            lo.limits.max_elements = (size_t)g_vol.max_elements;
-        sim_volume_info info;
-        st = sim_volume_load_file(&v, g_vol.path, &lo, &info, err, err_sz);
+        sim_volume_load_opts lo = vol_load_opts();
+        st = sim_volume_load_file(&v, g_vol.path, &lo, &g_vol.info, err, err_sz);
         if (st == SIM_OK)
-            vol_log_loaded(g_vol.path, &v, &info, fit);
+            vol_log_loaded(g_vol.path, &v, &g_vol.info, fit);
     } else {
         st = sim_volume_phantom(&v, g_vol.dims[0], g_vol.dims[1], g_vol.dims[2], err, err_sz);
+        if (st == SIM_OK)
+            phantom_info(&v, &g_vol.info);
     }
     if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > g_vol.max_elements) {
         snprintf(err, err_sz, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
@@ -157,6 +189,8 @@ typedef struct vol_scene {
     float *pos[SIM_NSURFACE];
     proto_object_in obj[SIM_NSURFACE]; /* the view: skin (id 0) and bone (id 1), world mm */
     int clamp_noticed;                 /* the driver was told that this pull stops at the box */
+    sim_volume_info info;              /* the dataset, as the lobby and the session show it */
+    const char *source;                /* "default", "phantom" or "file" */
 } vol_scene;
 
 static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
@@ -182,6 +216,8 @@ static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
     return 201;
 }
 
+static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz);
+
 static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
 {
     const cJSON *dj = cJSON_GetObjectItemCaseSensitive(opts, "dims");
@@ -195,16 +231,26 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
     }
     *out = v;
     v->model = g_vol.model;
+    v->info = g_vol.info;
+    v->source = "default";
     if (dj) {
         sim_volume vol;
         if (sim_volume_phantom(&vol, dims[0], dims[1], dims[2], err, err_sz) != SIM_OK)
             return 400;
+        phantom_info(&vol, &v->info);
+        v->source = "phantom";
         sim_status st = sim_volume_model_create(&v->model, &vol, NULL, err, err_sz);
         sim_volume_free(&vol);
         if (st != SIM_OK)
             return 500;
         v->own_model = 1;
     }
+    return vol_finish(b, v, err, err_sz);
+}
+
+/* What every session needs once its model is there: its state, its box, its buffers. */
+static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz)
+{
     if (sim_volume_state_create(&v->state, v->model, b, err, err_sz) != SIM_OK)
         return 500;
     const sim_volume *vol = sim_volume_model_volume(v->model);
@@ -223,6 +269,51 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
         }
     }
     return 201;
+}
+
+/* An HTTP status for what the loader said. */
+static int vol_status(sim_status st)
+{
+    return st == SIM_ERR_LIMIT ? 413 : st == SIM_ERR_NOMEM ? 500 : 400;
+}
+
+static int vol_check_file(const char *path, int partial, char *err, size_t err_sz)
+{
+    sim_volume_load_opts lo = vol_load_opts();
+    lo.header_only = partial ? SIM_LOAD_HEADER_PARTIAL : SIM_LOAD_HEADER;
+    sim_volume v;
+    sim_volume_info info;
+    sim_status st = sim_volume_load_file(&v, path, &lo, &info, err, err_sz);
+    return st == SIM_OK ? 0 : vol_status(st);
+}
+
+/* A session on a user's file: its own model, told as the dataset the user named. */
+static int vol_create_file(sim_backend *b, const char *path, const char *name,
+                           void (*stage)(void *ctx, const char *stage), void *ctx, void **out,
+                           char *err, size_t err_sz)
+{
+    vol_scene *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, err_sz, "out of memory");
+        return 500;
+    }
+    *out = v;
+    v->source = "file";
+    sim_volume_load_opts lo = vol_load_opts();
+    lo.progress = stage;
+    lo.progress_ctx = ctx;
+    sim_volume vol;
+    sim_status st = sim_volume_load_file(&vol, path, &lo, &v->info, err, err_sz);
+    if (st != SIM_OK)
+        return vol_status(st);
+    snprintf(v->info.name, sizeof v->info.name, "%s", name);
+    stage(ctx, "surfaces");
+    st = sim_volume_model_create(&v->model, &vol, NULL, err, err_sz);
+    sim_volume_free(&vol);
+    if (st != SIM_OK)
+        return vol_status(st);
+    v->own_model = 1;
+    return vol_finish(b, v, err, err_sz);
 }
 
 static void vol_destroy(void *scene)
@@ -529,6 +620,21 @@ static void vol_describe(const void *scene, cJSON *j)
     cJSON_AddItemToObject(j, "dims", cJSON_CreateIntArray(dims, 3));
     double sp[3] = {vol->spacing_mm[0], vol->spacing_mm[1], vol->spacing_mm[2]};
     cJSON_AddItemToObject(j, "spacing", cJSON_CreateDoubleArray(sp, 3));
+    /* What the data is and what was done to it; never anything about the patient (the
+     * readers put none in info). */
+    const sim_volume_info *in = &v->info;
+    cJSON *d = cJSON_AddObjectToObject(j, "dataset");
+    cJSON_AddStringToObject(d, "name", in->name);
+    cJSON_AddStringToObject(d, "format", in->format);
+    cJSON_AddStringToObject(d, "source", v->source);
+    cJSON_AddItemToObject(d, "stored_dims", cJSON_CreateIntArray(in->stored_dims, 3));
+    cJSON_AddNumberToObject(d, "fit_factor", in->fit_factor);
+    double hu[2] = {in->hu_min, in->hu_max};
+    cJSON_AddItemToObject(d, "hu_range", cJSON_CreateDoubleArray(hu, 2));
+    if (vol->orientation[0])
+        cJSON_AddStringToObject(d, "orientation", vol->orientation);
+    if (in->warning[0])
+        cJSON_AddStringToObject(d, "warning", in->warning);
 }
 
 const srv_scene_i srv_scene_volume = {
@@ -551,4 +657,6 @@ const srv_scene_i srv_scene_volume = {
     .params_json = vol_params_json,
     .params_table = sim_volume_params_table,
     .describe = vol_describe,
+    .check_file = vol_check_file,
+    .create_file = vol_create_file,
 };

@@ -298,7 +298,7 @@ static void wait_until(worker *wk, double until_ms)
 }
 
 /* The live session in slot i with a reference held, and whether events wait that apply
- * now; NULL when none or closing. */
+ * now; NULL when none, closing or not loaded. */
 static srv_session *hold_slot(srv *s, int i, int *pending)
 {
     pthread_mutex_lock(&s->lock);
@@ -307,7 +307,7 @@ static srv_session *hold_slot(srv *s, int i, int *pending)
     *pending = 0;
     if (ss) {
         pthread_mutex_lock(&ss->lock);
-        closing = ss->closing;
+        closing = ss->closing || ss->load_state != SRV_READY; /* nothing to step yet */
         *pending = ss->inbox.count > ss->inbox.held;
         pthread_mutex_unlock(&ss->lock);
         if (!closing)

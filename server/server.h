@@ -32,14 +32,16 @@ typedef struct srv_config {
     int workers; ///< simulation worker threads (0: one per core); sessions are split among them
     int max_sessions;
     int max_clients_per_session;
-    int max_message_bytes; ///< largest text message a client may send
-    int max_events_per_s;  ///< per client, sustained (a burst of the same size is allowed)
-    double rate_hz;        ///< simulation frames per second per session
-    int keyframe_every;    ///< most frames between an object's keys while it moves
-    int view_budget_kib;   ///< KiB/s of frames per client a scene aims at (0: no budget)
-    char data_dir[512];    ///< where the web client's files are ("" = none)
-    char public_host[128]; ///< host name put into URLs (default: bind address)
-    int default_session;   ///< create a session at start (make run)
+    int max_message_bytes;  ///< largest text message a client may send
+    int max_events_per_s;   ///< per client, sustained (a burst of the same size is allowed)
+    double rate_hz;         ///< simulation frames per second per session
+    int keyframe_every;     ///< most frames between an object's keys while it moves
+    int view_budget_kib;    ///< KiB/s of frames per client a scene aims at (0: no budget)
+    char data_dir[512];     ///< where the web client's files are ("" = none)
+    char public_host[128];  ///< host name put into URLs (default: bind address)
+    int default_session;    ///< create a session at start (make run)
+    char volume_dir[512];   ///< uploads kept here, and listed for the lobby ("" = none, upload.c)
+    long long upload_limit; ///< largest upload, bytes
 } srv_config;
 
 srv_config srv_default_config(void);
@@ -131,15 +133,26 @@ typedef struct srv_scene_i srv_scene_i; /* scene.h */
 #define SRV_CHAIN_BYTES (8u << 20)
 #define SRV_MAILBOX     32 /* replies from the worker waiting for the WebSocket thread */
 
+/* Where a session's scene is (srv_session_create_loading): being built on a loader
+ * thread, built, or refused with a reason. Only a ready session steps and takes clients. */
+enum { SRV_READY = 0, SRV_LOADING = 1, SRV_FAILED = 2 };
+#define SRV_FAILED_KEEP_MS 60000.0 /* a failed session stays listed (with why) this long */
+
 typedef struct srv_session {
     /* Immutable after creation. */
     uint32_t slot, generation;
     char id[SRV_ID_LEN];
     char control_token[SRV_TOKEN_LEN], view_token[SRV_TOKEN_LEN];
     const srv_scene_i *scene;
-    void *scene_data; /* the scene's own (scene_*.c); its state is the worker's */
+    /* The scene's own (scene_*.c); its state is the worker's. Set at creation, or by the
+     * loader under lock (load_state then turns SRV_READY): read it once ready. */
+    void *scene_data;
 
     pthread_mutex_t lock; /* guards everything below, up to "worker only" */
+    int load_state;       /* SRV_READY, SRV_LOADING or SRV_FAILED */
+    char load_stage[16];  /* loading: the loader's stage ("reading", "fitting", ...) */
+    char *load_error;     /* failed: why */
+    double failed_ms;     /* failed: when (the reaper frees it SRV_FAILED_KEEP_MS later) */
     srv_inbox inbox;
     srv_frame *latest;           /* newest object frame */
     srv_frame *snapshot;         /* newest snapshot (joiners, and clients that lost a structural
@@ -190,6 +203,16 @@ void srv_sessions_fini(srv *s);
 /// Create a session of the scene from its options (the POST body; may be NULL).
 srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
                                 char *err, size_t err_sz, int *http_status);
+/// A session whose scene a loader thread builds (state SRV_LOADING, stage "queued"): in
+/// the table at once, with its id and tokens; the caller (the loader) holds a reference
+/// until srv_session_loaded. NULL with err and *http_status (429) when it cannot be had.
+srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, char *err, size_t err_sz,
+                                        int *http_status);
+/// The loader's stage, shown to pollers (loader thread).
+void srv_session_stage(srv_session *ss, const char *stage);
+/// The loader is done (loader thread): scene_data built (the session turns ready), or NULL
+/// and err (it turns failed, kept SRV_FAILED_KEEP_MS with err). Drops the loader's reference.
+void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *err);
 /// Find by id (NULL: unknown or gone). The caller gets a reference: srv_session_put.
 srv_session *srv_session_get(srv *s, const char *id);
 void srv_session_put(srv *s, srv_session *ss);
@@ -232,6 +255,7 @@ struct srv {
     void *sched;                             /* sched.c's workers */
     void *ws;                                /* ws.c context */
     void *http;                              /* MHD daemon */
+    void *uploads;                           /* upload.c's */
     int http_port, ws_port;
     uint64_t started_ms;
     atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;
@@ -254,6 +278,31 @@ void srv_ws_news(srv *s, uint32_t slot);
 /* http.c */
 int srv_http_start(srv *s, char *err, size_t err_sz);
 void srv_http_stop(srv *s);
+
+/* upload.c: volumes users bring (POST /api/volumes) and the operator keeps (--volume-dir) */
+typedef struct srv_upload srv_upload;
+/// Make the private directory uploads go to (in $TMPDIR, else /tmp); check --volume-dir.
+int srv_uploads_init(srv *s, char *err, size_t err_sz);
+/// That directory (logged at start; the tests look into it).
+const char *srv_uploads_dir(srv *s);
+/// After HTTP stopped: wait for the loaders, remove the directory.
+void srv_uploads_fini(srv *s);
+/// An upload starts (HTTP thread, its headers in): the content type, its announced length
+/// against --upload-limit, room for a session and a load. NULL with *status and err.
+srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
+                             const char *content_length, int *status, char *err, size_t err_sz);
+/// Some of its bytes: 0, or an HTTP status with err (413 past the limit; the first bytes
+/// refused by the reader's header check): the caller then aborts it.
+int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_t err_sz);
+/// The whole body is in: checked whole, then a loading session on it (its loader started);
+/// u is consumed. NULL with *status and err.
+srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err_sz);
+/// Refused or cut off: the file removed, u freed (NULL: nothing).
+void srv_upload_abort(srv_upload *u);
+/// GET /api/volumes: {"volumes":[{name, size, format}], "upload_limit", "kept"}.
+struct cJSON *srv_volumes_list(srv *s);
+/// A loading session on the volume called name in --volume-dir (a plain name listed there).
+srv_session *srv_volume_session(srv *s, const char *name, int *status, char *err, size_t err_sz);
 
 /* text.c: what clients read */
 /// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,

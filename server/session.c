@@ -90,9 +90,10 @@ static void session_free(srv_session *ss)
         free(ss->mail[k].text);
     }
     proto_encoder_destroy(ss->enc);
-    if (ss->scene)
+    if (ss->scene && ss->scene_data)
         ss->scene->destroy(ss->scene_data);
     free(ss->params_json);
+    free(ss->load_error);
     srv_frame_unref(ss->latest);
     srv_frame_unref(ss->snapshot);
     for (int i = 0; i < ss->nchain; i++)
@@ -112,10 +113,9 @@ void srv_sessions_fini(srv *s)
     pthread_mutex_destroy(&s->lock);
 }
 
-srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
-                                char *err, size_t err_sz, int *http_status)
+/* 1 when the table holds its limit (deleted sessions nobody holds are freed first). */
+static int table_full(srv *s)
 {
-    *http_status = 500;
     pthread_mutex_lock(&s->lock);
     int full = s->nsessions >= s->cfg.max_sessions;
     pthread_mutex_unlock(&s->lock);
@@ -126,7 +126,15 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
         full = s->nsessions >= s->cfg.max_sessions;
         pthread_mutex_unlock(&s->lock);
     }
-    if (full) { /* checked again when a slot is taken; this only spares the build */
+    return full;
+}
+
+/* A session of the scene without its scene data yet: tokens and encoder. */
+static srv_session *session_new(srv *s, const srv_scene_i *scene, char *err, size_t err_sz,
+                                int *http_status)
+{
+    *http_status = 500;
+    if (table_full(s)) { /* checked again when a slot is taken; this only spares the build */
         *http_status = 429;
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
         return NULL;
@@ -138,23 +146,22 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
     }
     pthread_mutex_init(&ss->lock, NULL);
     ss->scene = scene;
-    *http_status = scene->create(s->backend, opts, &ss->scene_data, err, err_sz);
-    if (*http_status != 201)
-        goto fail;
-    *http_status = 500;
-    ss->params_json = scene->params_json(ss->scene_data);
-    if (!ss->params_json) {
-        snprintf(err, err_sz, "out of memory");
-        goto fail;
-    }
     srv_random_hex(ss->control_token, 16);
     srv_random_hex(ss->view_token, 16);
     proto_encoder_options eo = proto_default_encoder_options();
     eo.key_every = (uint32_t)s->cfg.keyframe_every;
     if (proto_encoder_create(&ss->enc, &eo) != PROTO_OK) {
         snprintf(err, err_sz, "out of memory");
-        goto fail;
+        session_free(ss);
+        return NULL;
     }
+    return ss;
+}
+
+/* Put ss into a free slot (refs: the references its creator keeps). 201, or 429 (ss is
+ * then the caller's to free). */
+static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t err_sz)
+{
     pthread_mutex_lock(&s->lock);
     int slot = -1;
     for (int i = 0; i < s->cfg.max_sessions; i++)
@@ -164,9 +171,8 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
         }
     if (slot < 0) {
         pthread_mutex_unlock(&s->lock);
-        *http_status = 429;
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
-        goto fail;
+        return 429;
     }
     ss->slot = (uint32_t)slot;
     ss->generation = ++s->generation[slot];
@@ -174,14 +180,73 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
     srv_random_hex(rnd, 4);
     snprintf(ss->id, sizeof ss->id, "s%u-%u-%s", ss->slot, ss->generation, rnd);
     s->slots[slot] = ss;
-    s->refs[slot] = 0;
+    s->refs[slot] = refs;
     s->nsessions++;
     pthread_mutex_unlock(&s->lock);
-    *http_status = 201;
-    return ss;
+    return 201;
+}
+
+srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
+                                char *err, size_t err_sz, int *http_status)
+{
+    srv_session *ss = session_new(s, scene, err, err_sz, http_status);
+    if (!ss)
+        return NULL;
+    *http_status = scene->create(s->backend, opts, &ss->scene_data, err, err_sz);
+    if (*http_status != 201)
+        goto fail;
+    *http_status = 500;
+    ss->params_json = scene->params_json(ss->scene_data);
+    if (!ss->params_json) {
+        snprintf(err, err_sz, "out of memory");
+        goto fail;
+    }
+    *http_status = session_insert(s, ss, 0, err, err_sz);
+    if (*http_status == 201)
+        return ss;
 fail:
     session_free(ss);
     return NULL;
+}
+
+srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, char *err, size_t err_sz,
+                                        int *http_status)
+{
+    srv_session *ss = session_new(s, scene, err, err_sz, http_status);
+    if (!ss)
+        return NULL;
+    ss->load_state = SRV_LOADING;
+    snprintf(ss->load_stage, sizeof ss->load_stage, "queued");
+    *http_status = session_insert(s, ss, 1, err, err_sz);
+    if (*http_status == 201)
+        return ss;
+    session_free(ss);
+    return NULL;
+}
+
+void srv_session_stage(srv_session *ss, const char *stage)
+{
+    pthread_mutex_lock(&ss->lock);
+    snprintf(ss->load_stage, sizeof ss->load_stage, "%s", stage);
+    pthread_mutex_unlock(&ss->lock);
+}
+
+void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *err)
+{
+    char *pj = scene_data ? ss->scene->params_json(scene_data) : NULL;
+    char *why = pj ? NULL : strdup(err && err[0] ? err : "out of memory");
+    if (!pj && scene_data) {
+        ss->scene->destroy(scene_data);
+        scene_data = NULL;
+    }
+    pthread_mutex_lock(&ss->lock);
+    ss->scene_data = scene_data;
+    ss->params_json = pj;
+    ss->load_error = why;
+    ss->load_state = pj ? SRV_READY : SRV_FAILED;
+    ss->failed_ms = srv_now_ms();
+    pthread_mutex_unlock(&ss->lock);
+    srv_session_put(s, ss); /* the loader's reference */
 }
 
 /* "s<slot>-<generation>-<random>" to the live session with exactly that id. */
@@ -349,7 +414,11 @@ void srv_sessions_reap(srv *s)
         srv_session *ss = s->slots[i];
         if (ss && s->refs[i] == 0) {
             pthread_mutex_lock(&ss->lock);
-            int closing = ss->closing && ss->nclients == 0;
+            /* A session that failed to load is shown for a while (its creator polls for the
+             * reason), then freed. */
+            int failed =
+                ss->load_state == SRV_FAILED && srv_now_ms() - ss->failed_ms > SRV_FAILED_KEEP_MS;
+            int closing = (ss->closing || failed) && ss->nclients == 0;
             pthread_mutex_unlock(&ss->lock);
             if (closing) {
                 s->slots[i] = NULL;

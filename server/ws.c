@@ -624,6 +624,9 @@ static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
     int viewer = !strcmp(c->token, ss->view_token);
     if (!driver && !viewer)
         why = "wrong or missing token";
+    else if (ss->load_state != SRV_READY) /* GET /api/sessions/ID says when it is ready */
+        why = ss->load_state == SRV_LOADING ? "the session is still loading"
+                                            : "the session's volume could not be loaded";
     else if (ss->nclients >= s->cfg.max_clients_per_session)
         why = "the session holds its limit of clients";
     if (!why) {

@@ -44,6 +44,11 @@ sim_status sim_volume_phantom(sim_volume *out, int nx, int ny, int nz, char *err
 /// says how far). A file with neither keeps its stored order (out->orientation "").
 sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_volume_limits *lim,
                                  char *err, size_t err_sz);
+/// Read and check a NIfTI file's header against lim, allocating nothing big (dims: as
+/// stored). partial: the file is still arriving, so the bytes its header needs are not
+/// checked against the disk. sim_volume_load_file's header-only modes come here.
+sim_status sim_volume_check_nifti(const char *path, const sim_volume_limits *lim, int partial,
+                                  int dims[3], char *err, size_t err_sz);
 /// Load raw little-endian int16 HU with the given dims and spacing.
 sim_status sim_volume_load_raw_i16(sim_volume *out, const char *path, int nx, int ny, int nz,
                                    const float spacing_mm[3], const sim_volume_limits *lim,
@@ -71,7 +76,18 @@ typedef struct sim_volume_load_opts {
     /// 1: keep every connected piece of tissue; 0 (default): keep only the largest (the
     /// body), and make the couch, its pad and the noise around it air.
     int keep_all;
+    /// SIM_LOAD_ALL (0): load. SIM_LOAD_HEADER: read and check only what the file's header
+    /// says (its kind, dims, type, the limits, the bytes it needs), allocate nothing big,
+    /// leave out empty (info: format, name, stored_dims). SIM_LOAD_HEADER_PARTIAL: the same
+    /// on a file still arriving (an upload's first bytes): what needs the whole file waits.
+    int header_only;
+    /// Called as each stage starts ("reading", "fitting", "body"), on the caller's thread
+    /// (the server shows a loading session's stage); NULL: none.
+    void (*progress)(void *ctx, const char *stage);
+    void *progress_ctx;
 } sim_volume_load_opts;
+
+enum { SIM_LOAD_ALL = 0, SIM_LOAD_HEADER = 1, SIM_LOAD_HEADER_PARTIAL = 2 };
 
 sim_volume_load_opts sim_default_volume_load_opts(void);
 

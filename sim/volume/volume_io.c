@@ -827,6 +827,86 @@ static sim_status nifti_to_ras(const char *path, const nifti_1_header *h, sim_vo
 
 #endif /* SIM_HAVE_NIFTI */
 
+#if SIM_HAVE_NIFTI
+/* A NIfTI file opened on exactly its path, its header read and checked. */
+typedef struct nifti_file {
+    znzFile fp;
+    nifti_1_header h;
+    int swapped; /* the header (and so the data) has the other byte order */
+    int dims[3], nbyper;
+    float spacing[3];
+    long long offset;
+} nifti_file;
+
+/* Open path and check its header against lim before anything big is allocated. partial: the
+ * file is still arriving, so the size its header needs is not checked against the disk. */
+static sim_status nifti_open(nifti_file *nf, const char *path, const sim_volume_limits *lim,
+                             int partial, char *err, size_t err_sz)
+{
+    memset(nf, 0, sizeof *nf);
+    struct stat sb;
+    sim_status st = stat_regular(path, &sb, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    int gz = ends_with_ci(path, ".nii.gz");
+    if (!gz && !ends_with_ci(path, ".nii"))
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: expected a .nii or .nii.gz file", path);
+    if (gz && !nifti_compiled_with_zlib())
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: this NIfTI library was built without zlib: cannot read .nii.gz", path);
+    /* One stream for header and data, on exactly this path. */
+    nf->fp = znzopen(path, "rb", gz);
+    if (znz_isnull(nf->fp))
+        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t got = znzread(&nf->h, 1, sizeof nf->h, nf->fp);
+    if (got != sizeof nf->h) {
+        znzclose(nf->fp);
+        if (got > sizeof nf->h) /* gzread's -1 */
+            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                           "%s: truncated or corrupt: read error in the header", path);
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: truncated or corrupt: read %zu of the %zu header bytes", path, got,
+                       sizeof nf->h);
+    }
+    /* A header written on a host of the other byte order reads sizeof_hdr swapped. */
+    if (nf->h.sizeof_hdr != 348) {
+        nifti_1_header t = nf->h;
+        swap_nifti_header(&t, 1);
+        if (t.sizeof_hdr == 348) {
+            nf->h = t;
+            nf->swapped = 1;
+        }
+    }
+    /* Every header check before the big allocation. */
+    sim_volume_limits l = effective_limits(lim);
+    st = nifti_check_header(path, &nf->h, &l, partial ? LLONG_MAX : (long long)sb.st_size, gz,
+                            nf->dims, &nf->nbyper, nf->spacing, &nf->offset, err, err_sz);
+    if (st != SIM_OK)
+        znzclose(nf->fp);
+    return st;
+}
+#endif /* SIM_HAVE_NIFTI */
+
+sim_status sim_volume_check_nifti(const char *path, const sim_volume_limits *lim, int partial,
+                                  int dims[3], char *err, size_t err_sz)
+{
+#if !SIM_HAVE_NIFTI
+    (void)lim, (void)partial, (void)dims;
+    return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                   "%s: this build has no NIfTI support (built without the NIfTI C library, "
+                   "nifti1_io.h)",
+                   path);
+#else
+    nifti_file nf;
+    sim_status st = nifti_open(&nf, path, lim, partial, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    znzclose(nf.fp);
+    memcpy(dims, nf.dims, sizeof nf.dims);
+    return SIM_OK;
+#endif
+}
+
 sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_volume_limits *lim,
                                  char *err, size_t err_sz)
 {
@@ -843,64 +923,22 @@ sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_vo
                    "nifti1_io.h)",
                    path);
 #else
-    struct stat sb;
-    sim_status st = stat_regular(path, &sb, err, err_sz);
+    nifti_file nf;
+    sim_status st = nifti_open(&nf, path, lim, 0, err, err_sz);
     if (st != SIM_OK)
         return st;
-    int gz = ends_with_ci(path, ".nii.gz");
-    if (!gz && !ends_with_ci(path, ".nii"))
-        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: expected a .nii or .nii.gz file", path);
-    if (gz && !nifti_compiled_with_zlib())
-        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                       "%s: this NIfTI library was built without zlib: cannot read .nii.gz", path);
-    /* One stream for header and data, on exactly this path. */
-    znzFile fp = znzopen(path, "rb", gz);
-    if (znz_isnull(fp))
-        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    nifti_1_header h;
-    size_t got = znzread(&h, 1, sizeof h, fp);
-    if (got != sizeof h) {
-        znzclose(fp);
-        if (got > sizeof h) /* gzread's -1 */
-            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                           "%s: truncated or corrupt: read error in the header", path);
-        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                       "%s: truncated or corrupt: read %zu of the %zu header bytes", path, got,
-                       sizeof h);
-    }
-    /* A header written on a host of the other byte order reads sizeof_hdr swapped. */
-    int swapped = 0;
-    if (h.sizeof_hdr != 348) {
-        nifti_1_header t = h;
-        swap_nifti_header(&t, 1);
-        if (t.sizeof_hdr == 348) {
-            h = t;
-            swapped = 1;
-        }
-    }
-    /* Every header check before the big allocation. */
-    sim_volume_limits l = effective_limits(lim);
-    int dims[3] = {0, 0, 0}, nbyper = 1;
-    float spacing[3] = {0.0f, 0.0f, 0.0f};
-    long long offset = 0;
-    st = nifti_check_header(path, &h, &l, (long long)sb.st_size, gz, dims, &nbyper, spacing,
-                            &offset, err, err_sz);
-    if (st != SIM_OK) {
-        znzclose(fp);
-        return st;
-    }
-    size_t n = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
+    size_t n = (size_t)nf.dims[0] * (size_t)nf.dims[1] * (size_t)nf.dims[2];
     float *hu = (float *)sc_calloc(n, sizeof *hu);
     if (!hu) {
-        znzclose(fp);
+        znzclose(nf.fp);
         return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory for %zu elements", path, n);
     }
-    if (znzseek(fp, (znz_off_t)offset, SEEK_SET) < 0) {
-        znzclose(fp);
+    if (znzseek(nf.fp, (znz_off_t)nf.offset, SEEK_SET) < 0) {
+        znzclose(nf.fp);
         free(hu);
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
                        "%s: truncated or corrupt: cannot seek to the data at byte %lld", path,
-                       offset);
+                       nf.offset);
     }
     /* The data has the header's byte order; the header was swapped iff it differs from
      * the host's. */
@@ -908,19 +946,19 @@ sim_status sim_volume_load_nifti(sim_volume *out, const char *path, const sim_vo
     unsigned char probe_lo;
     memcpy(&probe_lo, &probe, 1);
     int host_le = probe_lo == 1;
-    int file_le = swapped ? !host_le : host_le;
-    st = nifti_read_data(path, fp, &h, file_le, nbyper, dims, hu, err, err_sz);
-    znzclose(fp);
+    int file_le = nf.swapped ? !host_le : host_le;
+    st = nifti_read_data(path, nf.fp, &nf.h, file_le, nf.nbyper, nf.dims, hu, err, err_sz);
+    znzclose(nf.fp);
     if (st != SIM_OK) {
         free(hu);
         return st;
     }
-    out->nx = dims[0];
-    out->ny = dims[1];
-    out->nz = dims[2];
-    memcpy(out->spacing_mm, spacing, sizeof out->spacing_mm);
+    out->nx = nf.dims[0];
+    out->ny = nf.dims[1];
+    out->nz = nf.dims[2];
+    memcpy(out->spacing_mm, nf.spacing, sizeof out->spacing_mm);
     out->hu = hu;
-    st = nifti_to_ras(path, &h, out, err, err_sz);
+    st = nifti_to_ras(path, &nf.h, out, err, err_sz);
     if (st != SIM_OK)
         sim_volume_free(out);
     return st;

@@ -60,6 +60,10 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
         return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
     if (ends_with_ci(path, ".nii") || ends_with_ci(path, ".nii.gz")) {
         snprintf(info->format, sizeof info->format, "nifti");
+        if (o->header_only)
+            return sim_volume_check_nifti(path, &o->limits,
+                                          o->header_only == SIM_LOAD_HEADER_PARTIAL,
+                                          info->stored_dims, err, err_sz);
         return sim_volume_load_nifti(v, path, &o->limits, err, err_sz);
     }
     return sc_fail(err, err_sz, SIM_ERR_FORMAT,
@@ -265,6 +269,8 @@ sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
     info->stored_dims[2] = v->nz;
     info->fit_factor = 1;
     sim_status st = SIM_OK;
+    if (o.progress)
+        o.progress(o.progress_ctx, "fitting");
     int f = o.fit_elements > 0 ? fit_factor(v, o.fit_elements, o.air_margin, o.body_hu) : 1;
     if (f > 1) {
         sim_volume small;
@@ -275,6 +281,8 @@ sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
         *v = small;
         info->fit_factor = f;
     }
+    if (o.progress)
+        o.progress(o.progress_ctx, "body");
     if (!o.keep_all)
         st = sim_volume_keep_body(v, o.body_hu, &info->removed_elements, err, err_sz);
     if (st == SIM_OK)
@@ -294,7 +302,11 @@ sim_status sim_volume_load_file(sim_volume *out, const char *path, const sim_vol
         return sc_fail(err, err_sz, SIM_ERR_ARG, "load: out or path is NULL");
     memset(out, 0, sizeof *out);
     base_name(path, info->name, sizeof info->name);
+    if (o.progress && !o.header_only)
+        o.progress(o.progress_ctx, "reading");
     sim_status st = load_by_kind(out, path, &o, info, err, err_sz);
+    if (o.header_only)
+        return st; /* nothing was allocated */
     if (st == SIM_OK)
         st = sim_volume_prepare(out, &o, info, err, err_sz);
     if (st != SIM_OK)

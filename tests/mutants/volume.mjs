@@ -157,4 +157,11 @@ export default [
     replace: 'pad[f] = 0 * margin * face_touches(v, f, body_hu);',
     build: tests, test: run('volume_return_cropped'), caught_by: 'volume_return_cropped_head_ct_pulled_and_settles',
   },
+  {
+    name: 'header only: a file still arriving checked as whole (an upload in flight refused as truncated)',
+    file: 'sim/volume/volume_io.c',
+    find: 'partial ? LLONG_MAX : (long long)sb.st_size',
+    replace: '(partial && 0 ? LLONG_MAX : (long long)sb.st_size)',
+    build: tests, test: run('header_only'), caught_by: 'volume_load_header_only_checks_an_upload_from_its_first_bytes',
+  },
 ];

@@ -10,6 +10,7 @@ const nonames = 'node --test tests/e2e/nonames.test.mjs';
 const extension = 'node --test tests/e2e/extension.test.mjs';
 const wire = 'node --test tests/e2e/wire.test.mjs';
 const objects = 'node --test tests/e2e/objects.test.mjs';
+const upload = (pattern) => `node --test --test-name-pattern "${pattern}" tests/e2e/upload.test.mjs`;
 const capeGrab = 'node --test --test-name-pattern "cloth crowd|press on a cape" tests/e2e/client.test.mjs';
 
 export default [
@@ -184,5 +185,41 @@ export default [
     build,
     test: 'node --test tests/e2e/softbody.test.mjs',
     caught_by: 'e2e "a hybrid organ: drawn by region, ..." (tumour-coloured pixels)',
+  },
+  {
+    name: 'upload: no progress bar while the file goes up (XMLHttpRequest upload events ignored)',
+    file: 'web-client/src/core/upload.mjs',
+    find: 'xhr.upload.onprogress = (e) => {',
+    replace: 'xhr.upload.onprogressIgnored = (e) => {',
+    build,
+    test: upload('a NIfTI dropped'),
+    caught_by: 'e2e upload.test.mjs "a NIfTI dropped on the lobby: upload and loading progress, ..."',
+  },
+  {
+    name: 'upload: the session opened before it is ready (no loading progress, no wait)',
+    file: 'web-client/src/core/upload.mjs',
+    find: "if (cur.state === 'ready') {",
+    replace: "if (cur.state !== 'failed') {",
+    build,
+    test: upload('a NIfTI dropped'),
+    caught_by: 'e2e upload.test.mjs "a NIfTI dropped on the lobby: upload and loading progress, ..."',
+  },
+  {
+    name: 'upload: a DICOM folder sent as its first file (not packed into a zip)',
+    file: 'web-client/src/core/upload.mjs',
+    find: 'start(packFolder(top, files.map(',
+    replace: 'start(Promise.resolve({ name: files[0].name, blob: files[0] }) ?? packFolder(top, files.map(',
+    build,
+    test: upload('DICOM folder'),
+    caught_by: 'e2e upload.test.mjs "a DICOM folder chosen with the folder input is zipped in the page and sent; ..."',
+  },
+  {
+    name: 'upload: the zip\'s central directory points every entry at the start',
+    file: 'web-client/src/core/upload.mjs',
+    find: 'cd.setUint32(42, offset, true);',
+    replace: 'cd.setUint32(42, 0, true);',
+    build,
+    test: upload('stored zip'),
+    caught_by: 'e2e upload.test.mjs "the page\'s stored zip reads back in Python\'s zipfile, ..."',
   },
 ];

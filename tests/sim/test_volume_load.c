@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim/volume/volume.h"
 #include "tests/harness.h"
@@ -166,4 +167,82 @@ TEST(volume_load_refuses_what_it_does_not_read)
     CHECK(strstr(err, "/nonexistent/ct.nii") != NULL);
     CHECK(sim_volume_load_file(&v, "/etc/hostname", NULL, NULL, err, sizeof err) == SIM_ERR_FORMAT);
     CHECKF(strstr(err, "NIfTI") != NULL, "%s", err);
+}
+
+/* A NIfTI-1 of int16 written byte by byte (nx x ny x nz, 1 mm, body 40 HU in air), cut to
+ * `keep` bytes when keep > 0: an upload still arriving, or one cut short. */
+static int write_small_nifti(const char *path, int nx, int ny, int nz, long keep)
+{
+    unsigned char hdr[352] = {0};
+    int32_t sizeof_hdr = 348;
+    int16_t dim[8] = {3, (int16_t)nx, (int16_t)ny, (int16_t)nz, 1, 1, 1, 1}, dt = 4, bits = 16;
+    float pixdim[8] = {1, 1, 1, 1, 1, 1, 1, 1}, vox = 352.0f, slope = 1.0f;
+    memcpy(hdr, &sizeof_hdr, 4);
+    memcpy(hdr + 40, dim, sizeof dim);
+    memcpy(hdr + 70, &dt, 2);
+    memcpy(hdr + 72, &bits, 2);
+    memcpy(hdr + 76, pixdim, sizeof pixdim);
+    memcpy(hdr + 108, &vox, 4);
+    memcpy(hdr + 112, &slope, 4);
+    hdr[123] = 2; /* mm */
+    memcpy(hdr + 344, "n+1", 4);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    long total = 352 + 2L * nx * ny * nz, n = keep > 0 && keep < total ? keep : total;
+    for (long i = 0; i < n; i++) {
+        int16_t v = (int16_t)((i - 352) / 2 % nx > 2 ? 40 : -1000);
+        unsigned char b = i < 352 ? hdr[i] : ((unsigned char *)&v)[(i - 352) % 2];
+        fputc(b, f);
+    }
+    return fclose(f) == 0;
+}
+
+static void note_stage(void *ctx, const char *stage)
+{
+    char *seen = ctx;
+    if (strlen(seen) + strlen(stage) + 2 < 64) {
+        strcat(seen, seen[0] ? "," : "");
+        strcat(seen, stage);
+    }
+}
+
+TEST(volume_load_header_only_checks_an_upload_from_its_first_bytes)
+{
+    char dir[] = "/tmp/softcast-header-XXXXXX", path[64], err[512] = "", seen[64] = "";
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/ct.nii", dir);
+    sim_volume v;
+    sim_volume_info info;
+    sim_volume_load_opts o = sim_default_volume_load_opts();
+    o.progress = note_stage;
+    o.progress_ctx = seen;
+    /* Whole: the header alone is read, its dims told, nothing allocated, no stage. */
+    REQUIRE(write_small_nifti(path, 20, 16, 10, 0));
+    o.header_only = SIM_LOAD_HEADER;
+    CHECKF(sim_volume_load_file(&v, path, &o, &info, err, sizeof err) == SIM_OK, "%s", err);
+    CHECK(v.hu == NULL && info.stored_dims[0] == 20 && info.stored_dims[1] == 16 &&
+          info.stored_dims[2] == 10 && !strcmp(info.format, "nifti") && seen[0] == 0);
+    /* Half of it: still arriving, the header passes; whole, it is truncated. */
+    REQUIRE(write_small_nifti(path, 20, 16, 10, 352 + 3200));
+    o.header_only = SIM_LOAD_HEADER_PARTIAL;
+    CHECKF(sim_volume_load_file(&v, path, &o, &info, err, sizeof err) == SIM_OK, "%s", err);
+    o.header_only = SIM_LOAD_HEADER;
+    CHECK(sim_volume_load_file(&v, path, &o, &info, err, sizeof err) == SIM_ERR_FORMAT);
+    CHECKF(strstr(err, "truncated") != NULL, "%s", err);
+    /* Over the limits by its header: refused from the first bytes. */
+    o.limits.max_dim = 16;
+    o.header_only = SIM_LOAD_HEADER_PARTIAL;
+    CHECK(sim_volume_load_file(&v, path, &o, &info, err, sizeof err) != SIM_OK);
+    CHECKF(strstr(err, "20") != NULL, "%s", err);
+    /* Loaded, its stages are told in order. */
+    o = sim_default_volume_load_opts();
+    o.progress = note_stage;
+    o.progress_ctx = seen;
+    REQUIRE(write_small_nifti(path, 20, 16, 10, 0));
+    CHECKF(sim_volume_load_file(&v, path, &o, &info, err, sizeof err) == SIM_OK, "%s", err);
+    CHECKF(!strcmp(seen, "reading,fitting,body"), "%s", seen);
+    sim_volume_free(&v);
+    unlink(path);
+    rmdir(dir);
 }

@@ -12,6 +12,7 @@ import { Stats } from './core/stats.mjs';
 import { Hand } from './core/hand.mjs';
 import { h } from './core/dom.mjs';
 import { sceneNames, loadScene } from './scenes/index.mjs';
+import { uploadCard } from './core/upload.mjs';
 
 const $ = (sel) => document.querySelector(sel);
 const params = new URLSearchParams(location.search);
@@ -38,7 +39,8 @@ async function lobby() {
       const { sessions } = await api('GET', '/api/sessions');
       tbody.replaceChildren(...sessions.map((s) => {
         const tr = document.createElement('tr');
-        const size = modules.get(s.scene)?.lobby.size(s) ?? '';
+        const size = s.state === 'loading' ? `loading: ${s.stage}`
+          : s.state === 'failed' ? `failed: ${s.error}` : modules.get(s.scene)?.lobby.size(s) ?? '';
         for (const v of [s.id, s.scene, size, s.clients, s.frames]) tr.insertCell().textContent = v;
         return tr;
       }));
@@ -49,6 +51,8 @@ async function lobby() {
   };
   refresh();
   setInterval(refresh, 3000);
+  // A CT of one's own: uploaded, loaded on the server, then opened to drive.
+  uploadCard($('#upload'), { api, open: (s) => { location.href = `./${new URL(s.control_url).search}`; } });
   // The create form: a scene, and the fields its module asks for.
   const sceneSelect = $('#create select[name=scene]');
   const fields = $('#scene-fields');

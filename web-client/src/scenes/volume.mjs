@@ -5,6 +5,7 @@
 // here. The module contract: web-client/README.md, "Adding a scene".
 import { h } from '../core/dom.mjs';
 import { SliceView } from '../core/sliceview.mjs';
+import { datasetShort, datasetLines } from '../core/dataset.mjs';
 
 // Object ids in this scene's frames (server/scene_volume.c).
 const SKIN = 0, BONE = 1;
@@ -33,14 +34,15 @@ export default {
     /** POST /api/sessions options from the form. */
     body: (f) => (f.get('dims') ? { dims: f.get('dims').split('x').map(Number) } : {}),
     /** The lobby's size column for a session of GET /api/sessions. */
-    size: (s) => (s.dims ? s.dims.join(' x ') : ''),
+    size: (s) => datasetShort(s),
   },
 
   /** The session: ctx = { conn, view, st, side } (see main.mjs). Returns its hooks. */
   open({ conn, view, side }) {
     view.setScene({ styleFor: (o) => STYLES[o.id] ?? null });
+    const info = h('div', { id: 'dataset', class: 'hint' });
     const el = h('div');
-    side.append(el);
+    side.append(info, el);
     const slice = new SliceView(el, (plane, index, level, width) => conn.send('slice', { plane, index, level, width }));
     let radius = 3; // world units: three lattice cells once the state says how large they are
     return {
@@ -48,6 +50,7 @@ export default {
       state(t) {
         radius = 3 * Math.max(...t.spacing);
         slice.setDims(t.dims, t.spacing);
+        info.replaceChildren(...datasetLines(t).map((l) => h('div', {}, l)));
       },
       grab(point) {
         conn.send('grab', { point, radius, space: 'world' });

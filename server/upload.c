@@ -1,0 +1,506 @@
+/* upload.c: volumes from users. A browser uploads a file (POST /api/volumes, the body the
+ * file itself); the operator may keep volumes in --volume-dir, which the lobby lists
+ * (GET /api/volumes) and starts sessions on (POST /api/sessions {"volume": NAME}).
+ *
+ * An upload streams to a private file (mkstemps in a directory of our own, 0700, or in
+ * --volume-dir under a dot name while it arrives): the name the client gives is shown and
+ * lends its extension, never a path. It is refused as soon as it passes --upload-limit,
+ * and checked by the scene's own reader from its first bytes (the NIfTI header: kind,
+ * dims against the limits) before the rest is taken and before anything big is allocated.
+ * Once whole, the session is made at once in state "loading" and a loader thread of its own
+ * builds the scene (reading, fitting, body, surfaces), so no HTTP thread ever waits on a
+ * volume; the session turns "ready", or "failed" with the reader's words. An uploaded file
+ * lives until it is read (unless kept in --volume-dir): refused, failed, read, or the
+ * request cut off, it is removed.
+ *
+ * Threads: the srv_upload_* calls run on HTTP threads, one request at a time each; the
+ * loaders on their own threads. g->lock guards the loader table and the in-flight count. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "scene.h"
+
+#define MAX_INFLIGHT 4          /* uploads arriving plus volumes loading, at once */
+#define PROBE_BYTES  (64 << 10) /* the header is checked once this much has arrived */
+
+typedef struct loader {
+    srv *s;
+    srv_session *ss;
+    const srv_scene_i *scene;
+    pthread_t thread;
+    int used, done;
+    int temp;        /* remove the file once read */
+    char path[1024]; /* the file (ours) */
+    char name[128];  /* the user's name for it */
+} loader;
+
+typedef struct uploads {
+    char tmpdir[512]; /* ours, 0700 */
+    pthread_mutex_t lock;
+    int inflight; /* uploads arriving + loaders running */
+    loader loaders[MAX_INFLIGHT];
+} uploads;
+
+struct srv_upload {
+    srv *s;
+    const srv_scene_i *scene;
+    int fd;
+    long long bytes;
+    int probed;
+    char path[1024]; /* where it is written */
+    char name[128];  /* the user's name, cleaned: shown, and its extension kept */
+    char suffix[16]; /* the extension the reader goes by ("" when unknown) */
+};
+
+/* ------------------------------------------------------------- names */
+
+/* The extensions a volume reader goes by; another name is kept without one, so the reader
+ * says what it reads. */
+static const char *known_suffix(const char *name)
+{
+    static const char *const k[] = {".nii.gz", ".nii", ".zip", ".dcm"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        size_t m = strlen(k[i]);
+        if (n > m && !strcasecmp(name + n - m, k[i]))
+            return k[i];
+    }
+    return "";
+}
+
+/* The user's name made safe to show and to build a file name from: letters, digits and
+ * ._- kept, anything else '_', no leading dot, at most out_sz - 1 bytes. */
+static void clean_name(const char *in, char *out, size_t out_sz)
+{
+    size_t k = 0;
+    for (const char *c = in ? in : ""; *c && k + 1 < out_sz; c++) {
+        unsigned char ch = (unsigned char)*c;
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 strchr("._-", ch);
+        out[k] = ok && !(k == 0 && ch == '.') ? (char)ch : '_';
+        k++;
+    }
+    out[k] = 0;
+    if (!k)
+        snprintf(out, out_sz, "upload");
+}
+
+/* A --volume-dir name the lobby may ask for: a plain name there, no dot first (no "..", no
+ * hidden files), no '/', and a regular file or a folder, not a link. */
+static int plain_entry(const char *dir, const char *name, struct stat *st)
+{
+    if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) > 200)
+        return 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, st) == 0 && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode));
+}
+
+/* Every mention of path in err becomes name: the client never sees our file names. */
+static void hide_path(char *err, size_t err_sz, const char *path, const char *name)
+{
+    size_t pl = strlen(path), nl = strlen(name);
+    char *at;
+    while (pl && (at = strstr(err, path)) != NULL) {
+        size_t tail = strlen(at + pl);
+        if ((size_t)(at - err) + nl + tail + 1 > err_sz)
+            break;
+        memmove(at + nl, at + pl, tail + 1);
+        memcpy(at, name, nl);
+    }
+}
+
+/* ------------------------------------------------------------ loaders */
+
+static void loader_stage(void *ctx, const char *stage)
+{
+    loader *l = ctx;
+    /* Read: an upload's file is not needed any more. */
+    if (l->temp && strcmp(stage, "reading") != 0 && l->path[0]) {
+        unlink(l->path);
+        l->path[0] = 0;
+    }
+    srv_session_stage(l->ss, stage);
+}
+
+static void *loader_main(void *arg)
+{
+    loader *l = arg;
+    char err[512] = "";
+    void *scene = NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", l->path);
+    srv_session_stage(l->ss, "reading");
+    int status = l->scene->create_file(l->s->backend, path, l->name, loader_stage, l, &scene, err,
+                                       sizeof err);
+    if (l->temp && l->path[0])
+        unlink(l->path);
+    if (status != 201) {
+        hide_path(err, sizeof err, path, l->name);
+        if (scene)
+            l->scene->destroy(scene);
+        scene = NULL;
+    }
+    fprintf(stderr, "softcast-server: session %s: %s %s%s\n", l->ss->id, l->name,
+            scene ? "loaded" : "failed: ", scene ? "" : err);
+    srv_session_loaded(l->s, l->ss, scene, err);
+    uploads *g = l->s->uploads;
+    pthread_mutex_lock(&g->lock);
+    l->done = 1;
+    g->inflight--;
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+/* Join the loaders that finished (g->lock held). */
+static void join_done(uploads *g)
+{
+    for (int i = 0; i < MAX_INFLIGHT; i++)
+        if (g->loaders[i].used && g->loaders[i].done) {
+            pthread_join(g->loaders[i].thread, NULL);
+            memset(&g->loaders[i], 0, sizeof g->loaders[i]);
+        }
+}
+
+/* Take a place among the in-flight (an upload arriving, then its load). 0, or -1: busy. */
+static int take_place(uploads *g)
+{
+    pthread_mutex_lock(&g->lock);
+    join_done(g);
+    int ok = g->inflight < MAX_INFLIGHT;
+    g->inflight += ok;
+    pthread_mutex_unlock(&g->lock);
+    return ok ? 0 : -1;
+}
+
+static void give_place(uploads *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->inflight--;
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* A loading session on the file, its loader started (the caller's in-flight place passes
+ * to the loader). NULL with *status and err when it cannot be had (the place is given back,
+ * a temp file removed). */
+static srv_session *start_load(srv *s, const srv_scene_i *scene, const char *path, const char *name,
+                               int temp, int *status, char *err, size_t err_sz)
+{
+    uploads *g = s->uploads;
+    srv_session *ss = srv_session_create_loading(s, scene, err, err_sz, status);
+    pthread_mutex_lock(&g->lock);
+    loader *l = NULL;
+    for (int i = 0; ss && i < MAX_INFLIGHT && !l; i++)
+        if (!g->loaders[i].used)
+            l = &g->loaders[i];
+    if (l) {
+        *l = (loader){.s = s, .ss = ss, .scene = scene, .used = 1, .temp = temp};
+        snprintf(l->path, sizeof l->path, "%s", path);
+        snprintf(l->name, sizeof l->name, "%s", name);
+        if (pthread_create(&l->thread, NULL, loader_main, l) != 0)
+            l->used = 0, l = NULL;
+    }
+    if (!l)
+        g->inflight--;
+    pthread_mutex_unlock(&g->lock);
+    if (l)
+        return ss;
+    if (ss) { /* no thread: the session fails at once, with why */
+        snprintf(err, err_sz, "cannot start a loader thread");
+        srv_session_loaded(s, ss, NULL, err);
+        *status = 503;
+    }
+    if (temp)
+        unlink(path);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- uploads */
+
+/* The scene that takes users' files (the first that does). */
+static const srv_scene_i *file_scene(void)
+{
+    int n;
+    const srv_scene_i *const *sc = srv_scenes(&n);
+    for (int k = 0; k < n; k++)
+        if (sc[k]->create_file && sc[k]->check_file)
+            return sc[k];
+    return NULL;
+}
+
+srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
+                             const char *content_length, int *status, char *err, size_t err_sz)
+{
+    size_t tl = strcspn(content_type ? content_type : "", ";");
+    if (!content_type || tl != 24 || strncasecmp(content_type, "application/octet-stream", 24)) {
+        *status = 415;
+        snprintf(err, err_sz,
+                 "send the file itself as the body, Content-Type: "
+                 "application/octet-stream (got %s)",
+                 content_type ? content_type : "none");
+        return NULL;
+    }
+    long long len = content_length ? strtoll(content_length, NULL, 10) : -1;
+    if (len > s->cfg.upload_limit) {
+        *status = 413;
+        snprintf(err, err_sz, "%lld bytes: uploads are limited to %lld bytes (--upload-limit)", len,
+                 s->cfg.upload_limit);
+        return NULL;
+    }
+    const srv_scene_i *scene = file_scene();
+    if (!scene) {
+        *status = 404;
+        snprintf(err, err_sz, "no scene here takes a volume");
+        return NULL;
+    }
+    pthread_mutex_lock(&s->lock);
+    int full = s->nsessions >= s->cfg.max_sessions;
+    pthread_mutex_unlock(&s->lock);
+    if (full) {
+        *status = 429;
+        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+        return NULL;
+    }
+    if (take_place(s->uploads) != 0) {
+        *status = 503;
+        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
+        return NULL;
+    }
+    srv_upload *u = calloc(1, sizeof *u);
+    if (!u) {
+        give_place(s->uploads);
+        *status = 500;
+        snprintf(err, err_sz, "out of memory");
+        return NULL;
+    }
+    u->s = s;
+    u->scene = scene;
+    clean_name(name, u->name, sizeof u->name);
+    snprintf(u->suffix, sizeof u->suffix, "%s", known_suffix(u->name));
+    const char *dir = s->cfg.volume_dir[0] ? s->cfg.volume_dir : ((uploads *)s->uploads)->tmpdir;
+    snprintf(u->path, sizeof u->path, "%s/.upload-XXXXXX%s", dir, u->suffix);
+    u->fd = mkostemps(u->path, (int)strlen(u->suffix), O_CLOEXEC);
+    if (u->fd < 0) {
+        *status = 500;
+        snprintf(err, err_sz, "cannot make a file for the upload: %s", strerror(errno));
+        u->path[0] = 0;
+        srv_upload_abort(u);
+        return NULL;
+    }
+    return u;
+}
+
+/* Check the file by its first bytes, or whole; 0, or the status with err. */
+static int check(srv_upload *u, int partial, char *err, size_t err_sz)
+{
+    int st = u->scene->check_file(u->path, partial, err, err_sz);
+    if (st)
+        hide_path(err, err_sz, u->path, u->name);
+    return st;
+}
+
+int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_t err_sz)
+{
+    if (u->bytes + (long long)n > u->s->cfg.upload_limit) {
+        snprintf(err, err_sz,
+                 "more than %lld bytes: uploads are limited to %lld bytes "
+                 "(--upload-limit)",
+                 u->s->cfg.upload_limit, u->s->cfg.upload_limit);
+        return 413;
+    }
+    for (const char *p = data; n > 0;) {
+        ssize_t w = write(u->fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            snprintf(err, err_sz, "cannot store the upload: %s", strerror(errno));
+            return 507;
+        }
+        p += w;
+        n -= (size_t)w;
+        u->bytes += w;
+    }
+    if (!u->probed && u->bytes >= PROBE_BYTES) {
+        u->probed = 1;
+        return check(u, 1, err, err_sz);
+    }
+    return 0;
+}
+
+srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err_sz)
+{
+    srv *s = u->s;
+    close(u->fd);
+    u->fd = -1;
+    *status = u->bytes == 0 ? 400 : check(u, 0, err, err_sz);
+    if (u->bytes == 0)
+        snprintf(err, err_sz, "the body is empty: send the file itself");
+    if (*status) {
+        srv_upload_abort(u);
+        return NULL;
+    }
+    int temp = !s->cfg.volume_dir[0];
+    char path[1024];
+    snprintf(path, sizeof path, "%s", u->path);
+    if (!temp) { /* kept: a name of its own beside the others, never one it replaces */
+        char base[128], rnd[9];
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(u->name) - strlen(u->suffix)), u->name);
+        srv_random_hex(rnd, 3);
+        snprintf(path, sizeof path, "%s/%.80s-%s%s", s->cfg.volume_dir, base, rnd, u->suffix);
+        if (link(u->path, path) != 0) {
+            *status = 500;
+            snprintf(err, err_sz, "cannot keep the upload in --volume-dir: %s", strerror(errno));
+            srv_upload_abort(u);
+            return NULL;
+        }
+        unlink(u->path);
+    }
+    fprintf(stderr, "softcast-server: upload %s: %lld bytes%s%s\n", u->name, u->bytes,
+            temp ? "" : ", kept as ", temp ? "" : strrchr(path, '/') + 1);
+    srv_session *ss = start_load(s, u->scene, path, u->name, temp, status, err, err_sz);
+    free(u); /* its place in flight is the loader's now, or given back */
+    return ss;
+}
+
+void srv_upload_abort(srv_upload *u)
+{
+    if (!u)
+        return;
+    if (u->fd >= 0)
+        close(u->fd);
+    if (u->path[0])
+        unlink(u->path);
+    give_place(u->s->uploads);
+    free(u);
+}
+
+/* ------------------------------------------------------- --volume-dir */
+
+static const char *format_of(const char *name, int is_dir)
+{
+    const char *suf = known_suffix(name);
+    if (is_dir)
+        return "folder";
+    return !strcmp(suf, ".nii") || !strcmp(suf, ".nii.gz") ? "nifti"
+           : !strcmp(suf, ".zip")                          ? "zip"
+           : !strcmp(suf, ".dcm")                          ? "dicom"
+                                                           : NULL;
+}
+
+cJSON *srv_volumes_list(srv *s)
+{
+    cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "volumes");
+    cJSON_AddNumberToObject(j, "upload_limit", (double)s->cfg.upload_limit);
+    cJSON_AddBoolToObject(j, "kept", s->cfg.volume_dir[0] != 0);
+    const srv_scene_i *scene = file_scene();
+    if (scene) /* the scene POST /api/sessions {scene, volume} starts */
+        cJSON_AddStringToObject(j, "scene", scene->name);
+    DIR *d = s->cfg.volume_dir[0] ? opendir(s->cfg.volume_dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if (!plain_entry(s->cfg.volume_dir, e->d_name, &st))
+            continue;
+        const char *fmt = format_of(e->d_name, S_ISDIR(st.st_mode));
+        if (!fmt)
+            continue;
+        cJSON *v = cJSON_CreateObject();
+        cJSON_AddStringToObject(v, "name", e->d_name);
+        cJSON_AddNumberToObject(v, "size", S_ISDIR(st.st_mode) ? 0 : (double)st.st_size);
+        cJSON_AddStringToObject(v, "format", fmt);
+        cJSON_AddItemToArray(arr, v);
+    }
+    if (d)
+        closedir(d);
+    return j;
+}
+
+srv_session *srv_volume_session(srv *s, const char *name, int *status, char *err, size_t err_sz)
+{
+    struct stat st;
+    const srv_scene_i *scene = file_scene();
+    *status = 400;
+    if (!s->cfg.volume_dir[0]) {
+        *status = 404;
+        snprintf(err, err_sz, "this server keeps no volumes (no --volume-dir)");
+        return NULL;
+    }
+    if (!scene || !plain_entry(s->cfg.volume_dir, name, &st) ||
+        !format_of(name, S_ISDIR(st.st_mode))) {
+        *status = !scene || (name[0] && name[0] != '.' && !strchr(name, '/')) ? 404 : 400;
+        snprintf(err, err_sz,
+                 "\"%.200s\" is not a volume in this server's --volume-dir (give "
+                 "a name GET /api/volumes lists)",
+                 name);
+        return NULL;
+    }
+    if (take_place(s->uploads) != 0) {
+        *status = 503;
+        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
+        return NULL;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", s->cfg.volume_dir, name);
+    return start_load(s, scene, path, name, 0, status, err, err_sz);
+}
+
+/* ------------------------------------------------------------ start, stop */
+
+int srv_uploads_init(srv *s, char *err, size_t err_sz)
+{
+    uploads *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, err_sz, "out of memory");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g->tmpdir, sizeof g->tmpdir, "%s/softcast-uploads-XXXXXX",
+             tmp && tmp[0] && strlen(tmp) < 400 ? tmp : "/tmp");
+    if (!mkdtemp(g->tmpdir)) { /* mode 0700: nobody else reads what users send */
+        snprintf(err, err_sz, "cannot make a private directory for uploads in %s: %s",
+                 tmp && tmp[0] ? tmp : "/tmp", strerror(errno));
+        free(g);
+        return -1;
+    }
+    if (s->cfg.volume_dir[0]) {
+        struct stat st;
+        if (stat(s->cfg.volume_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            access(s->cfg.volume_dir, W_OK | X_OK) != 0) {
+            snprintf(err, err_sz, "--volume-dir %s: not a directory this server can write to",
+                     s->cfg.volume_dir);
+            rmdir(g->tmpdir);
+            free(g);
+            return -1;
+        }
+    }
+    pthread_mutex_init(&g->lock, NULL);
+    s->uploads = g;
+    return 0;
+}
+
+const char *srv_uploads_dir(srv *s)
+{
+    return s->uploads ? ((uploads *)s->uploads)->tmpdir : "";
+}
+
+/* After HTTP has stopped (no upload arrives): wait for the loaders, remove our directory. */
+void srv_uploads_fini(srv *s)
+{
+    uploads *g = s->uploads;
+    if (!g)
+        return;
+    for (int i = 0; i < MAX_INFLIGHT; i++)
+        if (g->loaders[i].used)
+            pthread_join(g->loaders[i].thread, NULL);
+    rmdir(g->tmpdir);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+    s->uploads = NULL;
+}

@@ -1,0 +1,272 @@
+// Volumes from users through the real HTTP API (server/upload.c): a NIfTI uploaded as the
+// body of POST /api/volumes becomes a session that is "loading" at once and "ready" after,
+// with the dataset told as it is and the file gone; every bad upload is refused with its
+// reason and leaves nothing behind (the server's private upload directory is looked into);
+// --volume-dir lists what it keeps and starts sessions on it, by plain names only.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { startServer, api, writeNifti1, withTimeout, Client } from './harness.mjs';
+
+const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
+
+// A body (a cylinder of 40 HU with a bone core of 700) in air, int16, RAS sform.
+function ctBytes([nx, ny, nz], spacing) {
+  const dir = tmp('softcast-ct-'), file = path.join(dir, 'ct.nii');
+  writeNifti1(file, {
+    dims: [nx, ny, nz], spacing, type: 'int16', sform: true,
+    voxel: (x, y) => {
+      const r = Math.hypot(x - nx / 2, y - ny / 2);
+      return r < nx / 10 ? 700 : r < nx / 3 ? 40 : -1000;
+    },
+  });
+  const b = fs.readFileSync(file);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return b;
+}
+
+async function upload(base, name, body, type = 'application/octet-stream') {
+  const r = await fetch(`${base}/api/volumes?name=${encodeURIComponent(name)}`, {
+    method: 'POST', headers: { 'content-type': type }, body,
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, json, text };
+}
+
+// Poll the session until it leaves "loading"; the stages seen on the way.
+async function settle(base, id, ms = 60000) {
+  const stages = [];
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const r = await api(base, 'GET', `/api/sessions/${id}`);
+    assert.equal(r.status, 200, r.text);
+    if (r.json.state !== 'loading') return { ...r.json, stages };
+    if (stages.at(-1) !== r.json.stage) stages.push(r.json.stage);
+    if (Date.now() > deadline) throw new Error(`still loading: ${r.text}`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
+const leftIn = (dir) => fs.readdirSync(dir);
+
+// A raw request whose body we send by hand: resolves on the response (status, JSON) even
+// while the body is unsent.
+function rawUpload(base, name, headers) {
+  const u = new URL(base);
+  const req = http.request({
+    host: u.hostname, port: u.port, method: 'POST',
+    path: `/api/volumes?name=${encodeURIComponent(name)}`,
+    headers: { 'content-type': 'application/octet-stream', ...headers },
+  });
+  req.on('error', () => {}); // the server may close the socket once it answered
+  const response = new Promise((resolve) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+    });
+  });
+  return { req, response };
+}
+
+test('upload: a NIfTI becomes a session, loading then ready, told as it is, its file removed once read', async () => {
+  const srv = await startServer([]);
+  try {
+    const dir = srv.info.upload_dir;
+    assert.ok(dir && fs.statSync(dir).isDirectory(), `upload dir ${dir}`);
+    assert.equal(fs.statSync(dir).mode & 0o077, 0, 'the upload directory is private');
+    const body = ctBytes([96, 96, 40], [0.9, 0.9, 2.5]);
+    const r = await upload(srv.base, 'abdomen ct.nii', body);
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.state, 'loading');
+    assert.ok(r.json.control_token && r.json.view_token && r.json.control_url);
+    assert.equal(r.json.dims, undefined, 'nothing about the volume before it is read');
+    const s = await settle(srv.base, r.json.id);
+    assert.equal(s.state, 'ready', JSON.stringify(s));
+    assert.ok(s.stages.every((x) => ['queued', 'reading', 'fitting', 'body', 'surfaces'].includes(x)), s.stages.join());
+    // 96 x 96 x 40 fits; the body runs the whole length, so 8 elements of air at each z end.
+    assert.deepEqual(s.dims, [96, 96, 56]);
+    assert.deepEqual(s.spacing.map((x) => Math.round(x * 100) / 100), [0.9, 0.9, 2.5]);
+    assert.equal(s.dataset.name, 'abdomen_ct.nii');
+    assert.equal(s.dataset.format, 'nifti');
+    assert.deepEqual(s.dataset.stored_dims, [96, 96, 40]);
+    assert.equal(s.dataset.fit_factor, 1);
+    assert.deepEqual(s.dataset.hu_range, [-1000, 700]);
+    assert.deepEqual(leftIn(dir), [], 'the uploaded file is removed once read');
+    // The lobby's list says the same, and the session drives like any other.
+    const list = await api(srv.base, 'GET', '/api/sessions');
+    const mine = list.json.sessions.find((x) => x.id === r.json.id);
+    assert.equal(mine.state, 'ready');
+    assert.equal(mine.dataset.name, 'abdomen_ct.nii');
+    const c = await new Client(`${r.json.ws_url}&token=${r.json.control_token}`).open();
+    await c.until(() => c.frames.length > 0, 20000, 'a frame');
+    assert.equal(c.texts.find((t) => t.type === 'state')?.dataset?.name, 'abdomen_ct.nii');
+    c.ws.close();
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
+
+test('upload: every bad upload is refused with its reason, and nothing is left behind', async () => {
+  const srv = await startServer(['--upload-limit', '2000000']);
+  try {
+    const dir = srv.info.upload_dir;
+    const good = ctBytes([64, 64, 32], [1, 1, 2]);
+    // Truncated: the header needs more bytes than came.
+    let r = await upload(srv.base, 'cut.nii', good.subarray(0, 352 + 5000));
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.detail, /^cut\.nii: truncated: the header needs 262496 bytes/);
+    // Not a volume: random bytes called .nii, and a text file.
+    const noise = Buffer.alloc(4000);
+    for (let i = 0; i < noise.length; i++) noise[i] = (i * 7919 + 13) & 255;
+    r = await upload(srv.base, 'noise.nii', noise);
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.detail, /noise\.nii: not a NIfTI-1 file/);
+    r = await upload(srv.base, 'notes.txt', Buffer.from('patient notes, not a scan\n'));
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.detail, /notes\.txt: not a volume this server reads/);
+    // A zip bomb: one entry of 22 bytes that says it holds 4 GiB.
+    r = await upload(srv.base, 'bomb.zip', zipBomb());
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.detail, /bomb\.zip: .*(not a volume|too large|declares|bomb)/);
+    // Wrong content type (a form post from another page, say).
+    r = await upload(srv.base, 'ct.nii', good, 'application/x-www-form-urlencoded');
+    assert.equal(r.status, 415, r.text);
+    assert.match(r.json.detail, /application\/octet-stream/);
+    // Empty.
+    r = await upload(srv.base, 'empty.nii', Buffer.alloc(0));
+    assert.equal(r.status, 400, r.text);
+    // Too large by its length: 413 before any of the body is sent.
+    let raw = rawUpload(srv.base, 'big.nii', { 'content-length': '50000000' });
+    raw.req.flushHeaders();
+    let res = await withTimeout(raw.response, 10000, '413 before the body');
+    assert.equal(res.status, 413);
+    assert.match(res.json.detail, /uploads are limited to 2000000 bytes/);
+    raw.req.destroy();
+    // Too large without a length (chunked): cut off once past the limit (MHD 0.9.75 can
+    // answer nothing in the middle of a body, and nothing bounds this one).
+    raw = rawUpload(srv.base, 'big.nii', { 'transfer-encoding': 'chunked' });
+    const chunk = Buffer.concat([good.subarray(0, 352), Buffer.alloc(65536 - 352)]);
+    let sent = 0, closed = false;
+    raw.req.on('error', () => { closed = true; });
+    raw.req.on('close', () => { closed = true; });
+    while (!closed && sent < 8000000) {
+      raw.req.write(chunk);
+      sent += chunk.length;
+      await new Promise((res2) => setTimeout(res2, 2));
+    }
+    assert.ok(closed && sent < 8000000, `cut off after ${sent} bytes`);
+    assert.match(srv.stderr(), /upload refused \(413\): more than 2000000 bytes/);
+    raw.req.destroy();
+    // Refused from its first bytes: a header that declares 5000 x 100 x 100 (over 4096 a
+    // side) is refused, its file removed, before the rest of the body is sent; the rest is
+    // read and dropped, and the reason comes at its end.
+    const bad = Buffer.from(good.subarray(0, 352));
+    bad.writeInt16LE(5000, 42); bad.writeInt16LE(100, 44); bad.writeInt16LE(100, 46);
+    raw = rawUpload(srv.base, 'huge.nii', { 'content-length': String(1500000) });
+    raw.req.write(Buffer.concat([bad, Buffer.alloc(100000 - 352)]));
+    const deadline = Date.now() + 10000;
+    while (!/upload refused \(\d+\): huge\.nii/.test(srv.stderr()) && Date.now() < deadline)
+      await new Promise((res2) => setTimeout(res2, 10));
+    assert.match(srv.stderr(), /upload refused \(413\): huge\.nii: .*5000/);
+    assert.deepEqual(leftIn(dir), [], 'refused from the header: its file is gone at once');
+    raw.req.end(Buffer.alloc(1500000 - 100000));
+    res = await withTimeout(raw.response, 10000, 'the reason');
+    assert.equal(res.status, 413);
+    assert.match(res.json.detail, /huge\.nii: .*5000/);
+    // A .nii.gz cut short passes its header check; its load fails with the reader's words.
+    const gz = zlib.gzipSync(good);
+    r = await upload(srv.base, 'cut.nii.gz', gz.subarray(0, gz.length >> 1));
+    assert.equal(r.status, 202, r.text);
+    const s = await settle(srv.base, r.json.id);
+    assert.equal(s.state, 'failed');
+    assert.match(s.error, /^cut\.nii\.gz: truncated or corrupt/);
+    assert.ok(!s.error.includes(dir), 'our file names stay ours');
+    // Nobody joins a session without its scene.
+    const c = await new Client(`${r.json.ws_url}&token=${r.json.control_token}`).open();
+    await c.until(() => c.texts.some((t) => t.type === 'error'), 10000, 'a refusal');
+    assert.equal(c.texts[0].error, 'refused');
+    assert.match(c.texts[0].detail, /the session's volume could not be loaded/);
+    c.ws.close();
+    // Nothing left: no file, no session but the failed one.
+    await new Promise((res2) => setTimeout(res2, 200));
+    assert.deepEqual(leftIn(dir), []);
+    const list = await api(srv.base, 'GET', '/api/sessions');
+    assert.deepEqual(list.json.sessions.map((x) => x.state), ['failed']);
+    assert.equal((await api(srv.base, 'GET', '/api/health')).status, 200);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
+
+// A zip of one entry whose headers declare 4 GiB uncompressed (deflate, 22 bytes of data).
+function zipBomb() {
+  const data = zlib.deflateRawSync(Buffer.alloc(1 << 16));
+  const name = Buffer.from('slice0001.dcm');
+  const local = Buffer.alloc(30);
+  local.writeUInt32LE(0x04034b50, 0); local.writeUInt16LE(20, 4); local.writeUInt16LE(8, 8);
+  local.writeUInt32LE(0, 14); local.writeUInt32LE(data.length, 18); local.writeUInt32LE(0xffffffff, 22);
+  local.writeUInt16LE(name.length, 26);
+  const central = Buffer.alloc(46);
+  central.writeUInt32LE(0x02014b50, 0); central.writeUInt16LE(20, 4); central.writeUInt16LE(20, 6);
+  central.writeUInt16LE(8, 10); central.writeUInt32LE(data.length, 20); central.writeUInt32LE(0xffffffff, 24);
+  central.writeUInt16LE(name.length, 28);
+  const end = Buffer.alloc(22);
+  const cdOff = 30 + name.length + data.length;
+  end.writeUInt32LE(0x06054b50, 0); end.writeUInt16LE(1, 8); end.writeUInt16LE(1, 10);
+  end.writeUInt32LE(46 + name.length, 12); end.writeUInt32LE(cdOff, 16);
+  return Buffer.concat([local, name, data, central, name, end]);
+}
+
+test('upload: --volume-dir keeps uploads under safe names, lists its volumes, and starts sessions on plain names only', async () => {
+  const vdir = tmp('softcast-vols-'), outside = tmp('softcast-outside-');
+  fs.writeFileSync(path.join(vdir, 'chest.nii'), ctBytes([48, 48, 24], [1, 1, 2]));
+  fs.writeFileSync(path.join(vdir, '.hidden.nii'), ctBytes([16, 16, 8], [1, 1, 1]));
+  fs.writeFileSync(path.join(vdir, 'readme.txt'), 'not a volume');
+  fs.writeFileSync(path.join(outside, 'secret.nii'), ctBytes([16, 16, 8], [1, 1, 1]));
+  fs.symlinkSync(path.join(outside, 'secret.nii'), path.join(vdir, 'link.nii'));
+  const srv = await startServer(['--volume-dir', vdir]);
+  try {
+    let v = await api(srv.base, 'GET', '/api/volumes');
+    assert.equal(v.status, 200, v.text);
+    assert.equal(v.json.kept, true);
+    assert.deepEqual(v.json.volumes, [{ name: 'chest.nii', size: fs.statSync(path.join(vdir, 'chest.nii')).size, format: 'nifti' }]);
+    // A session on a kept volume: loading, then ready; the file stays.
+    const r = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', volume: 'chest.nii' });
+    assert.equal(r.status, 202, r.text);
+    assert.equal(r.json.state, 'loading');
+    const s = await settle(srv.base, r.json.id);
+    assert.equal(s.state, 'ready', JSON.stringify(s));
+    assert.equal(s.dataset.name, 'chest.nii');
+    assert.deepEqual(s.dataset.stored_dims, [48, 48, 24]);
+    assert.ok(fs.existsSync(path.join(vdir, 'chest.nii')));
+    // Names that are not plain names there are refused, and nothing is read.
+    for (const [name, status] of [['../' + path.basename(outside) + '/secret.nii', 400],
+      ['link.nii', 404], ['.hidden.nii', 400], ['readme.txt', 404], ['none.nii', 404], ['', 400]]) {
+      const x = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', volume: name });
+      assert.equal(x.status, status, `${name}: ${x.text}`);
+    }
+    const x = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', volume: 'chest.nii', dims: [8, 8, 8] });
+    assert.equal(x.status, 400, x.text);
+    // An upload is kept under a name of its own, and listed; the lobby's name is cleaned.
+    const u = await upload(srv.base, '../../evil name.nii', ctBytes([32, 32, 16], [1, 1, 2]));
+    assert.equal(u.status, 202, u.text);
+    assert.equal((await settle(srv.base, u.json.id)).state, 'ready');
+    v = await api(srv.base, 'GET', '/api/volumes');
+    const kept = v.json.volumes.map((e) => e.name).filter((n) => n !== 'chest.nii');
+    assert.equal(kept.length, 1, JSON.stringify(v.json));
+    assert.match(kept[0], /^_.*evil_name-[0-9a-f]{6}\.nii$/);
+    assert.deepEqual(fs.readdirSync(vdir).filter((n) => n.startsWith('.upload')), []);
+    assert.deepEqual(leftIn(outside), ['secret.nii']);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+    fs.rmSync(vdir, { recursive: true, force: true });
+    fs.rmSync(outside, { recursive: true, force: true });
+  }
+});
