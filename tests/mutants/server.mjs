@@ -262,8 +262,8 @@ export default [
   {
     name: 'volume: a --volume over the budget refused instead of fitted',
     file: 'server/scene_volume.c',
-    find: 'if (st == SIM_OK && g_vol.path[0] && fit > 0) {',
-    replace: 'if (st == SIM_OK && g_vol.path[0] && fit < 0) {',
+    find: '    lo.fit_elements = (size_t)fit;\n',
+    replace: '    lo.fit_elements = 0;\n',
     build: server,
     test: node('volume_fit'),
     caught_by: 'volume: a CT over the element budget is block-averaged to fit, ...',
