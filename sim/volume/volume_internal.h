@@ -158,6 +158,14 @@ void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volu
 /* Tissue class of a HU value under the thresholds. */
 int vol_classify(const sim_volume_params *p, float hu);
 
+/* Loaders (volume_orient.c): turn v, as stored, to the RAS lattice. dir[3w+a] is the RAS
+ * component w (x right, y anterior, z superior) of stored axis a's direction, any length
+ * (NIfTI's affine as it is; DICOM's LPS with x and y negated). Each axis goes to its nearest
+ * patient axis, voxels permuted and flipped exactly; sets v->orientation (where the stored
+ * axes pointed, "LPS") and v->oblique_deg. `what` names the source in messages. */
+sim_status vol_to_ras(sim_volume *v, const double dir[9], const char *what, char *err,
+                      size_t err_sz);
+
 #ifdef __cplusplus
 }
 #endif
