@@ -166,6 +166,20 @@ int vol_classify(const sim_volume_params *p, float hu);
 sim_status vol_to_ras(sim_volume *v, const double dir[9], const char *what, char *err,
                       size_t err_sz);
 
+/* DICOM (dicom.cpp, built with GDCM): read a series of the folder dir, as
+ * sim_volume_load_dicom; pick_file (may be NULL): without series_uid, read this file's
+ * series. Turned to the RAS lattice; *out zeroed on failure. */
+sim_status vol_dicom_read(sim_volume *out, const char *dir, const char *series_uid,
+                          const char *pick_file, const sim_volume_limits *lim,
+                          sim_volume_info *info, char *err, size_t err_sz);
+/* .zip (volume_zip.c, built with libzip): unpack path into a new private folder (its name
+ * into dir), refusing traversal, links, encryption, more than max_bytes uncompressed (0: 4
+ * GiB) and zip bombs before anything is written; nothing is left behind on failure. */
+sim_status vol_unzip(const char *path, uint64_t max_bytes, char *dir, size_t dir_sz, int *nentries,
+                     char *err, size_t err_sz);
+/* Remove a file or a folder and all it holds (links removed, never followed); 0 on success. */
+int vol_remove_tree(const char *path);
+
 #ifdef __cplusplus
 }
 #endif
