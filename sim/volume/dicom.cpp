@@ -524,7 +524,7 @@ sim_status read_series(sim_volume *out, const char *dir, const char *series_uid,
     if (st != SIM_OK)
         return st;
     vd_series &se = all[pick];
-    double n[3], dz = 0.0;
+    double n[3] = {0.0, 0.0, 0.0}, dz = 0.0;
     st = check_slices(dir, se, n, e);
     if (st == SIM_OK)
         st = check_stack(dir, se, n, &dz, e);
