@@ -30,6 +30,14 @@ CFLAGS_BASE = $(CSTD) $(WARN) $(if $(OPENMP),,-Wno-unknown-pragmas) $(FPFLAGS) $
 NIFTI_H = $(wildcard /usr/include/nifti/nifti1_io.h)
 NIFTI_CFLAGS = $(if $(NIFTI_H),-DSIM_HAVE_NIFTI=1 -I/usr/include/nifti)
 NIFTI_LIBS = $(if $(NIFTI_H),-lniftiio -lznz -lz)
+# DICOM series (sim/volume/dicom.cpp, GDCM's C++ library) and .zip of them (libzip), when
+# Debian's libgdcm-dev and libzip-dev are installed; looked for at recipe time like NIfTI.
+# dicom.cpp is always compiled (empty without GDCM), so a C++ compiler is needed (g++, which
+# nvcc needs anyway); without the libraries the loaders say the build lacks DICOM support.
+DICOM_H = $(and $(wildcard /usr/include/gdcm-3.0/gdcmImageReader.h),$(wildcard /usr/include/zip.h))
+DICOM_CFLAGS = $(if $(DICOM_H),-DSIM_HAVE_DICOM=1)
+DICOM_CXXFLAGS = $(if $(DICOM_H),-DSIM_HAVE_DICOM=1 -isystem /usr/include/gdcm-3.0)
+DICOM_LIBS = $(if $(DICOM_H),-lgdcmMSFF -lgdcmDSED -lgdcmDICT -lgdcmIOD -lgdcmCommon -lzip -lstdc++)
 # meshoptimizer (a dependency install-deps.sh always installs: the protocol's codecs) also
 # decimates the soft-body surfaces. Not detected: a header looked for before make installs
 # it would leave a fresh machine's first build without it.
@@ -59,6 +67,7 @@ NVFLAGS = -std=c++17 -O2 --fmad=false -DSIM_HAVE_CUDA=1 -I. -Xcompiler -Wall,-We
 
 SIM_C    := $(wildcard sim/*/*.c)
 SIM_CU   := $(wildcard sim/*/*.cu)
+SIM_CPP  := $(wildcard sim/*/*.cpp)
 PROTO_C  := $(wildcard protocol/*.c)
 SERVER_C := $(wildcard server/*.c)
 # The server's parts that need no sockets (the scene adapters see only scene.h): the C tests
@@ -66,6 +75,7 @@ SERVER_C := $(wildcard server/*.c)
 SCENE_C  := server/scene.c $(wildcard server/scene_*.c) server/text.c server/inbox.c
 TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c \
               tests/server/*.c)
+TEST_CPP := $(wildcard tests/sim/*.cpp)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
 # The bench's peer for the cloth: Bullet's soft bodies, when installed (bench only).
@@ -76,7 +86,7 @@ ifneq ($(BULLET_H),)
   BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
 endif
 
-LIBS = $(NIFTI_LIBS) $(MESHOPT_LIBS) $(CUDA_LIBS) -lm
+LIBS = $(NIFTI_LIBS) $(DICOM_LIBS) $(MESHOPT_LIBS) $(CUDA_LIBS) -lm
 # The protocol (and later the server) need these; the sim and the bench do not.
 PROTO_LIBS = -lzstd -lmeshoptimizer -lcjson
 SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
@@ -84,12 +94,20 @@ SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
 # Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
 REL  = $(BUILD)/rel
 TST  = $(BUILD)/test
-REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(DICOM_CFLAGS) $(CUDA_CFLAGS)
 TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
-             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(DICOM_CFLAGS) $(CUDA_CFLAGS)
+# C++ (the DICOM reader, the tests' DICOM writer): the same warnings that C++ has.
+CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 -Werror $(FPFLAGS) \
+                -MMD -MP -I. $(DICOM_CXXFLAGS)
+REL_CXXFLAGS = $(CXXFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
+TST_CXXFLAGS = $(CXXFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
+               -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(CUDA_CFLAGS)
 
-REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
-TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
+REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(SIM_CPP:%.cpp=$(REL)/%.cpp.o) \
+            $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
+TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(SIM_CPP:%.cpp=$(TST)/%.cpp.o) \
+            $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
 .PHONY: all deps test-deps test mutants bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
 all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
@@ -148,7 +166,7 @@ $(BUILD)/softcast-server: $(SERVER_C:%.c=$(REL)/%.o) $(PROTO_C:%.c=$(REL)/%.o) $
 $(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
 
-$(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(SCENE_C:%.c=$(TST)/%.o) $(TST_SIM_O)
+$(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(TEST_CPP:%.cpp=$(TST)/%.cpp.o) $(PROTO_C:%.c=$(TST)/%.o) $(SCENE_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
 # libFuzzer on the frame decoders, the event parsers (the envelope, then every scene's) and
@@ -198,8 +216,8 @@ $(BUILD)/softcast-protogen: $(REL)/tests/protocol/gen_vectors.o $(PROTO_C:%.c=$(
 $(BUILD)/rel.flags $(BUILD)/test.flags: $(BUILD)/%.flags: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(FLAGS_$*)' | cmp -s - $@ 2>/dev/null || printf '%s\n' '$(FLAGS_$*)' >$@
-FLAGS_rel = $(CC) $(REL_CFLAGS) $(LIBS)
-FLAGS_test = $(CC) $(TST_CFLAGS) $(LIBS)
+FLAGS_rel = $(CC) $(REL_CFLAGS) $(CXX) $(REL_CXXFLAGS) $(LIBS)
+FLAGS_test = $(CC) $(TST_CFLAGS) $(CXX) $(TST_CXXFLAGS) $(LIBS)
 
 $(REL)/%.o: %.c $(BUILD)/rel.flags
 	@mkdir -p $(@D)
@@ -208,6 +226,14 @@ $(REL)/%.o: %.c $(BUILD)/rel.flags
 $(TST)/%.o: %.c $(BUILD)/test.flags
 	@mkdir -p $(@D)
 	$(CC) $(TST_CFLAGS) -c -o $@ $<
+
+$(REL)/sim/%.cpp.o: sim/%.cpp $(BUILD)/rel.flags
+	@mkdir -p $(@D)
+	$(CXX) $(REL_CXXFLAGS) -c -o $@ $<
+
+$(TST)/%.cpp.o: %.cpp $(BUILD)/test.flags
+	@mkdir -p $(@D)
+	$(CXX) $(TST_CXXFLAGS) -c -o $@ $<
 
 $(REL)/%.cu.o: %.cu
 	@mkdir -p $(@D)

@@ -6,11 +6,13 @@
 set -eu
 
 PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev clang-format"
+# sim/: DICOM series through GDCM (C++: g++, below) and .zip of them through libzip.
+PKGS="$PKGS libgdcm-dev libzip-dev"
 # protocol/: compression, the vertex codec, JSON.
 PKGS="$PKGS libzstd-dev libmeshoptimizer-dev libcjson-dev"
 # server/: HTTP and WebSocket.
 PKGS="$PKGS libmicrohttpd-dev libwebsockets-dev"
-# The bench: Bullet's soft bodies as the cloth's peer (C++).
+# The bench: Bullet's soft bodies as the cloth's peer (C++); g++ also builds the DICOM reader.
 PKGS="$PKGS g++ libbullet-dev"
 # The integration tests run under node; take Debian's unless one is already installed.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"

@@ -18,7 +18,8 @@
 /* Options, then the default volume shared by the sessions that ask for no dims. Written
  * by main before any other thread starts and after they all stopped; read-only between. */
 static struct {
-    char path[512];       /* --volume: NIfTI file of the default scene ("" = phantom) */
+    char path[512];       /* --volume: NIfTI file or DICOM series ("" = phantom) */
+    char series[65];      /* --series: DICOM SeriesInstanceUID ("" = the largest) */
     int dims[3];          /* --dims: phantom size of the default scene */
     int64_t max_elements; /* --max-elements: largest volume a session may create */
     int64_t fit_elements; /* --fit-elements: a --volume over this is block-averaged to fit
@@ -35,6 +36,14 @@ static int vol_option(const char *name, const char *val, char *err, size_t err_s
             return -1;
         }
         strcpy(g_vol.path, val);
+        return 1;
+    }
+    if (!strcmp(name, "series")) {
+        if (strlen(val) >= sizeof g_vol.series || strspn(val, "0123456789.") != strlen(val)) {
+            snprintf(err, err_sz, "--series %s: a DICOM UID (digits and dots, at most 64)", val);
+            return -1;
+        }
+        strcpy(g_vol.series, val);
         return 1;
     }
     if (!strcmp(name, "dims")) {
@@ -74,6 +83,12 @@ static int vol_option(const char *name, const char *val, char *err, size_t err_s
 static void vol_log_loaded(const char *path, const sim_volume *v, const sim_volume_info *in,
                            int64_t fit)
 {
+    if (!strcmp(in->format, "dicom"))
+        fprintf(stderr,
+                "softcast-server: volume %s: DICOM series %s (%s, %d slices; %d series found, "
+                "%d files skipped; from %s)\n",
+                path, in->series_uid, in->modality[0] ? in->modality : "no modality",
+                in->slice_count, in->series_count, in->skipped_files, in->source);
     fprintf(stderr, "softcast-server: volume %s: %s %dx%dx%d, %s%s%s\n", path, in->format,
             in->stored_dims[0], in->stored_dims[1], in->stored_dims[2],
             v->orientation[0] ? "stored " : "no orientation in the file: kept as stored",
@@ -152,6 +167,7 @@ static int vol_start(sim_backend *b, char *err, size_t err_sz)
     int64_t fit = vol_fit_budget();
     if (g_vol.path[0]) {
         sim_volume_load_opts lo = vol_load_opts();
+        lo.series_uid = g_vol.series; /* the operator's pick, for --volume alone */
         st = sim_volume_load_file(&v, g_vol.path, &lo, &g_vol.info, err, err_sz);
         if (st == SIM_OK)
             vol_log_loaded(g_vol.path, &v, &g_vol.info, fit);
@@ -640,7 +656,12 @@ static void vol_describe(const void *scene, cJSON *j)
 const srv_scene_i srv_scene_volume = {
     .name = "volume",
     .usage =
-        "  --volume FILE                 NIfTI volume for the default scene (default: phantom)\n"
+        "  --volume FILE|DIR|ZIP         the default scene's CT: NIfTI (.nii, .nii.gz), or a "
+        "DICOM\n"
+        "                                series (a folder, a .zip of one, or one of its files)\n"
+        "                                (default: phantom)\n"
+        "  --series UID                  the DICOM series to read from a folder of several\n"
+        "                                (default: the one with the most slices)\n"
         "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
         "  --max-elements N              largest volume a session may create (default 4194304)\n"
         "  --fit-elements N              a --volume over N elements is block-averaged to fit\n"

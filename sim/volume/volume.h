@@ -85,6 +85,11 @@ typedef struct sim_volume_load_opts {
     /// (the server shows a loading session's stage); NULL: none.
     void (*progress)(void *ctx, const char *stage);
     void *progress_ctx;
+    /// DICOM: the SeriesInstanceUID to read from a folder of several (NULL or "": the one
+    /// with the most slices; a single file given: its own series).
+    const char *series_uid;
+    /// .zip: most bytes its entries may hold uncompressed, all together (0: 4 GiB).
+    uint64_t zip_max_bytes;
 } sim_volume_load_opts;
 
 enum { SIM_LOAD_ALL = 0, SIM_LOAD_HEADER = 1, SIM_LOAD_HEADER_PARTIAL = 2 };
@@ -93,7 +98,7 @@ sim_volume_load_opts sim_default_volume_load_opts(void);
 
 /// What sim_volume_load_file found and did, for the user (no patient identifiers).
 typedef struct sim_volume_info {
-    char format[8];           ///< "nifti"
+    char format[8];           ///< "nifti" or "dicom"
     char name[128];           ///< the file's base name
     int stored_dims[3];       ///< as stored, before the fit and the margin
     int fit_factor;           ///< block-average factor (1: none)
@@ -101,13 +106,34 @@ typedef struct sim_volume_info {
     int64_t removed_elements; ///< tissue-valued elements outside the body made air
     float hu_min, hu_max;     ///< of the file's values
     char warning[256];        ///< "" or why the values look wrong (not refused)
+    /* DICOM (format "dicom"): what was read; nothing that identifies the patient. */
+    char series_uid[65]; ///< SeriesInstanceUID of the series read
+    char modality[17];   ///< its Modality ("CT")
+    int series_count;    ///< image series found in the folder
+    int slice_count;     ///< slices (files) of the series read
+    int skipped_files;   ///< files not read: not DICOM, no image, or another series
+    /// How the series was found: "a folder", "a .zip (N entries)", "the folder of FILE".
+    char source[160];
 } sim_volume_info;
 
-/// Load a user's volume by its kind (.nii, .nii.gz), turned to the RAS lattice, fitted to
-/// opts->fit_elements, the body kept (largest connected tissue), an air margin added where
-/// tissue touches the edge, and its HU range checked (info->warning). opts NULL: defaults.
+/// Load a user's volume by its kind (.nii, .nii.gz; a DICOM folder, a .zip of one, or one
+/// DICOM file, .dcm or the DICM magic, read as its folder's series), turned to the RAS
+/// lattice, fitted to opts->fit_elements, the body kept (largest connected tissue), an air
+/// margin added where tissue touches the edge, and its HU range checked (info->warning).
+/// opts NULL: defaults.
 sim_status sim_volume_load_file(sim_volume *out, const char *path, const sim_volume_load_opts *opts,
                                 sim_volume_info *info, char *err, size_t err_sz);
+/// Load a DICOM series from a folder (searched recursively, bounded) holding one series or
+/// several: series_uid picks one (NULL or "": the one with the most slices), slices sorted
+/// along their normal, rescale slope and intercept applied, spacing from PixelSpacing and the
+/// slice positions, turned to the RAS lattice from DICOM's LPS (out->orientation "LPS" for
+/// an axial series stored as usual). Refuses, by name: an empty folder, no DICOM, no image
+/// data, an unknown series (listing those found), mixed sizes, gantry tilt, duplicate and
+/// missing slices, uneven spacing. info (may be NULL) gets the series, its slice count and
+/// how many series there were (format "dicom"). Needs a build with GDCM (SIM_HAVE_DICOM).
+sim_status sim_volume_load_dicom(sim_volume *out, const char *path, const char *series_uid,
+                                 const sim_volume_limits *lim, sim_volume_info *info, char *err,
+                                 size_t err_sz);
 /// The steps after reading, on a volume already in memory (a raw file, a test's own):
 /// the HU check, the fit, the body, the margin, as sim_volume_load_file does them. info
 /// must be zeroed or filled by the reader; v is left valid (free it) on failure.

@@ -158,6 +158,30 @@ void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volu
 /* Tissue class of a HU value under the thresholds. */
 int vol_classify(const sim_volume_params *p, float hu);
 
+/* Loaders (volume_orient.c): turn v, as stored, to the RAS lattice. dir[3w+a] is the RAS
+ * component w (x right, y anterior, z superior) of stored axis a's direction, any length
+ * (NIfTI's affine as it is; DICOM's LPS with x and y negated). Each axis goes to its nearest
+ * patient axis, voxels permuted and flipped exactly; sets v->orientation (where the stored
+ * axes pointed, "LPS") and v->oblique_deg. `what` names the source in messages. */
+sim_status vol_to_ras(sim_volume *v, const double dir[9], const char *what, char *err,
+                      size_t err_sz);
+
+/* DICOM (dicom.cpp, built with GDCM): read a series of the folder dir, as
+ * sim_volume_load_dicom; pick_file (may be NULL): without series_uid, read this file's
+ * series. Turned to the RAS lattice; *out zeroed on failure. */
+sim_status vol_dicom_read(sim_volume *out, const char *dir, const char *series_uid,
+                          const char *pick_file, const sim_volume_limits *lim,
+                          sim_volume_info *info, char *err, size_t err_sz);
+/* .zip (volume_zip.c, built with libzip): unpack path into a new private folder (its name
+ * into dir), refusing traversal, links, encryption, more than max_bytes uncompressed (0: 4
+ * GiB) and zip bombs before anything is written; nothing is left behind on failure. */
+/* The same checks from the central directory, nothing unpacked (an upload, once whole). */
+sim_status vol_zip_check(const char *path, uint64_t max_bytes, char *err, size_t err_sz);
+sim_status vol_unzip(const char *path, uint64_t max_bytes, char *dir, size_t dir_sz, int *nentries,
+                     char *err, size_t err_sz);
+/* Remove a file or a folder and all it holds (links removed, never followed); 0 on success. */
+int vol_remove_tree(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,6 +53,7 @@
 #include <sys/stat.h>
 
 #include "../core/sc_base.h"
+#include "volume_internal.h"
 
 #if SIM_HAVE_NIFTI
 #include <nifti1_io.h>
@@ -760,69 +761,20 @@ static int nifti_affine(const nifti_1_header *h, mat44 *m)
     return 0;
 }
 
-/* Turn v (as stored) to the RAS lattice by h's affine; records where its axes pointed. */
+/* Turn v (as stored) to the RAS lattice by h's affine (vol_to_ras). */
 static sim_status nifti_to_ras(const char *path, const nifti_1_header *h, sim_volume *v, char *err,
                                size_t err_sz)
 {
     mat44 m;
     if (!nifti_affine(h, &m))
         return SIM_OK;
-    double worst = 0.0;
-    for (int a = 0; a < 3; a++) {
-        double len = 0.0, big = 0.0;
-        for (int w = 0; w < 3; w++) {
-            double c = (double)m.m[w][a];
-            len += c * c;
-            big = fmax(big, fabs(c));
-        }
-        if (!isfinite(len) || !(len > 0.0))
-            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                           "%s: the %s's axis %d is %s: no orientation can be read from it", path,
-                           h->sform_code > 0 ? "sform" : "qform", a,
-                           isfinite(len) ? "zero" : "not finite");
-        worst = fmax(worst, acos(fmin(1.0, big / sqrt(len))));
-    }
-    int code[3];
-    nifti_mat44_to_orientation(m, &code[0], &code[1], &code[2]);
-    /* Codes 1..6: L2R, R2L, P2A, A2P, I2S, S2I: the patient axis (code - 1) / 2, flipped
-     * when even (the axis runs toward L, P or I). */
-    static const char letter[7] = {'?', 'R', 'L', 'A', 'P', 'S', 'I'};
-    int src_axis[3] = {-1, -1, -1}, flip[3] = {0, 0, 0}, dims[3] = {v->nx, v->ny, v->nz};
-    for (int a = 0; a < 3; a++) {
-        if (code[a] < 1 || code[a] > 6 || src_axis[(code[a] - 1) / 2] >= 0)
-            return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                           "%s: the orientation of axis %d cannot be read from the %s", path, a,
-                           h->sform_code > 0 ? "sform" : "qform");
-        src_axis[(code[a] - 1) / 2] = a;
-        flip[(code[a] - 1) / 2] = code[a] % 2 == 0;
-        v->orientation[a] = letter[code[a]];
-    }
-    v->orientation[3] = 0;
-    v->oblique_deg = (float)(worst * 180.0 / 3.14159265358979323846);
-    int od[3];
-    float osp[3];
+    double dir[9];
     for (int w = 0; w < 3; w++)
-        od[w] = dims[src_axis[w]], osp[w] = v->spacing_mm[src_axis[w]];
-    size_t n = (size_t)od[0] * (size_t)od[1] * (size_t)od[2];
-    float *hu = (float *)sc_calloc(n, sizeof *hu);
-    if (!hu)
-        return sc_fail(err, err_sz, SIM_ERR_NOMEM, "%s: out of memory to reorient", path);
-    size_t stride[3] = {1, (size_t)dims[0], (size_t)dims[0] * (size_t)dims[1]};
-    for (int z = 0; z < od[2]; z++)
-        for (int y = 0; y < od[1]; y++)
-            for (int x = 0; x < od[0]; x++) {
-                int o[3] = {x, y, z};
-                size_t src = 0;
-                for (int w = 0; w < 3; w++)
-                    src += (size_t)(flip[w] ? od[w] - 1 - o[w] : o[w]) * stride[src_axis[w]];
-                hu[(size_t)x + (size_t)od[0] * ((size_t)y + (size_t)od[1] * (size_t)z)] =
-                    v->hu[src];
-            }
-    free(v->hu);
-    v->hu = hu;
-    v->nx = od[0], v->ny = od[1], v->nz = od[2];
-    memcpy(v->spacing_mm, osp, sizeof osp);
-    return SIM_OK;
+        for (int a = 0; a < 3; a++)
+            dir[3 * w + a] = (double)m.m[w][a];
+    char what[600];
+    snprintf(what, sizeof what, "%s: the %s", path, h->sform_code > 0 ? "sform" : "qform");
+    return vol_to_ras(v, dir, what, err, err_sz);
 }
 
 #endif /* SIM_HAVE_NIFTI */

@@ -1,5 +1,6 @@
-/* volume_load.c: a CT as a user brings it, made ready to simulate: read by its kind
- * (NIfTI today; the format is told from the path), fitted to the element budget, the body
+/* volume_load.c: a CT as a user brings it, made ready to simulate: read by its kind (a
+ * NIfTI file by its name; a DICOM series as a folder, a .zip of one, or one of its files by
+ * its name or the DICM magic), fitted to the element budget, the body
  * kept apart from the couch and the noise around it, an air margin added where tissue
  * touches the edge, and its HU range checked for the usual export mistakes. Each step says
  * what it did in sim_volume_info, so the server can tell the user. */
@@ -11,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "../core/sc_base.h"
-#include "volume.h"
+#include "volume_internal.h"
 
 sim_volume_load_opts sim_default_volume_load_opts(void)
 {
@@ -51,6 +52,81 @@ static void base_name(const char *path, char *out, size_t out_sz)
     out[k] = 0;
 }
 
+/* 1 when the file's first bytes at `at` are `magic`. */
+static int has_magic(const char *path, long at, const char *magic)
+{
+    char b[8] = {0};
+    size_t n = strlen(magic);
+    FILE *f = fopen(path, "rb");
+    int ok = f && fseek(f, at, SEEK_SET) == 0 && fread(b, 1, n, f) == n && !memcmp(b, magic, n);
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+sim_status sim_volume_load_dicom(sim_volume *out, const char *path, const char *series_uid,
+                                 const sim_volume_limits *lim, sim_volume_info *info, char *err,
+                                 size_t err_sz)
+{
+    if (!out || !path)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "dicom: out or path is NULL");
+    memset(out, 0, sizeof *out);
+#if !SIM_HAVE_DICOM
+    (void)series_uid, (void)lim, (void)info;
+    return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                   "%s: this build has no DICOM support (built without GDCM and libzip: install "
+                   "libgdcm-dev and libzip-dev, `make deps`, and rebuild), or convert the series "
+                   "to NIfTI (dcm2niix)",
+                   path);
+#else
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) {
+        if (info)
+            snprintf(info->source, sizeof info->source, "a folder");
+        return vol_dicom_read(out, path, series_uid, NULL, lim, info, err, err_sz);
+    }
+    /* One file: the series it belongs to, from the folder it sits in. */
+    char dir[4096], file[4096 + 256];
+    const char *slash = strrchr(path, '/');
+    size_t dn = slash ? (size_t)(slash - path) : 0;
+    if (dn >= sizeof dir)
+        return sc_fail(err, err_sz, SIM_ERR_ARG, "%s: path too long", path);
+    memcpy(dir, slash ? path : ".", slash ? dn : 1);
+    dir[slash ? (dn ? dn : 1) : 1] = 0; /* "/x.dcm" sits in "/" */
+    snprintf(file, sizeof file, "%s/%s", strcmp(dir, "/") ? dir : "", slash ? slash + 1 : path);
+    if (info)
+        snprintf(info->source, sizeof info->source, "the series of %s, read from its folder",
+                 slash ? slash + 1 : path);
+    return vol_dicom_read(out, dir, series_uid, file, lim, info, err, err_sz);
+#endif
+}
+
+#if SIM_HAVE_DICOM
+/* A .zip of a series: unpacked to a private folder, read, and the folder removed whatever
+ * happened. Messages name the zip, not the temporary folder. */
+static sim_status load_zip(sim_volume *v, const char *path, const sim_volume_load_opts *o,
+                           sim_volume_info *info, char *err, size_t err_sz)
+{
+    char dir[4096];
+    int nent = 0;
+    sim_status st = vol_unzip(path, o->zip_max_bytes, dir, sizeof dir, &nent, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    st = vol_dicom_read(v, dir, o->series_uid, NULL, &o->limits, info, err, err_sz);
+    size_t dl = strlen(dir);
+    if (st != SIM_OK && err && !strncmp(err, dir, dl)) {
+        char rest[1024];
+        snprintf(rest, sizeof rest, "%s", err + dl);
+        snprintf(err, err_sz, "%s%s", path, rest);
+    }
+    vol_remove_tree(dir);
+    snprintf(info->source, sizeof info->source, "a .zip of %d entries", nent);
+    return st;
+}
+#endif
+
 /* Read the file as its kind, as stored (the loaders turn it to the RAS lattice). */
 static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume_load_opts *o,
                                sim_volume_info *info, char *err, size_t err_sz)
@@ -58,6 +134,8 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
     struct stat sb;
     if (stat(path, &sb) != 0)
         return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode) && !o->header_only)
+        return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
     if (ends_with_ci(path, ".nii") || ends_with_ci(path, ".nii.gz")) {
         snprintf(info->format, sizeof info->format, "nifti");
         if (o->header_only)
@@ -66,8 +144,33 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
                                           info->stored_dims, err, err_sz);
         return sim_volume_load_nifti(v, path, &o->limits, err, err_sz);
     }
+    int zip = ends_with_ci(path, ".zip") || has_magic(path, 0, "PK\003\004");
+    if (o->header_only && (zip || S_ISDIR(sb.st_mode) || ends_with_ci(path, ".dcm") ||
+                           has_magic(path, 128, "DICM"))) {
+        /* A series is checked slice by slice by the load itself, which refuses it by name;
+         * a whole zip's directory is checked here (bombs, traversal, links), one still
+         * arriving waits: its directory is at its end. */
+        snprintf(info->format, sizeof info->format, "dicom");
+#if SIM_HAVE_DICOM
+        if (zip && o->header_only == SIM_LOAD_HEADER)
+            return vol_zip_check(path, o->zip_max_bytes, err, err_sz);
+#endif
+        return SIM_OK;
+    }
+    if (zip) {
+#if SIM_HAVE_DICOM
+        return load_zip(v, path, o, info, err, err_sz);
+#else
+        return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
+#endif
+    }
+    if (ends_with_ci(path, ".dcm") || has_magic(path, 128, "DICM"))
+        return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
     return sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                   "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz)", path);
+                   "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz) or a "
+                   "DICOM series (a folder of its files, a .zip of that folder, or one of its "
+                   "files)",
+                   path);
 }
 
 /* 1 when any element of face f (0..5: -x,+x,-y,+y,-z,+z) is at or above hu. */

@@ -1,6 +1,7 @@
 /* softcast-bench: benches of the simulation, one JSON object per line.
  *
- *   softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing X,Y,Z]]
+ *   softcast-bench volume [--dims WxHxD | --volume FILE|DIR|ZIP [--series UID]
+ *                          | --volume FILE --raw WxHxD --spacing X,Y,Z]
  *                         [--downsample N] [--frames N] [--threads N] [--backend cpu|cuda]
  *                         [--condition A|B|C] [--scenario pull|drag|release] [--pull L]
  *                         [--uniform HU]   a homogeneous block instead of the phantom
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "sim/cloth/cloth.h"
+#include "sim/core/sc_base.h"
 #include "sim/volume/volume.h"
 #include "tests/bench/bench_cloth.h"
 #include "tests/bench/bench_softbody.h"
@@ -20,7 +22,7 @@
 
 typedef struct bench_opts {
     int nx, ny, nz;
-    const char *volume, *raw_dims;
+    const char *volume, *raw_dims, *series; /* --series: a DICOM series' UID */
     float spacing[3];
     int downsample;
     int frames, threads;
@@ -39,9 +41,9 @@ static void usage(void)
 {
     fprintf(
         stderr,
-        "usage: softcast-bench volume [--dims WxHxD | --volume FILE [--raw WxHxD --spacing "
+        "usage: softcast-bench volume [--dims WxHxD | --volume FILE|DIR|ZIP [--raw WxHxD --spacing "
         "X,Y,Z]]\n"
-        "                             [--fit-elements N] [--air-margin N]\n"
+        "                             [--series UID] [--fit-elements N] [--air-margin N]\n"
         "                             [--crop X0,Y0,Z0,X1,Y1,Z1]\n"
         "                             [--downsample N] [--frames N] [--threads N]\n"
         "                             [--backend cpu|cuda] [--condition A|B|C]\n"
@@ -84,6 +86,8 @@ static void parse_args(int argc, char **argv, bench_opts *o)
                 usage();
         } else if (!strcmp(a, "--volume")) {
             o->volume = v;
+        } else if (!strcmp(a, "--series")) {
+            o->series = v;
         } else if (!strcmp(a, "--raw")) {
             o->raw_dims = v;
         } else if (!strcmp(a, "--spacing")) {
@@ -129,8 +133,9 @@ static void parse_args(int argc, char **argv, bench_opts *o)
         usage();
 }
 
-/* What loading a --volume did (printed with every result). */
+/* What loading a --volume did (printed with every result), and how long reading it took. */
 static sim_volume_info g_info;
+static double g_read_ms;
 
 /* A user's file as the server reads it (sim_volume_load_file's steps), cropped first when
  * asked; a raw file too. */
@@ -140,6 +145,7 @@ static sim_status load_file_volume(const bench_opts *o, sim_volume *v, char *err
     read_only.fit_elements = 0;
     read_only.air_margin = 0;
     read_only.keep_all = 1;
+    read_only.series_uid = o->series;
     lo.fit_elements = (size_t)(o->fit_elements > 0 ? o->fit_elements : 0);
     lo.air_margin = o->air_margin;
     sim_status st;
@@ -149,7 +155,15 @@ static sim_status load_file_volume(const bench_opts *o, sim_volume *v, char *err
             usage();
         st = sim_volume_load_raw_i16(v, o->volume, x, y, z, o->spacing, NULL, err, err_sz);
     } else {
+        double t0 = sc_now_ms();
         st = sim_volume_load_file(v, o->volume, &read_only, &g_info, err, err_sz);
+        g_read_ms = sc_now_ms() - t0;
+        if (st == SIM_OK && !strcmp(g_info.format, "dicom"))
+            fprintf(stderr,
+                    "softcast-bench: DICOM series %s (%s, %d slices of %dx%d; %d series found; "
+                    "from %s)\n",
+                    g_info.series_uid, g_info.modality, g_info.slice_count, v->nx, v->ny,
+                    g_info.series_count, g_info.source);
     }
     if (st == SIM_OK && o->crop[3] > 0)
         st = sim_volume_crop(v, o->crop, err, err_sz);
@@ -203,6 +217,8 @@ static void print_common(const bench_opts *o, const vs_scene *sc, const sim_volu
            (long long)v->nx * v->ny * v->nz, 'A' + (int)o->condition, o->scenario, o->frames);
     printf(",\"spacing\":[%.3f,%.3f,%.3f],\"fit_factor\":%d", (double)v->spacing_mm[0],
            (double)v->spacing_mm[1], (double)v->spacing_mm[2], g_info.fit_factor);
+    if (o->volume)
+        printf(",\"format\":\"%s\",\"read_ms\":%.1f", g_info.format, g_read_ms);
 }
 
 /* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames. */
