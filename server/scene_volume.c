@@ -197,16 +197,28 @@ static void vol_stop(void)
 
 /* --------------------------------------------------------------- a session */
 
+/* The probe's object: the pull (vertex 0 at rest, 1 where the region is now) and three
+ * rings of 16 round the rest position that mark the region and stay still, so that a frame's
+ * delta (two vertices) never costs more than the object's key (which would key it). */
+#define VOL_PROBE_RING  16
+#define VOL_PROBE_NVERT (2 + 3 * VOL_PROBE_RING)
+
 typedef struct vol_scene {
     sim_volume_model *model; /* the server's default, or this session's own */
     int own_model;
     sim_volume_state *state;
     float bmin[3], bmax[3]; /* quantisation box, world mm */
     float *pos[SIM_NSURFACE];
-    proto_object_in obj[SIM_NSURFACE]; /* the view: skin (id 0) and bone (id 1), world mm */
-    int clamp_noticed;                 /* the driver was told that this pull stops at the box */
-    sim_volume_info info;              /* the dataset, as the lobby and the session show it */
-    const char *source;                /* "default", "phantom" or "file" */
+    /* The view: skin (id 0) and bone (id 1), world mm; and the probe (id 2). */
+    proto_object_in obj[SIM_NSURFACE + 1];
+    int clamp_noticed;    /* the driver was told that this pull stops at the box */
+    sim_volume_info info; /* the dataset, as the lobby and the session show it */
+    const char *source;   /* "default", "phantom" or "file" */
+    /* The probe after the last step: the grabbed region's mean rest and present positions
+     * (world mm), a segment between them, its speed (mm/s) at both ends. */
+    float probe_pos[VOL_PROBE_NVERT * 3], probe_speed[VOL_PROBE_NVERT], probe_at[3];
+    float probe_box[3];
+    uint32_t probe_seg[(VOL_PROBE_NVERT - 1) * 2];
 } vol_scene;
 
 static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
@@ -233,6 +245,7 @@ static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
 }
 
 static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz);
+static void probe_view(vol_scene *v, const sim_volume_metrics *mt, double period_s);
 
 static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
 {
@@ -284,6 +297,9 @@ static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz)
             return 500;
         }
     }
+    sim_volume_metrics none;
+    memset(&none, 0, sizeof none);
+    probe_view(v, &none, 0.0); /* nothing grabbed yet: at the centre, at rest */
     return 201;
 }
 
@@ -575,6 +591,47 @@ static void notice_grab_clamp(srv_scene_ctx *c, vol_scene *v, const sim_volume_m
         c->reply_text(c, c->driver, text);
 }
 
+/* The probe as the viewers get it (server/README.md, the volume scene): placed by its
+ * transform at the grabbed region's mean rest position (world mm), a segment from there
+ * (vertex 0, local origin) to the region's mean position now (vertex 1), each end's scalar
+ * the region's mean speed in mm/s (the frame's motion over the frame's period), and rings
+ * marking the region. Before any grab, at the lattice's centre with a segment of length 0:
+ * the object is there from the first frame, and a new grab moves its transform, so neither
+ * costs a key. */
+#define VOL_PROBE_MAX_SPEED 10000.0f /* mm/s: the scalar's range */
+static void probe_view(vol_scene *v, const sim_volume_metrics *mt, double period_s)
+{
+    const sim_volume *vol = sim_volume_model_volume(v->model);
+    const float *sp = vol->spacing_mm;
+    int n[3] = {vol->nx, vol->ny, vol->nz}, any = mt->probe_elements > 0;
+    double speed = 0.0;
+    float ring = 2.5f * fmaxf(sp[0], fmaxf(sp[1], sp[2]));
+    for (int b = 0; b < 3; b++) {
+        v->probe_at[b] = (any ? mt->probe_rest[b] : 0.5f * (float)(n[b] - 1)) * sp[b];
+        v->probe_box[b] = (float)n[b] * sp[b] + ring;
+        v->probe_pos[b] = 0.0f;
+        v->probe_pos[3 + b] = any ? mt->probe_disp[b] * sp[b] : 0.0f;
+        speed += (double)(mt->probe_vel[b] * sp[b]) * (double)(mt->probe_vel[b] * sp[b]);
+    }
+    speed = period_s > 0.0 ? sqrt(speed) / period_s : 0.0;
+    v->probe_speed[0] = v->probe_speed[1] = (float)fmin(speed, (double)VOL_PROBE_MAX_SPEED);
+    v->probe_seg[0] = 0;
+    v->probe_seg[1] = 1;
+    for (int r = 0; r < 3; r++) /* rings in the planes across x, y and z */
+        for (int k = 0; k < VOL_PROBE_RING; k++) {
+            int j = 2 + r * VOL_PROBE_RING + k;
+            double a = 2.0 * 3.14159265358979 * k / VOL_PROBE_RING;
+            float *q = &v->probe_pos[j * 3];
+            q[r] = 0.0f;
+            q[(r + 1) % 3] = ring * (float)cos(a);
+            q[(r + 2) % 3] = ring * (float)sin(a);
+            v->probe_speed[j] = 0.0f;
+            v->probe_seg[2 * (j - 1)] = (uint32_t)j;
+            v->probe_seg[2 * (j - 1) + 1] =
+                (uint32_t)(2 + r * VOL_PROBE_RING + (k + 1) % VOL_PROBE_RING);
+        }
+}
+
 static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
 {
     vol_scene *v = scene;
@@ -588,6 +645,7 @@ static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
     }
     *ms = mt.total_ms;
     notice_grab_clamp(c, v, &mt);
+    probe_view(v, &mt, c->frame > 0 ? c->sim_time_s / (double)c->frame : 0.0);
     return !mt.skipped;
 }
 
@@ -616,7 +674,28 @@ static void vol_view(void *scene, uint64_t frame, const srv_view_budget *budget,
         o->xf = proto_transform_identity();
     }
     out->obj = v->obj;
-    out->n = SIM_NSURFACE;
+    {
+        proto_object_in *o = &v->obj[SIM_NSURFACE];
+        memset(o, 0, sizeof *o);
+        o->id = SIM_NSURFACE;
+        o->primitive = PROTO_PRIM_LINES;
+        o->qbits = 16;
+        for (int b = 0; b < 3; b++) {
+            o->bmin[b] = -v->probe_box[b];
+            o->bmax[b] = v->probe_box[b];
+        }
+        o->nvert = VOL_PROBE_NVERT;
+        o->pos = v->probe_pos;
+        o->scalar = v->probe_speed;
+        o->smin = 0.0f;
+        o->smax = VOL_PROBE_MAX_SPEED;
+        o->nelem = VOL_PROBE_NVERT - 1;
+        o->elem = v->probe_seg;
+        o->topo_version = 1;
+        o->xf = proto_transform_identity();
+        memcpy(o->xf.t, v->probe_at, sizeof v->probe_at);
+    }
+    out->n = SIM_NSURFACE + 1;
 }
 
 static char *vol_params_json(const void *scene)
@@ -651,6 +730,13 @@ static void vol_describe(const void *scene, cJSON *j)
         cJSON_AddStringToObject(d, "orientation", vol->orientation);
     if (in->warning[0])
         cJSON_AddStringToObject(d, "warning", in->warning);
+    /* "RAS" when the lattice's x, y, z are known to run toward the patient's right,
+     * anterior and superior (a phantom, or a file that said how it was stored), so slices
+     * can carry orientation letters; "" for a file kept as stored. file_orientation: what
+     * the file said ("LPS", ...), "" when nothing. */
+    int known = !strcmp(in->format, "phantom") || vol->orientation[0] != 0;
+    cJSON_AddStringToObject(j, "orientation", known ? "RAS" : "");
+    cJSON_AddStringToObject(j, "file_orientation", vol->orientation);
 }
 
 const srv_scene_i srv_scene_volume = {

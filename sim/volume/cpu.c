@@ -424,6 +424,16 @@ static sim_status cpu_noop(sim_volume_state *s, char *err, size_t err_sz)
     return SIM_OK;
 }
 
+/* The host arrays are the state: the probe's positions are read where they lie. */
+static sim_status cpu_probe(sim_volume_state *s, char *err, size_t err_sz)
+{
+    (void)err;
+    (void)err_sz;
+    for (int g = 0; g < s->nprobe; g++)
+        memcpy(&s->probe_pos[g * 3], &s->pos[(size_t)s->grab_idx[g] * 3], 3 * sizeof(float));
+    return SIM_OK;
+}
+
 static sim_status cpu_sync_grab(sim_volume_state *s, const uint32_t *old_idx, int nold, char *err,
                                 size_t err_sz)
 {
@@ -436,5 +446,5 @@ static sim_status cpu_sync_grab(sim_volume_state *s, const uint32_t *old_idx, in
 }
 
 const sim_volume_backend_i vol_cpu_backend = {
-    "cpu", cpu_init, cpu_fini, cpu_noop, cpu_sync_grab, cpu_frame, cpu_noop,
+    "cpu", cpu_init, cpu_fini, cpu_noop, cpu_sync_grab, cpu_frame, cpu_noop, cpu_probe,
 };

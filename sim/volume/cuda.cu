@@ -302,6 +302,38 @@ sim_status cuda_sync_grab(sim_volume_state *s, const uint32_t *old_idx, int nold
     return SIM_OK;
 }
 
+/* The probe's positions (grab_idx on the device holds the last grab's indices, which
+ * the probe is) into the pinned staging buffer, then to the host: nprobe x 12 bytes. */
+__global__ void k_gather(const uint32_t *idx, int n, const float *pos, float *out)
+{
+    int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= n)
+        return;
+    uint32_t i = idx[g];
+    out[g * 3 + 0] = pos[(size_t)i * 3 + 0];
+    out[g * 3 + 1] = pos[(size_t)i * 3 + 1];
+    out[g * 3 + 2] = pos[(size_t)i * 3 + 2];
+}
+
+sim_status cuda_probe(sim_volume_state *s, char *err, size_t err_sz)
+{
+    if (s->nprobe == 0)
+        return SIM_OK;
+    if (s->host_valid) {
+        for (int g = 0; g < s->nprobe; g++)
+            memcpy(&s->probe_pos[g * 3], &s->pos[(size_t)s->grab_idx[g] * 3], 3 * sizeof(float));
+        return SIM_OK;
+    }
+    vol_cuda *d = dev_of(s);
+    /* grab_pos is free between frames: the next move uploads it again. */
+    k_gather<<<grid_for(s->nprobe), kThreads>>>(d->grab_idx, s->nprobe, d->pos, d->grab_pos);
+    CU(cudaGetLastError(), "gather probe");
+    CU(cudaMemcpy(s->probe_pos, d->grab_pos, (size_t)s->nprobe * 3 * sizeof(float),
+                  cudaMemcpyDeviceToHost),
+       "download probe");
+    return SIM_OK;
+}
+
 sim_status read_counters(vol_cuda *d, char *err, size_t err_sz)
 {
     CU(cudaMemcpy(d->h_ctr, d->ctr, sizeof(counters), cudaMemcpyDeviceToHost), "read counters");
@@ -463,6 +495,7 @@ sim_status cuda_download(sim_volume_state *s, char *err, size_t err_sz)
 extern "C" {
 
 const sim_volume_backend_i vol_cuda_backend = {
-    "cuda", cuda_init, cuda_fini, cuda_upload_all, cuda_sync_grab, cuda_frame, cuda_download,
+    "cuda",         cuda_init,  cuda_fini,     cuda_upload_all,
+    cuda_sync_grab, cuda_frame, cuda_download, cuda_probe,
 };
 }

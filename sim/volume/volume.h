@@ -290,6 +290,13 @@ typedef struct sim_volume_metrics {
     int64_t active_blocks;         ///< 8^3 blocks relaxed this frame (summed over iterations)
     int64_t nonfinite;     ///< elements found NaN or infinite this frame (then the state resets)
     uint32_t guard_resets; ///< times the state was reset by that guard since create
+    /// The probe: the elements of the last grab, followed after the release (the ringing
+    /// is then) until the next grab or a reset; 0 before any grab.
+    int probe_elements;
+    float probe_rest[3]; ///< the probe's mean rest position, lattice units
+    float probe_disp[3]; ///< its mean displacement from rest (X - X0) at frame end, lattice
+    float probe_vel[3];  ///< its mean motion since the last frame's end, lattice units/frame
+    float probe_pull[3]; ///< the offset of the grab's last move (the pull), lattice units
     double propagate_ms, relax_ms, velocity_ms, total_ms;
 } sim_volume_metrics;
 

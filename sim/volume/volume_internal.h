@@ -69,6 +69,12 @@ struct sim_volume_state {
     float grab_off_lo[3], grab_off_hi[3];
     int grab_moved;   /* a move was applied this frame: seed the wave */
     int grab_clamped; /* ... and was cut short at the box */
+    /* The probe: the last grab's elements (grab_idx[0..nprobe), kept after the release,
+     * when the ringing happens), their mean rest position, their mean position at the end
+     * of the last frame, and the offset of the last move (the pull), lattice units. */
+    int nprobe;
+    float probe_rest[3], probe_prev[3], probe_pull[3];
+    float *probe_pos; /* (VOL_MAX_GRAB x 3) scratch: the probe's positions */
 
     /* Propagation wave of this frame (CPU frontier lists; CUDA keeps its own). */
     float clock;
@@ -143,6 +149,9 @@ struct sim_volume_backend_i {
                         char *err, size_t err_sz);
     /* Make host pos/vel current. */
     sim_status (*download)(sim_volume_state *s, char *err, size_t err_sz);
+    /* Positions of the probe (the first nprobe grabbed indices, as grab_idx holds them
+     * since the last grab) into s->probe_pos, without a whole download. */
+    sim_status (*probe)(sim_volume_state *s, char *err, size_t err_sz);
 };
 
 extern const sim_volume_backend_i vol_cpu_backend;

@@ -29,6 +29,7 @@ static void set_rest(sim_volume_state *s)
     memset(s->blk_flags, 0, (size_t)s->nblocks * sizeof *s->blk_flags);
     memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
     s->ngrab = 0;
+    s->nprobe = 0;
     s->grab_moved = 0;
     s->clock = 0.0f;
     s->ncand = 0;
@@ -89,6 +90,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->grab_idx = sc_calloc(VOL_MAX_GRAB, sizeof(uint32_t));
     s->grab_start = sc_calloc(VOL_MAX_GRAB * 3, sizeof(float));
     s->grab_old = sc_calloc(VOL_MAX_GRAB, sizeof(uint32_t));
+    s->probe_pos = sc_calloc(VOL_MAX_GRAB * 3, sizeof(float));
     s->cand = sc_calloc(n, sizeof(uint32_t));
     s->cand_next = sc_calloc(n, sizeof(uint32_t));
     s->cand_stamp = sc_calloc(n, sizeof(uint32_t));
@@ -107,7 +109,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_age || !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
-        !s->blk_speed) {
+        !s->blk_speed || !s->probe_pos) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -139,6 +141,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->grab_idx);
     free(s->grab_start);
     free(s->grab_old);
+    free(s->probe_pos);
     free(s->cand);
     free(s->cand_next);
     free(s->cand_stamp);
@@ -239,6 +242,53 @@ static int release_grab(sim_volume_state *s, uint32_t *old)
 
 static void grab_offset_range(sim_volume_state *s);
 
+/* The grab just made becomes the probe: its mean rest position, and its mean position now
+ * as the last frame's end (so its first motion is measured from where it was grabbed). */
+static void set_probe(sim_volume_state *s)
+{
+    double r[3] = {0, 0, 0}, p[3] = {0, 0, 0};
+    for (int g = 0; g < s->ngrab; g++) {
+        int c[3];
+        cm_coords(&s->kp, s->grab_idx[g], &c[0], &c[1], &c[2]);
+        for (int b = 0; b < 3; b++) {
+            r[b] += c[b];
+            p[b] += (double)s->grab_start[g * 3 + b];
+        }
+    }
+    s->nprobe = s->ngrab;
+    for (int b = 0; b < 3; b++) {
+        s->probe_rest[b] = s->ngrab ? (float)(r[b] / s->ngrab) : 0.0f;
+        s->probe_prev[b] = s->ngrab ? (float)(p[b] / s->ngrab) : 0.0f;
+        s->probe_pull[b] = 0.0f;
+    }
+}
+
+/* The probe's figures at the end of a frame (metrics.probe_*), summed in index order on
+ * every backend. */
+static sim_status measure_probe(sim_volume_state *s, sim_volume_metrics *mt, char *err,
+                                size_t err_sz)
+{
+    mt->probe_elements = s->nprobe;
+    if (s->nprobe == 0)
+        return SIM_OK;
+    sim_status st = s->impl->probe(s, err, err_sz);
+    if (st != SIM_OK)
+        return st;
+    double p[3] = {0, 0, 0};
+    for (int g = 0; g < s->nprobe; g++)
+        for (int b = 0; b < 3; b++)
+            p[b] += (double)s->probe_pos[g * 3 + b];
+    for (int b = 0; b < 3; b++) {
+        float mean = (float)(p[b] / s->nprobe);
+        mt->probe_rest[b] = s->probe_rest[b];
+        mt->probe_disp[b] = mean - s->probe_rest[b];
+        mt->probe_vel[b] = mean - s->probe_prev[b];
+        mt->probe_pull[b] = s->probe_pull[b];
+        s->probe_prev[b] = mean;
+    }
+    return SIM_OK;
+}
+
 static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, uint32_t *old,
                              char *err, size_t err_sz)
 {
@@ -277,6 +327,7 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
         n++;
     }
     s->ngrab = n;
+    set_probe(s);
     memcpy(s->grab_anchor, c, sizeof c);
     grab_offset_range(s);
     return s->impl->sync_grab(s, old, nold, err, err_sz);
@@ -346,6 +397,7 @@ static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, ch
             s->pos[(size_t)i * 3 + b] = s->grab_start[g * 3 + b] + off[b];
         mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
     }
+    memcpy(s->probe_pull, off, sizeof off);
     s->grab_moved = 1;
     return s->impl->sync_grab(s, NULL, 0, err, err_sz);
 }
@@ -458,6 +510,10 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
         s->guard_resets++;
         st = reset_to_rest(s, err, err_sz);
     }
+    if (st == SIM_OK && !mt.skipped)
+        st = measure_probe(s, &mt, err, err_sz);
+    else if (mt.skipped) /* settled: the probe is where the last frame left it, at rest */
+        memset(mt.probe_vel, 0, sizeof mt.probe_vel);
     mt.guard_resets = s->guard_resets;
     s->frame++;
     mt.frame = s->frame;

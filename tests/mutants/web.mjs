@@ -11,6 +11,8 @@ const extension = 'node --test tests/e2e/extension.test.mjs';
 const wire = 'node --test tests/e2e/wire.test.mjs';
 const objects = 'node --test tests/e2e/objects.test.mjs';
 const upload = (pattern) => `node --test --test-name-pattern "${pattern}" tests/e2e/upload.test.mjs`;
+const radview = 'node --test --test-name-pattern "radiological convention" tests/e2e/radview.test.mjs';
+const radviewPlot = 'node --test --test-name-pattern "plot after a release" tests/e2e/radview.test.mjs';
 const capeGrab = 'node --test --test-name-pattern "cloth crowd|press on a cape" tests/e2e/client.test.mjs';
 
 export default [
@@ -221,5 +223,54 @@ export default [
     build,
     test: upload('stored zip'),
     caught_by: 'e2e upload.test.mjs "the page\'s stored zip reads back in Python\'s zipfile, ..."',
+  },
+  {
+    name: 'radiological display: slices drawn as they come (no turn)',
+    file: 'web-client/src/core/sliceview.mjs',
+    find: 'this.ctx.scale(-1, -1);',
+    replace: 'this.ctx.scale(1, 1);',
+    build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (the marker at the screen\'s left and top)',
+  },
+  {
+    name: 'radiological display: turned upside down only, as before (the patient\'s right on the screen\'s right)',
+    file: 'web-client/src/core/sliceview.mjs',
+    find: 'this.ctx.scale(-1, -1);',
+    replace: 'this.ctx.scale(1, -1);',
+    build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (the marker at the screen\'s left and top)',
+  },
+  {
+    name: 'radiological display: sagittal letters swapped (anterior lettered P)',
+    file: 'web-client/src/core/sliceview.mjs',
+    find: "{ top: 'S', bottom: 'I', left: 'A', right: 'P' },",
+    replace: "{ top: 'S', bottom: 'I', left: 'P', right: 'A' },",
+    build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (the letter at the marker\'s edges)',
+  },
+  {
+    name: 'radiological display: the pixel map ignores the turn (canvasOf as drawn before)',
+    file: 'web-client/src/core/sliceview.mjs',
+    find: 'return [r.x + r.w - ((u + 0.5) * r.w) / r.width, r.y + r.h - ((v + 0.5) * r.h) / r.height];',
+    replace: 'return [r.x + ((u + 0.5) * r.w) / r.width, r.y + ((v + 0.5) * r.h) / r.height];',
+    build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (the marker\'s pixel mapped to where it is drawn)',
+  },
+  {
+    name: 'radiological display: the 3D view opens from the patient\'s back',
+    file: 'web-client/src/scenes/volume.mjs',
+    find: 'view.lookAt(c, [c[0], c[1] + d * Math.cos(el), c[2] + d * Math.sin(el)], r / 20, r * 20);',
+    replace: 'view.lookAt(c, [c[0], c[1] - d * Math.cos(el), c[2] + d * Math.sin(el)], r / 20, r * 20);',
+    build, test: radview, caught_by: 'e2e radview "slices in radiological convention ...; the 3D view from the front"',
+  },
+  {
+    name: 'radiological display: the server says RAS for a file kept as stored',
+    file: 'server/scene_volume.c',
+    find: 'cJSON_AddStringToObject(j, "orientation", v->orient_known ? "RAS" : "");',
+    replace: 'cJSON_AddStringToObject(j, "orientation", "RAS");',
+    build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (a file without orientation: no letters)',
+  },
+  {
+    name: 'volume probe plot: displacement plotted as its length (never below zero)',
+    file: 'web-client/src/scenes/volume.mjs',
+    find: 'const along = d[0] * this.dir.u[0] + d[1] * this.dir.u[1] + d[2] * this.dir.u[2];',
+    replace: 'const along = len;',
+    build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (trace pixels below zero)',
   },
 ];

@@ -126,6 +126,66 @@ static int64_t nearest_element(sim_volume_state *s, int64_t n, const float p[3])
     return best;
 }
 
+/* The grab's elements as the sim's rule picks them (tissue, not air, within radius of the
+ * point, at rest): the probe's ground truth. */
+static uint8_t *grab_mask(const sim_volume *v, const uint8_t *cls, const float g[3], float radius)
+{
+    int64_t n = (int64_t)v->nx * v->ny * v->nz;
+    uint8_t *m = calloc((size_t)n, 1);
+    if (!m)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        float p[3] = {(float)(i % v->nx), (float)(i / v->nx % v->ny),
+                      (float)(i / ((int64_t)v->nx * v->ny))},
+              d2 = 0.0f;
+        for (int b = 0; b < 3; b++)
+            d2 += (p[b] - g[b]) * (p[b] - g[b]);
+        m[i] = cls[i] != SIM_TISSUE_AIR && d2 <= radius * radius;
+    }
+    return m;
+}
+
+/* The mean X - X0 over the masked elements, computed here from the positions. */
+static void mask_mean_disp(const sim_volume *v, const uint8_t *m, const float *pos, float out[3])
+{
+    double sum[3] = {0, 0, 0};
+    int64_t k = 0, n = (int64_t)v->nx * v->ny * v->nz;
+    for (int64_t i = 0; i < n; i++) {
+        if (!m[i])
+            continue;
+        float r[3] = {(float)(i % v->nx), (float)(i / v->nx % v->ny),
+                      (float)(i / ((int64_t)v->nx * v->ny))};
+        for (int b = 0; b < 3; b++)
+            sum[b] += (double)(pos[i * 3 + b] - r[b]);
+        k++;
+    }
+    for (int b = 0; b < 3; b++)
+        out[b] = k ? (float)(sum[b] / (double)k) : 0.0f;
+}
+
+/* One frame after release: the sim's probe against the truth, along the pull. */
+static void track_probe(vs_release_result *r, const sim_volume_metrics *mt, const float truth[3],
+                        float prev_truth[3], int *last_sign)
+{
+    float pn = sqrtf(mt->probe_pull[0] * mt->probe_pull[0] + mt->probe_pull[1] * mt->probe_pull[1] +
+                     mt->probe_pull[2] * mt->probe_pull[2]),
+          along = 0.0f;
+    for (int b = 0; b < 3; b++) {
+        r->probe_disp_err = fmaxf(r->probe_disp_err, fabsf(mt->probe_disp[b] - truth[b]));
+        r->probe_vel_err =
+            fmaxf(r->probe_vel_err, fabsf(mt->probe_vel[b] - (truth[b] - prev_truth[b])));
+        along += pn > 0.0f ? mt->probe_disp[b] * mt->probe_pull[b] / pn : 0.0f;
+        prev_truth[b] = truth[b];
+    }
+    r->probe_elements = mt->probe_elements;
+    r->probe_disp_min = fminf(r->probe_disp_min, along);
+    int sign = along > 1e-3f ? 1 : along < -1e-3f ? -1 : 0;
+    if (sign && *last_sign && sign != *last_sign)
+        r->probe_disp_crossings++;
+    if (sign)
+        *last_sign = sign;
+}
+
 sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_release_opts *o,
                           vs_release_result *r, char *err, size_t err_sz)
 {
@@ -165,17 +225,26 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     float rest_y = grab[1];
     r->probe_release_y = sim_volume_positions(s)[probe * 3 + 1] - rest_y;
     float *ys = calloc((size_t)o->max_after + 1, sizeof(float));
-    if (!ys) {
+    uint8_t *mask = grab_mask(vol, cls, grab, o->radius);
+    if (!ys || !mask) {
+        free(ys);
+        free(mask);
         free(ms);
         free(cls);
         return SIM_ERR_NOMEM;
     }
-    int nys = 0, last_sign = 0;
+    float truth[3], prev_truth[3];
+    mask_mean_disp(vol, mask, sim_volume_positions(s), prev_truth);
+    r->probe_disp_release = prev_truth[1];
+    r->probe_disp_min = prev_truth[1];
+    int nys = 0, last_sign = 0, probe_sign = 1;
     float prev_y = r->probe_release_y;
     for (int f = 0; f < o->max_after && st == SIM_OK; f++) {
         st = sim_volume_step(s, &mt, err, err_sz);
         add_cost(r, ms, &mt, s);
         const float *pos = sim_volume_positions(s), *vel = sim_volume_velocities(s);
+        mask_mean_disp(vol, mask, pos, truth);
+        track_probe(r, &mt, truth, prev_truth, &probe_sign);
         float y = pos[probe * 3 + 1] - rest_y, vy = vel[probe * 3 + 1];
         ys[nys++] = y;
         if (y != prev_y)
@@ -221,6 +290,7 @@ sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_r
     }
     free(ms);
     free(ys);
+    free(mask);
     free(cls);
     return st;
 }

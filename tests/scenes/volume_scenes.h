@@ -61,6 +61,14 @@ typedef struct vs_release_result {
     float max_violation;                        /* after propagation, over the links it reached */
     float max_violation_after_frame;            /* over the whole state after each frame */
     int grab_clamped_frames;                    /* frames whose move the lattice box cut short */
+    /* The sim's probe (metrics.probe_*) after release, along the pull (its last move). */
+    int probe_elements;       /* metrics.probe_elements after release */
+    int probe_disp_crossings; /* times its mean displacement along the pull crossed rest */
+    float probe_disp_release; /* ... at release, lattice units */
+    float probe_disp_min;     /* ... its least after release (< 0: past rest, overshoot) */
+    float probe_disp_err;     /* largest |metrics.probe_disp - the mean X - X0 of the
+                                 grabbed elements, computed here| over the frames after */
+    float probe_vel_err;      /* the same for probe_vel against the frame's change of it */
 } vs_release_result;
 
 sim_status vs_run_release(sim_volume_state *s, const sim_volume *vol, const vs_release_opts *o,

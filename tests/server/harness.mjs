@@ -135,7 +135,7 @@ export class Client {
       f.objects[o.id] = {
         id: o.id, lod: o.lod, info: [...o.info], nvert: o.nvert, nelem: o.nelem, key: o.key,
         parts: o.parts, transform: { t: [...o.transform.t], r: [...o.transform.r] },
-        bmin: [...o.bmin], bmax: [...o.bmax], qbits: o.qbits,
+        bmin: [...o.bmin], bmax: [...o.bmax], qbits: o.qbits, smin: o.smin, smax: o.smax,
       };
     }
     this.q = f.q;
@@ -210,7 +210,8 @@ export const objectWorld = (c, id) => applyTransform(objectLocal(c, id), c.frame
 
 /** A single-file NIfTI-1 written byte by byte (not by the NIfTI C library the server reads
  *  it with): dims [nx, ny, nz], spacing in mm, type 'uint8' or 'int16', an identity-oriented
- *  sform when sform is set (else no orientation), voxel(x, y, z) its value. */
+ *  sform when sform is true, the sform's three rows (4 numbers each: voxel i, j, k to RAS mm)
+ *  when it is an array (else no orientation), voxel(x, y, z) its value. */
 export function writeNifti1(file, { dims: [nx, ny, nz], spacing, type, sform = false, voxel }) {
   const bytes = type === 'int16' ? 2 : 1, hdr = Buffer.alloc(352);
   hdr.writeInt32LE(348, 0);
@@ -223,7 +224,9 @@ export function writeNifti1(file, { dims: [nx, ny, nz], spacing, type, sform = f
   hdr.writeUInt8(2, 123); // xyzt_units: mm
   if (sform) {
     hdr.writeInt16LE(1, 254); // sform_code: scanner
-    for (let r = 0; r < 3; r++) hdr.writeFloatLE(spacing[r], 280 + 16 * r + 4 * r);
+    for (let r = 0; r < 3; r++)
+      for (let c = 0; c < 4; c++)
+        hdr.writeFloatLE(Array.isArray(sform) ? sform[r][c] : r === c ? spacing[r] : 0, 280 + 16 * r + 4 * c);
   }
   hdr.write('n+1\0', 344, 'latin1');
   const data = Buffer.alloc(nx * ny * nz * bytes);

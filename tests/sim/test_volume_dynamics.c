@@ -313,3 +313,39 @@ TEST(active_blocks_give_the_same_state_as_full_sweeps)
     CHECKF(h[0] == h[1], "active blocks %016llx, full sweeps %016llx", (unsigned long long)h[0],
            (unsigned long long)h[1]);
 }
+
+/* The probe (metrics.probe_*) is the last grab's elements, followed after the release:
+ * its mean displacement and motion equal those computed here from the positions of the
+ * elements the grab's rule picks, every frame after the release; along the pull it
+ * crosses rest under B (the ringing a class should see) and never under A, which comes
+ * back without passing rest (measured at a pull of 6 on the 48x48x28 phantom: B crosses rest 4
+ * times and reaches 0.94 past it; A never crosses, least 0.013). */
+TEST(probe_follows_the_grab_after_release_and_rings_under_b_only)
+{
+    vs_release_result r[2];
+    sim_condition cond[2] = {SIM_CONDITION_A, SIM_CONDITION_B};
+    for (int k = 0; k < 2; k++) {
+        vs_scene sc;
+        sim_volume v;
+        REQUIRE(run_release(&(run_opts){1, 0, 0.0f, cond[k], 6.0f, 1.0f}, &sc, &v, &r[k]));
+        done(&sc, &v);
+        th_note("%c: probe of %d elements, %.3f at release, least %.3f, %d crossings, "
+                "error %.2g (displacement) %.2g (motion)",
+                'A' + (int)cond[k], r[k].probe_elements, (double)r[k].probe_disp_release,
+                (double)r[k].probe_disp_min, r[k].probe_disp_crossings, (double)r[k].probe_disp_err,
+                (double)r[k].probe_vel_err);
+        CHECKF(r[k].probe_elements == r[k].grabbed && r[k].grabbed > 0, "probe %d, grabbed %d",
+               r[k].probe_elements, r[k].grabbed);
+        CHECKF(r[k].probe_disp_err <= 1e-4f, "probe displacement off by %g",
+               (double)r[k].probe_disp_err);
+        CHECKF(r[k].probe_vel_err <= 1e-4f, "probe motion off by %g", (double)r[k].probe_vel_err);
+        CHECKF(fabsf(r[k].probe_disp_release - 6.0f) < 0.01f, "probe at %g at release",
+               (double)r[k].probe_disp_release);
+    }
+    CHECKF(r[0].probe_disp_crossings == 0 && r[0].probe_disp_min >= -1e-3f,
+           "A: crossed rest %d times, least %g", r[0].probe_disp_crossings,
+           (double)r[0].probe_disp_min);
+    CHECKF(r[1].probe_disp_crossings >= 1 && r[1].probe_disp_min <= -0.2f,
+           "B: crossed rest %d times, least %g", r[1].probe_disp_crossings,
+           (double)r[1].probe_disp_min);
+}

@@ -2,7 +2,26 @@
 // protocol/README.md). Axial, coronal or sagittal, an index slider, window presets and
 // free level/width. It follows the deformation: after each new mesh frame it asks again,
 // one request in flight at a time. A scene that has slices mounts one (scenes/volume.mjs).
+//
+// Radiological convention, and where the flips live: the server sends a slice in lattice
+// order (protocol/README.md, kind 3: column u along the plane's first axis, x, x or y; row v
+// along its second, y, z or z). A volume's lattice is RAS (x toward the patient's right, y
+// anterior, z superior), so every slice axis points toward R, A or S, and radiologists want
+// each of them toward the screen's left or top: axial seen from the feet (anterior up, the
+// patient's right on the screen's left), coronal seen from the front (head up, right on the
+// left), sagittal seen from the patient's right (head up, anterior on the left). One display
+// transform does all three: the image turned by 180 degrees (drawImage under scale(-1, -1)).
+// It lives here and nowhere else; canvasOf and pixelAt map between slice pixels and the
+// canvas through it, for anything that points at a slice. The letters at the edges name the
+// patient's directions when the session says the lattice is RAS (state.orientation); a file
+// kept as stored gets a line saying so instead.
 const PLANES = ['axial', 'coronal', 'sagittal'];
+// The patient's direction at each screen edge, per plane (after the 180-degree turn).
+const LETTERS = [
+  { top: 'A', bottom: 'P', left: 'R', right: 'L' },
+  { top: 'S', bottom: 'I', left: 'R', right: 'L' },
+  { top: 'S', bottom: 'I', left: 'A', right: 'P' },
+];
 
 const MARKUP = `
   <div class="row">
@@ -44,6 +63,8 @@ export class SliceView {
     this.changed = true;   // plane, index or window changed since the last request
     this.received = 0;
     this.lastPixels = null;
+    this.orientation = null; // 'RAS' when the lattice is known to be RAS; '' when not
+    this.rect = null;        // where the last slice was drawn: {x, y, w, h, width, height} (CSS px)
     root.querySelectorAll('#planes button').forEach((b) => b.addEventListener('click', () => {
       root.querySelectorAll('#planes button').forEach((o) => o.classList.toggle('on', o === b));
       this.setPlane(b.dataset.plane);
@@ -59,6 +80,33 @@ export class SliceView {
       root.querySelectorAll('#presets button').forEach((o) => o.classList.remove('on'));
       this.touch();
     });
+  }
+
+  /** The lattice's orientation from the session state ('RAS', or '' for a file kept as
+   *  stored) and what the file said. */
+  setOrientation(orientation, fileOrientation) {
+    this.orientation = orientation ?? '';
+    this.fileOrientation = fileOrientation ?? '';
+  }
+
+  /** The letters shown at the slice's edges now ({top, bottom, left, right}), or null when
+   *  the orientation is not known. */
+  letters(plane = this.lastPlane) {
+    return this.orientation === 'RAS' && plane !== undefined ? LETTERS[plane] : null;
+  }
+
+  /** Canvas position (CSS px, the pixel's centre) of slice pixel (u, v) as last drawn. */
+  canvasOf(u, v) {
+    const r = this.rect;
+    return [r.x + r.w - ((u + 0.5) * r.w) / r.width, r.y + r.h - ((v + 0.5) * r.h) / r.height];
+  }
+
+  /** The slice pixel [u, v] shown at canvas position (cx, cy) (CSS px), or null outside it. */
+  pixelAt(cx, cy) {
+    const r = this.rect;
+    if (!r) return null;
+    const u = Math.floor(((r.x + r.w - cx) / r.w) * r.width), v = Math.floor(((r.y + r.h - cy) / r.h) * r.height);
+    return u >= 0 && v >= 0 && u < r.width && v < r.height ? [u, v] : null;
   }
 
   /** Lattice size from the session state. */
@@ -121,16 +169,47 @@ export class SliceView {
     this.ctx.fillRect(0, 0, cw, ch);
     this.ctx.imageSmoothingEnabled = false;
     const dw = wmm * scale, dh = hmm * scale;
-    // Axial: anterior (+y) up, as radiologists read it; the others as they come.
+    // Radiological convention: turned by 180 degrees (see the top of this file).
     this.ctx.save();
-    if (s.plane === 0) {
-      this.ctx.translate(0, ch);
-      this.ctx.scale(1, -1);
-    }
+    this.ctx.translate(cw, ch);
+    this.ctx.scale(-1, -1);
     this.ctx.drawImage(off, (cw - dw) / 2, (ch - dh) / 2, dw, dh);
     this.ctx.restore();
+    this.rect = { x: (cw - dw) / 2, y: (ch - dh) / 2, w: dw, h: dh, width: s.width, height: s.height };
     this.lastPixels = s.pixels;
     this.lastPlane = s.plane;
+    this.drawLetters(s.plane);
     this.pump();
+  }
+
+  /** The patient's directions at the image's four edges, or a line saying they are not
+   *  known (a file kept as stored). */
+  drawLetters(plane) {
+    const c = this.ctx, r = this.rect, L = this.letters(plane);
+    c.save();
+    c.font = 'bold 15px sans-serif';
+    c.fillStyle = '#ffd54f';
+    c.shadowColor = '#000';
+    c.shadowBlur = 3;
+    const x0 = Math.max(r.x, 0), y0 = Math.max(r.y, 0);
+    const x1 = Math.min(r.x + r.w, this.canvas.width), y1 = Math.min(r.y + r.h, this.canvas.height);
+    if (L) {
+      c.textAlign = 'center';
+      c.textBaseline = 'top';
+      c.fillText(L.top, (x0 + x1) / 2, y0 + 4);
+      c.textBaseline = 'bottom';
+      c.fillText(L.bottom, (x0 + x1) / 2, y1 - 4);
+      c.textBaseline = 'middle';
+      c.textAlign = 'left';
+      c.fillText(L.left, x0 + 5, (y0 + y1) / 2);
+      c.textAlign = 'right';
+      c.fillText(L.right, x1 - 5, (y0 + y1) / 2);
+    } else if (this.orientation === '') {
+      c.font = '12px sans-serif';
+      c.textAlign = 'left';
+      c.textBaseline = 'top';
+      c.fillText('orientation unknown: shown as stored', x0 + 5, y0 + 4);
+    }
+    c.restore();
   }
 }

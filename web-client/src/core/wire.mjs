@@ -163,6 +163,7 @@ export function createWire(post, { Socket = globalThis.WebSocket } = {}) {
         transfer.push(o.positions.buffer);
         if (d.normals) { u.normals = d.normals; transfer.push(d.normals.buffer); }
         if (d.colors) { u.colors = d.colors; transfer.push(d.colors.buffer); }
+        if (o.scalars) { u.scalars = o.scalars.slice(); transfer.push(u.scalars.buffer); } // the values (a scene may plot them)
       }
       if (recolour) {
         u.colors = colorsOf(o);

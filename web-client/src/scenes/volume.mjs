@@ -1,21 +1,75 @@
 // volume.mjs: the CT volume scene (HP-ChainMail) in the page. Its objects are the skin,
 // translucent, over the bone (triangles, world millimetres, no transform); a press on the body grabs a point with a radius of three
-// lattice cells; beside the 3D view, a slice of the deformed volume (core/sliceview.mjs).
+// lattice cells; beside the 3D view, a slice of the deformed volume (core/sliceview.mjs, in
+// radiological convention with orientation letters), and under it the live plot of the
+// grabbed region (core/plot.mjs): its displacement along the pull and the magnitude of its
+// velocity over the last 5 s, for driver and viewers alike, from object 2 of the frames
+// (server/scene_volume.c: a segment from the region's mean rest position to where it is, its
+// scalar that magnitude in mm/s). The first view faces the patient's front (camera on the +y,
+// anterior, side), head (+z) up, so the patient's right (+x) is on the screen's left, as when
+// facing a person.
 // Its parameters are the panel's, drawn from the schema (core/panel.mjs): none is named
 // here. The module contract: web-client/README.md, "Adding a scene".
 import { h } from '../core/dom.mjs';
 import { SliceView } from '../core/sliceview.mjs';
 import { datasetShort, datasetLines } from '../core/dataset.mjs';
+import { TracePlot } from '../core/plot.mjs';
 
 // Object ids in this scene's frames (server/scene_volume.c).
-const SKIN = 0, BONE = 1;
+const SKIN = 0, BONE = 1, PROBE = 2;
 const STYLES = {
   // Translucent, drawn after the bone; the surface a press grabs.
   [SKIN]: { color: 0xd9a087, opacity: 0.42, transparent: true, depthWrite: false, renderOrder: 1, side: 'double', pick: 0 },
   // Opaque ivory, closed and wound counter-clockwise seen from outside (front faces
   // suffice); grabbed where the ray misses the skin (a bone poking out).
   [BONE]: { color: 0xeee8d5, opacity: 1, transparent: false, depthWrite: true, renderOrder: 0, side: 'front', pick: 1 },
+  // The grabbed region's pull, rest to now, coloured by how fast it moves; never grabbed.
+  [PROBE]: { color: 0xffffff, opacity: 1, transparent: false, depthWrite: false, renderOrder: 2, side: 'front', pick: null },
 };
+const DISPLACEMENT_COLOR = '#ff9f40', VELOCITY_COLOR = '#4fc3f7';
+
+/** The first view: from the patient's front (+y), a little above, the body's box filling
+ *  the narrower field of view. */
+function frameFront(view) {
+  const { bmin, bmax } = view.box;
+  const c = [0, 1, 2].map((b) => (bmin[b] + bmax[b]) / 2);
+  const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2 || 1;
+  const cam = view.camera, vfov = (cam.fov * Math.PI) / 180, hfov = 2 * Math.atan(Math.tan(vfov / 2) * cam.aspect);
+  const d = (0.9 * r) / Math.sin(Math.min(vfov, hfov) / 2), el = (12 * Math.PI) / 180;
+  view.lookAt(c, [c[0], c[1] + d * Math.cos(el), c[2] + d * Math.sin(el)], r / 20, r * 20);
+}
+
+/** The live plot's state: samples from object 2 (placed at the region's rest position by
+ *  its transform; vertex 0 there, vertex 1 where the region is now, local mm; the scalar its
+ *  velocity's magnitude), the displacement taken along the pull (the largest displacement
+ *  seen since the region was grabbed: a new grab moves the transform and starts again). */
+class ProbeTrace {
+  constructor(plot) {
+    this.plot = plot;
+    this.dir = null;
+    this.d = [0, 0, 0];
+    this.vmag = 0;
+    this.samples = 0;
+  }
+
+  /** An update of object 2 (wire.mjs: positions and scalars when they changed, the
+   *  transform when it did) at simulated time t (s). */
+  add(t, u) {
+    if (u.transform) this.dir = null; // a new grab
+    if (u.positions) {
+      const p = u.positions;
+      this.d = [p[3] - p[0], p[4] - p[1], p[5] - p[2]];
+      this.vmag = u.scalars?.[1] ?? 0;
+    }
+    const d = this.d, vmag = this.vmag, len = Math.hypot(...d);
+    if (!this.dir || len > this.dir.len) this.dir = { len, u: d.map((x) => (len > 0 ? x / len : 0)) };
+    const along = d[0] * this.dir.u[0] + d[1] * this.dir.u[1] + d[2] * this.dir.u[2];
+    this.last = { t, along, vmag };
+    this.at = performance.now();
+    this.samples++;
+    this.plot.push(t, along, vmag);
+  }
+}
 
 const LATTICES = [
   ['', 'server default'],
@@ -39,16 +93,27 @@ export default {
 
   /** The session: ctx = { conn, view, st, side } (see main.mjs). Returns its hooks. */
   open({ conn, view, side }) {
-    view.setScene({ styleFor: (o) => STYLES[o.id] ?? null });
+    view.setScene({ styleFor: (o) => STYLES[o.id] ?? null, frameCamera: frameFront });
     const info = h('div', { id: 'dataset', class: 'hint' });
     const el = h('div');
     side.append(info, el);
     const slice = new SliceView(el, (plane, index, level, width) => conn.send('slice', { plane, index, level, width }));
+    const plotCanvas = h('canvas', { id: 'probe-plot', title: 'the grabbed region: displacement along the pull and velocity (magnitude), last 5 s' });
+    plotCanvas.style.cssText = 'display:block;width:100%;height:150px;margin-top:6px';
+    side.append(plotCanvas);
+    const plot = new TracePlot(plotCanvas, {
+      seconds: 5,
+      a: { label: 'displacement', unit: 'mm', color: DISPLACEMENT_COLOR },
+      b: { label: '|velocity|', unit: 'mm/s', color: VELOCITY_COLOR, signed: false },
+    });
+    const probe = new ProbeTrace(plot);
+    plot.draw();
     let radius = 3; // world units: three lattice cells once the state says how large they are
     return {
       hint: (driver) => (driver ? 'drag on the body to pull it · drag elsewhere to orbit · wheel to zoom · right-drag to pan' : null),
       state(t) {
         radius = 3 * Math.max(...t.spacing);
+        slice.setOrientation(t.orientation, t.file_orientation);
         slice.setDims(t.dims, t.spacing);
         info.replaceChildren(...datasetLines(t).map((l) => h('div', {}, l)));
       },
@@ -62,6 +127,9 @@ export default {
       /** An update was shown: the slice follows its frame. */
       objects(m) {
         slice.meshFrame(m.frame);
+        const p = m.objects.find((o) => o.id === PROBE);
+        if (p) probe.add(m.simTime, p);
+        if (m.removed.includes(PROBE)) plot.clear();
       },
       text(t) {
         if (t.type === 'error' && t.seq && t.seq === slice.inFlight) slice.inFlight = 0;
@@ -69,6 +137,8 @@ export default {
       // window.softcast: the slice, and a hash of its last pixels (the e2e tests).
       expose: {
         slice,
+        plot,
+        probe,
         sliceHash() {
           const p = slice.lastPixels;
           if (!p) return null;
