@@ -208,7 +208,7 @@ static void phantom_info(const sim_volume *v, sim_volume_info *in)
 }
 
 /* The default model: the preset's bone surface, and the classes of --volume-labels (a
- * label map of the volume as stored, taken through the same fit). */
+ * label map of the volume as stored, taken through the loader's steps as the volume was). */
 static sim_status default_model(const sim_volume *v, char *err, size_t err_sz)
 {
     if (!g_vol.labels[0] != !g_vol.label_classes[0]) {
@@ -217,10 +217,9 @@ static sim_status default_model(const sim_volume *v, char *err, size_t err_sz)
     }
     uint8_t *ov = NULL;
     sim_status st = SIM_OK;
-    const int *d = g_vol.info.stored_dims;
     if (g_vol.labels[0])
-        st = sim_volume_label_classes(&ov, g_vol.labels, g_vol.label_classes, d[0], d[1], d[2],
-                                      g_vol.info.fit_factor, NULL, err, err_sz);
+        st = sim_volume_label_classes(&ov, g_vol.labels, g_vol.label_classes, v, &g_vol.info, NULL,
+                                      err, err_sz);
     if (st == SIM_OK && ov)
         fprintf(stderr, "softcast-server: classes from %s (%s), the other labels by HU\n",
                 g_vol.labels, g_vol.label_classes);

@@ -280,14 +280,15 @@ sim_volume_model_options sim_default_volume_model_options(void);
 /// Parse a label-to-class table "LABEL=CLASS,..." (LABEL 0..255, CLASS air, skin_fat,
 /// muscle_organ or bone) into table (256 entries; SIM_CLASS_BY_HU where unlisted).
 sim_status sim_label_classes_parse(uint8_t table[256], const char *spec, char *err, size_t err_sz);
-/// A class override from a segmentation NIfTI and its table: the file is read to the RAS
-/// lattice as the CT is (sim_volume_load_nifti), its voxels must be whole numbers 0..255 and
-/// its dims those of the CT as loaded (nx, ny, nz; the error names both); when the CT was
-/// then fitted by `factor` (sim_volume_fit), each block takes its elements' most common
-/// class. *out: (nelem) malloc'd, the caller frees it.
-sim_status sim_volume_label_classes(uint8_t **out, const char *path, const char *spec, int nx,
-                                    int ny, int nz, int factor, const sim_volume_limits *lim,
-                                    char *err, size_t err_sz);
+/// A class override from a segmentation NIfTI and its table, for the volume vol as the loader
+/// made it (info, from sim_volume_load_file; NULL: vol as it is). The file is read to the RAS
+/// lattice as the CT was (sim_volume_load_nifti), its voxels must be whole numbers 0..255 and
+/// its dims the CT's as read (the error names both); then, as the CT was, each block of the
+/// fit takes its elements' most common class and the air margin is added (by HU).
+/// *out: (vol's elements) malloc'd, the caller frees it.
+sim_status sim_volume_label_classes(uint8_t **out, const char *path, const char *spec,
+                                    const sim_volume *vol, const sim_volume_info *info,
+                                    const sim_volume_limits *lim, char *err, size_t err_sz);
 
 typedef struct sim_volume_model sim_volume_model;
 

@@ -268,7 +268,7 @@ export default [
     name: 'phantom: a straight torso (no taper: the can again)',
     file: 'sim/volume/phantom.c',
     find: 'return 176.0f - 30.0f * (w / PH_FOV_Z);',
-    replace: 'return 176.0f;',
+    replace: 'return 176.0f + 0.0f * w;',
     build: tests, test: run('phantom_torso_tapers'), caught_by: 'phantom_torso_tapers_from_the_hips_up',
   },
   {
@@ -295,8 +295,8 @@ export default [
   {
     name: 'label classes: a label map of other dims taken',
     file: 'sim/volume/label_classes.c',
-    find: 'if (lab.nx != nx || lab.ny != ny || lab.nz != nz) {',
-    replace: 'if (lab.nx != nx && 0) {',
+    find: 'if (lab.nx != want[0] || lab.ny != want[1] || lab.nz != want[2]) {',
+    replace: 'if (lab.nx != want[0] && 0) {',
     build: tests, test: run('label_classes_refused'), caught_by: 'label_classes_refused_with_a_reason',
   },
   {

@@ -354,7 +354,7 @@ TEST(label_classes_liver_mapped_to_bone_stays_rigid)
     REQUIRE(sim_volume_phantom_ex(&v, lab, nx, ny, nz, NULL, err, sizeof err) == SIM_OK);
     REQUIRE(sim_labels_save_nifti(lab, nx, ny, nz, v.spacing_mm, path, err, sizeof err) == SIM_OK);
     uint8_t *ov = NULL;
-    REQUIRE(sim_volume_label_classes(&ov, path, "3=bone", nx, ny, nz, 1, NULL, err, sizeof err) ==
+    REQUIRE(sim_volume_label_classes(&ov, path, "3=bone", &v, NULL, NULL, err, sizeof err) ==
             SIM_OK);
     size_t other = 0;
     for (size_t i = 0; i < n; i++)
@@ -374,8 +374,10 @@ TEST(label_classes_liver_mapped_to_bone_stays_rigid)
 #endif
 }
 
-/* A label map at twice the CT's resolution per axis: each block of 2^3 takes the class
- * most of its labels give (ties to the lower class, "by HU" last). */
+/* A label map of a scan stored SRA (i superior, j right, k anterior) at 10x16x12, read as
+ * 16x12x10 RAS, fitted by 2 and given an air margin (one element at -x, two at +z), as the
+ * loader did to the CT: each block of 2^3 takes the class most of its labels give (ties to
+ * the lower class, "by HU" last), and the margin classes by HU. */
 TEST(label_classes_follow_a_fitted_volume)
 {
 #if !SIM_HAVE_NIFTI
@@ -402,20 +404,35 @@ TEST(label_classes_follow_a_fitted_volume)
         lab[14 + (k & 1) + nx * ((k >> 1 & 1) + ny * (k >> 2))] = k < 4 ? 3 : 7;
     const float sp[3] = {1.0f, 1.0f, 1.0f};
     REQUIRE(sim_labels_save_nifti(lab, nx, ny, nz, sp, path, err, sizeof err) == SIM_OK);
+    sim_volume ct; /* the CT as simulated: only its dims and orientation are read */
+    memset(&ct, 0, sizeof ct);
+    ct.nx = 8 + 1, ct.ny = 6, ct.nz = 5 + 2;
+    memcpy(ct.orientation, "SRA", 4);
+    sim_volume_info info;
+    memset(&info, 0, sizeof info);
+    info.stored_dims[0] = 10, info.stored_dims[1] = 16, info.stored_dims[2] = 12;
+    info.fit_factor = 2;
+    info.margin[0] = 1, info.margin[5] = 2;
     uint8_t *ov = NULL;
-    REQUIRE(sim_volume_label_classes(&ov, path, "3=bone,7=air", nx, ny, nz, 2, NULL, err,
+    REQUIRE(sim_volume_label_classes(&ov, path, "3=bone,7=air", &ct, &info, NULL, err,
                                      sizeof err) == SIM_OK);
     int bad = 0;
-    for (int z = 0; z < 5; z++)
+    for (int z = 0; z < 7; z++)
         for (int y = 0; y < 6; y++)
-            for (int x = 0; x < 8; x++) {
-                int want = x < 4 ? SIM_TISSUE_BONE : SIM_CLASS_BY_HU;
-                if (y == 0 && z == 0 && x >= 5)
-                    want = x == 5 ? SIM_TISSUE_BONE : x == 6 ? SIM_CLASS_BY_HU : SIM_TISSUE_AIR;
-                bad += ov[x + 8 * (y + 6 * z)] != want;
+            for (int x = 0; x < 9; x++) {
+                int bx = x - 1, want = bx < 4 ? SIM_TISSUE_BONE : SIM_CLASS_BY_HU;
+                if (y == 0 && z == 0 && bx >= 5)
+                    want = bx == 5 ? SIM_TISSUE_BONE : bx == 6 ? SIM_CLASS_BY_HU : SIM_TISSUE_AIR;
+                if (x == 0 || z >= 5)
+                    want = SIM_CLASS_BY_HU; /* the margin */
+                bad += ov[x + 9 * (y + 6 * z)] != want;
             }
-    CHECKF(bad == 0, "%d of 240 blocks with the wrong class", bad);
+    CHECKF(bad == 0, "%d of 378 elements with the wrong class", bad);
     free(ov);
+    info.stored_dims[0] = 12, info.stored_dims[2] = 10; /* as stored, not as read: refused */
+    CHECK(sim_volume_label_classes(&ov, path, "3=bone", &ct, &info, NULL, err, sizeof err) ==
+          SIM_ERR_ARG);
+    CHECKF(strstr(err, "16x12x10") && strstr(err, "16x10x12"), "err: %s", err);
     remove(path);
     rmdir(d.path);
 #endif
@@ -459,10 +476,13 @@ TEST(label_classes_refused_with_a_reason)
     REQUIRE(lab);
     REQUIRE(sim_labels_save_nifti(lab, 20, 20, 12, v.spacing_mm, lb, err, sizeof err) == SIM_OK);
     REQUIRE(sim_volume_save_nifti(&v, ct, err, sizeof err) == SIM_OK);
-    CHECK(sim_volume_label_classes(&ov, lb, "3=bone", 40, 36, 24, 1, NULL, err, sizeof err) ==
+    sim_volume big;
+    memset(&big, 0, sizeof big);
+    big.nx = 40, big.ny = 36, big.nz = 24; /* only its dims are read */
+    CHECK(sim_volume_label_classes(&ov, lb, "3=bone", &big, NULL, NULL, err, sizeof err) ==
           SIM_ERR_ARG);
     CHECKF(strstr(err, "20x20x12") && strstr(err, "40x36x24") && !ov, "err: %s", err);
-    CHECK(sim_volume_label_classes(&ov, ct, "3=bone", 20, 20, 12, 1, NULL, err, sizeof err) ==
+    CHECK(sim_volume_label_classes(&ov, ct, "3=bone", &v, NULL, NULL, err, sizeof err) ==
           SIM_ERR_FORMAT);
     CHECKF(strstr(err, "not a label map") && !ov, "err: %s", err);
     free(lab);
