@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim/softbody/softbody.h"
 #include "sim/volume/volume.h"
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"
@@ -550,4 +551,90 @@ TEST(contrast_preset_vessels_soft_and_cortical_bone_stays)
     vs_scene_destroy(&sc);
     free(lab);
     sim_volume_free(&v);
+}
+
+/* ------------------------------------------------------------ the soft-body organ */
+
+/* The phantom's label map with the liver alone (what `softcast-bench phantom --keep 3`
+ * writes) becomes the soft-body scene's hybrid organ through its own label-map reader: its
+ * surface encloses the liver's voxels (volume within 5%, box within a voxel a side). */
+TEST(phantom_liver_becomes_a_soft_body_organ)
+{
+#if !SIM_HAVE_NIFTI
+    SKIP("built without the NIfTI library");
+#else
+    tmpdir d;
+    REQUIRE(tmp_make(&d));
+    char err[512] = "", path[128];
+    tmp_file(&d, "liver.nii.gz", path, sizeof path);
+    const int nx = 64, ny = 64, nz = 40;
+    size_t n = (size_t)nx * ny * nz, nl = 0;
+    uint8_t *lab = malloc(n);
+    sim_volume v;
+    REQUIRE(lab);
+    REQUIRE(sim_volume_phantom_ex(&v, lab, nx, ny, nz, NULL, err, sizeof err) == SIM_OK);
+    float lo[3] = {1e9f, 1e9f, 1e9f}, hi[3] = {-1e9f, -1e9f, -1e9f};
+    for (size_t i = 0; i < n; i++) {
+        if (lab[i] != SIM_LABEL_LIVER) {
+            lab[i] = 0;
+            continue;
+        }
+        nl++;
+        size_t c[3] = {i % (size_t)nx, i / (size_t)nx % (size_t)ny, i / ((size_t)nx * ny)};
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fminf(lo[k], (float)c[k] * v.spacing_mm[k]);
+            hi[k] = fmaxf(hi[k], (float)c[k] * v.spacing_mm[k]);
+        }
+    }
+    REQUIRE(sim_labels_save_nifti(lab, nx, ny, nz, v.spacing_mm, path, err, sizeof err) == SIM_OK);
+    sim_softbody_tets t;
+    sim_softbody_organ_opts o = sim_softbody_default_organ_opts();
+    REQUIRE(sim_softbody_tets_labelmap(&t, path, "3=liver", &o, err, sizeof err) == SIM_OK);
+    /* The organ's surface, each vertex placed by its tet and weights (as the scene draws
+     * it): its box and the volume it encloses (the divergence theorem). */
+    float *sp = malloc(sizeof(float) * 3 * (size_t)t.nembed);
+    REQUIRE(sp);
+    float tlo[3] = {1e9f, 1e9f, 1e9f}, thi[3] = {-1e9f, -1e9f, -1e9f};
+    for (int k = 0; k < t.nembed; k++)
+        for (int b = 0; b < 3; b++) {
+            float x = 0.0f;
+            for (int c = 0; c < 4; c++)
+                x += t.embed_w[4 * k + c] * t.x[3 * t.tet[4 * t.embed_tet[k] + c] + b];
+            sp[3 * k + b] = x * 1000.0f;
+            tlo[b] = fminf(tlo[b], x * 1000.0f);
+            thi[b] = fmaxf(thi[b], x * 1000.0f);
+        }
+    double vol = 0.0;
+    for (int e = 0; e < t.nembed_tri; e++) {
+        const float *p0 = sp + 3 * t.embed_tri[3 * e], *p1 = sp + 3 * t.embed_tri[3 * e + 1];
+        const float *p2 = sp + 3 * t.embed_tri[3 * e + 2];
+        double q0[3], q1[3], q2[3];
+        for (int k = 0; k < 3; k++)
+            q0[k] = (double)p0[k], q1[k] = (double)p1[k], q2[k] = (double)p2[k];
+        vol += (q0[0] * (q1[1] * q2[2] - q1[2] * q2[1]) - q0[1] * (q1[0] * q2[2] - q1[2] * q2[0]) +
+                q0[2] * (q1[0] * q2[1] - q1[1] * q2[0])) /
+               6.0 * 1e-9;
+    }
+    free(sp);
+    double want = (double)nl * (double)(v.spacing_mm[0] * v.spacing_mm[1] * v.spacing_mm[2]) * 1e-9;
+    float worst = 0.0f;
+    for (int k = 0; k < 3; k++)
+        worst = fmaxf(worst, fabsf((thi[k] - tlo[k]) - (hi[k] - lo[k] + v.spacing_mm[k])) -
+                                 v.spacing_mm[k]);
+    th_note("liver: %zu voxels, %.0f cm3; organ: %d tets, %d vertices, its surface %.0f cm3; box "
+            "%.0f x %.0f "
+            "x %.0f mm against %.0f x %.0f x %.0f",
+            nl, want * 1e6, t.ntet, t.nvert, vol * 1e6, (double)(thi[0] - tlo[0]),
+            (double)(thi[1] - tlo[1]), (double)(thi[2] - tlo[2]), (double)(hi[0] - lo[0]),
+            (double)(hi[1] - lo[1]), (double)(hi[2] - lo[2]));
+    CHECK(t.ntet > 100 && t.nregion == 1 && !strcmp(t.region_name[0], "liver"));
+    CHECKF(fabs(vol / want - 1.0) < 0.10, "organ %.0f cm3, liver %.0f cm3", vol * 1e6, want * 1e6);
+    CHECKF(worst <= 0.0f, "organ box off the liver's by %.1f mm more than two voxels",
+           (double)worst);
+    sim_softbody_tets_free(&t);
+    free(lab);
+    sim_volume_free(&v);
+    remove(path);
+    rmdir(d.path);
+#endif
 }
