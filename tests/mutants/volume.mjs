@@ -316,8 +316,8 @@ export default [
   {
     name: 'volume: --volume-labels read but not given to the model',
     file: 'server/scene_volume.c',
-    find: 'mo.class_override = ov;',
-    replace: 'mo.class_override = NULL;',
+    find: 'st = preset_model(&g_vol.model, v, g_vol.preset, ov, err, err_sz);',
+    replace: 'st = preset_model(&g_vol.model, v, g_vol.preset, NULL, err, err_sz);',
     build: ['$BUILD/test/softcast-server'], test: 'node --test tests/server/volume_labels.test.mjs', caught_by: 'volume_labels.test.mjs: a block of the phantom mapped to bone moves as one piece',
   },
   {
