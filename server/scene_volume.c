@@ -25,11 +25,59 @@ static struct {
     int64_t fit_elements; /* --fit-elements: a --volume over this is block-averaged to fit
                              (-1: to --max-elements; 0: refused instead) */
     sim_volume_model *model;
-    sim_volume_info info; /* what the default volume is (a file's, or the phantom's) */
-} g_vol = {.path = "", .dims = {128, 128, 75}, .max_elements = 4 << 20, .fit_elements = -1};
+    sim_volume_info info;    /* what the default volume is (a file's, or the phantom's) */
+    char labels[512];        /* --volume-labels: segmentation NIfTI of the default volume */
+    char label_classes[512]; /* --volume-label-classes: its LABEL=CLASS,... table */
+    char preset[16];         /* --hu-preset: "default" or "contrast" (sim_volume_params_preset) */
+} g_vol = {.path = "",
+           .dims = {128, 128, 75},
+           .max_elements = 4 << 20,
+           .fit_elements = -1,
+           .preset = "default"};
+
+/* A string option into a fixed buffer. */
+static int opt_str(const char *name, const char *val, char *dst, size_t cap, char *err,
+                   size_t err_sz)
+{
+    if (strlen(val) >= cap) {
+        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
+        return -1;
+    }
+    strcpy(dst, val);
+    return 1;
+}
+
+/* The class thresholds of a preset on the defaults: 1 and *p set, or -1 with err. */
+static int preset_params(const char *name, sim_volume_params *p, char *err, size_t err_sz)
+{
+    *p = sim_default_volume_params();
+    return sim_volume_params_preset(p, name, err, err_sz) == SIM_OK ? 1 : -1;
+}
+
+/* A model of v with the bone surface at the preset's threshold (and override's classes). */
+static sim_status preset_model(sim_volume_model **m, const sim_volume *v, const char *preset,
+                               const uint8_t *override, char *err, size_t err_sz)
+{
+    sim_volume_model_options mo = sim_default_volume_model_options();
+    sim_volume_params p;
+    preset_params(preset, &p, err, err_sz);
+    mo.bone_iso_hu = p.hu_threshold[2];
+    mo.class_override = override;
+    return sim_volume_model_create(m, v, &mo, err, err_sz);
+}
 
 static int vol_option(const char *name, const char *val, char *err, size_t err_sz)
 {
+    if (!strcmp(name, "volume-labels"))
+        return opt_str(name, val, g_vol.labels, sizeof g_vol.labels, err, err_sz);
+    if (!strcmp(name, "volume-label-classes"))
+        return opt_str(name, val, g_vol.label_classes, sizeof g_vol.label_classes, err, err_sz);
+    if (!strcmp(name, "hu-preset")) {
+        sim_volume_params p;
+        if (preset_params(val, &p, err, err_sz) < 0)
+            return -1;
+        return opt_str(name, val, g_vol.preset, sizeof g_vol.preset, err, err_sz);
+    }
     if (!strcmp(name, "volume")) {
         if (strlen(val) >= sizeof g_vol.path) {
             snprintf(err, err_sz, "--volume: longer than %zu characters", sizeof g_vol.path - 1);
@@ -159,6 +207,28 @@ static void phantom_info(const sim_volume *v, sim_volume_info *in)
     }
 }
 
+/* The default model: the preset's bone surface, and the classes of --volume-labels (a
+ * label map of the volume as stored, taken through the loader's steps as the volume was). */
+static sim_status default_model(const sim_volume *v, char *err, size_t err_sz)
+{
+    if (!g_vol.labels[0] != !g_vol.label_classes[0]) {
+        snprintf(err, err_sz, "--volume-labels and --volume-label-classes go together");
+        return SIM_ERR_ARG;
+    }
+    uint8_t *ov = NULL;
+    sim_status st = SIM_OK;
+    if (g_vol.labels[0])
+        st = sim_volume_label_classes(&ov, g_vol.labels, g_vol.label_classes, v, &g_vol.info, NULL,
+                                      err, err_sz);
+    if (st == SIM_OK && ov)
+        fprintf(stderr, "softcast-server: classes from %s (%s), the other labels by HU\n",
+                g_vol.labels, g_vol.label_classes);
+    if (st == SIM_OK)
+        st = preset_model(&g_vol.model, v, g_vol.preset, ov, err, err_sz);
+    free(ov);
+    return st;
+}
+
 static int vol_start(sim_backend *b, char *err, size_t err_sz)
 {
     (void)b;
@@ -183,7 +253,7 @@ static int vol_start(sim_backend *b, char *err, size_t err_sz)
         sim_volume_free(&v);
     }
     if (st == SIM_OK) {
-        st = sim_volume_model_create(&g_vol.model, &v, NULL, err, err_sz);
+        st = default_model(&v, err, err_sz);
         sim_volume_free(&v);
     }
     return st == SIM_OK ? 0 : -1;
@@ -219,7 +289,26 @@ typedef struct vol_scene {
     float probe_pos[VOL_PROBE_NVERT * 3], probe_speed[VOL_PROBE_NVERT], probe_at[3];
     float probe_box[3];
     uint32_t probe_seg[(VOL_PROBE_NVERT - 1) * 2];
+    char preset[16]; /* its class thresholds' preset (sim_volume_params_preset) */
 } vol_scene;
+
+/* The session's preset: "preset" in its options, else --hu-preset. 201, or 400 with err. */
+static int parse_preset(const cJSON *opts, char out[16], char *err, size_t err_sz)
+{
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(opts, "preset");
+    const char *name = g_vol.preset;
+    if (pj && (!cJSON_IsString(pj) || strlen(pj->valuestring) >= 16)) {
+        snprintf(err, err_sz, "\"preset\" must be \"default\" or \"contrast\"");
+        return 400;
+    }
+    if (pj)
+        name = pj->valuestring;
+    sim_volume_params p;
+    if (preset_params(name, &p, err, err_sz) < 0)
+        return 400;
+    strcpy(out, name);
+    return 201;
+}
 
 static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
 {
@@ -251,6 +340,9 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
 {
     const cJSON *dj = cJSON_GetObjectItemCaseSensitive(opts, "dims");
     int dims[3], status = dj ? parse_dims(dj, dims, err, err_sz) : 201;
+    char preset[16];
+    if (status == 201)
+        status = parse_preset(opts, preset, err, err_sz);
     if (status != 201)
         return status;
     vol_scene *v = calloc(1, sizeof *v);
@@ -259,6 +351,7 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
         return 500;
     }
     *out = v;
+    strcpy(v->preset, preset);
     v->model = g_vol.model;
     v->info = g_vol.info;
     v->source = "default";
@@ -268,7 +361,7 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
             return 400;
         phantom_info(&vol, &v->info);
         v->source = "phantom";
-        sim_status st = sim_volume_model_create(&v->model, &vol, NULL, err, err_sz);
+        sim_status st = preset_model(&v->model, &vol, v->preset, NULL, err, err_sz);
         sim_volume_free(&vol);
         if (st != SIM_OK)
             return 500;
@@ -282,9 +375,17 @@ static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz)
 {
     if (sim_volume_state_create(&v->state, v->model, b, err, err_sz) != SIM_OK)
         return 500;
+    sim_volume_params p = sim_volume_get_params(v->state), pp;
+    preset_params(v->preset, &pp, err, err_sz);
+    if (p.hu_threshold[2] != pp.hu_threshold[2]) { /* the preset's classes from the start */
+        sim_volume_event ev = {.type = SIM_EV_SET_PARAMS, .params = p};
+        ev.params.hu_threshold[2] = pp.hu_threshold[2];
+        if (sim_volume_apply_event(v->state, &ev, err, err_sz) != SIM_OK)
+            return 500;
+        p = ev.params;
+    }
     const sim_volume *vol = sim_volume_model_volume(v->model);
     int n[3] = {vol->nx, vol->ny, vol->nz};
-    sim_volume_params p = sim_volume_get_params(v->state);
     for (int k = 0; k < 3; k++) {
         v->bmin[k] = -p.boundary_margin * vol->spacing_mm[k];
         v->bmax[k] = ((float)(n[k] - 1) + p.boundary_margin) * vol->spacing_mm[k];
@@ -331,6 +432,7 @@ static int vol_create_file(sim_backend *b, const char *path, const char *name,
     }
     *out = v;
     v->source = "file";
+    strcpy(v->preset, g_vol.preset);
     sim_volume_load_opts lo = vol_load_opts();
     lo.progress = stage;
     lo.progress_ctx = ctx;
@@ -340,7 +442,7 @@ static int vol_create_file(sim_backend *b, const char *path, const char *name,
         return vol_status(st);
     snprintf(v->info.name, sizeof v->info.name, "%s", name);
     stage(ctx, "surfaces");
-    st = sim_volume_model_create(&v->model, &vol, NULL, err, err_sz);
+    st = preset_model(&v->model, &vol, v->preset, NULL, err, err_sz);
     sim_volume_free(&vol);
     if (st != SIM_OK)
         return vol_status(st);
@@ -715,6 +817,7 @@ static void vol_describe(const void *scene, cJSON *j)
     cJSON_AddItemToObject(j, "dims", cJSON_CreateIntArray(dims, 3));
     double sp[3] = {vol->spacing_mm[0], vol->spacing_mm[1], vol->spacing_mm[2]};
     cJSON_AddItemToObject(j, "spacing", cJSON_CreateDoubleArray(sp, 3));
+    cJSON_AddStringToObject(j, "hu_preset", v->preset);
     /* What the data is and what was done to it; never anything about the patient (the
      * readers put none in info). */
     const sim_volume_info *in = &v->info;
@@ -751,7 +854,12 @@ const srv_scene_i srv_scene_volume = {
         "  --dims WxHxD                  phantom size of the default scene (default 128x128x75)\n"
         "  --max-elements N              largest volume a session may create (default 4194304)\n"
         "  --fit-elements N              a --volume over N elements is block-averaged to fit\n"
-        "                                (default: --max-elements; 0: refuse it instead)\n",
+        "                                (default: --max-elements; 0: refuse it instead)\n"
+        "  --volume-labels FILE.nii      a segmentation of the default volume (its dims) ...\n"
+        "  --volume-label-classes SPEC   ... whose LABEL=CLASS,... (air, skin_fat, muscle_organ,\n"
+        "                                bone) class those labels whatever their HU\n"
+        "  --hu-preset default|contrast  class thresholds: contrast puts bone at 700 HU, above\n"
+        "                                contrast-filled vessels (a session's \"preset\" too)\n",
     .events = k_events,
     .nevents = (int)(sizeof k_events / sizeof k_events[0]),
     .option = vol_option,

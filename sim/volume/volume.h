@@ -35,9 +35,51 @@ typedef struct sim_volume_limits {
 /// Defaults: 128M elements (a 512x512x300 CT is 79M), 4096 per axis.
 sim_volume_limits sim_default_volume_limits(void);
 
-/// The embedded default: a procedural abdominal phantom in HU (air, skin and fat
-/// shell, muscle and organs, spine and ribs) of any size (each axis >= 8).
+/// The phantom's labels (sim_volume_phantom_labels; the table in sim/README.md).
+typedef enum sim_phantom_label {
+    SIM_LABEL_AIR = 0,   ///< outside the body
+    SIM_LABEL_SKIN_FAT,  ///< skin, subcutaneous, mesenteric and perirenal fat
+    SIM_LABEL_MUSCLE,    ///< the abdominal wall, psoas, back, iliacus and gluteal muscles
+    SIM_LABEL_LIVER,     ///< patient's right, upper abdomen
+    SIM_LABEL_KIDNEY,    ///< both, posterior, beside the spine
+    SIM_LABEL_SPLEEN,    ///< patient's left, upper, posterior
+    SIM_LABEL_BOWEL,     ///< stomach, colon and small bowel: wall and contents
+    SIM_LABEL_BOWEL_GAS, ///< gas in the stomach and bowel (-1000 HU)
+    SIM_LABEL_BONE,      ///< vertebrae, sacrum, ribs, iliac wings
+    SIM_LABEL_DISC,      ///< intervertebral discs
+    SIM_LABEL_VESSEL,    ///< aorta, vena cava, iliac vessels
+    SIM_LABEL_CORD,      ///< spinal canal
+    SIM_NLABEL
+} sim_phantom_label;
+
+/// "air", "skin_fat", "muscle", "liver", ... ("unknown" out of range).
+const char *sim_phantom_label_name(int label);
+
+/// Phantom options (sim_default_phantom_opts: blood at 45 HU).
+typedef struct sim_phantom_opts {
+    float vessel_hu; ///< HU of the vessels' contents: 45 (blood), 200-500 (contrast, arterial)
+} sim_phantom_opts;
+
+sim_phantom_opts sim_default_phantom_opts(void);
+
+/// The embedded default: a procedural abdominal phantom in HU of any size (each axis >= 8),
+/// on the RAS lattice, its field of view 400 x 400 x 300 mm: a tapering torso (skin, fat,
+/// muscle), liver, kidneys, spleen, stomach and bowel with gas, spine, ribs, pelvis.
 sim_status sim_volume_phantom(sim_volume *out, int nx, int ny, int nz, char *err, size_t err_sz);
+/// The phantom's label map alone: labels (nx*ny*nz, caller's) gets a sim_phantom_label each.
+sim_status sim_volume_phantom_labels(uint8_t *labels, int nx, int ny, int nz, char *err,
+                                     size_t err_sz);
+/// Both at once, with options (opt NULL: defaults); out or labels may be NULL (not both).
+sim_status sim_volume_phantom_ex(sim_volume *out, uint8_t *labels, int nx, int ny, int nz,
+                                 const sim_phantom_opts *opt, char *err, size_t err_sz);
+/// Write a volume as NIfTI-1 (.nii, or .nii.gz when built with the NIfTI library): int16 HU
+/// (scl_slope 1 and scl_inter 0 when the rounded values fit, else a linear scale), pixdim
+/// from spacing_mm, an RAS qform and sform (code 1) centred on the volume.
+sim_status sim_volume_save_nifti(const sim_volume *v, const char *path, char *err, size_t err_sz);
+/// Write a uint8 label map (nx*ny*nz, x fastest) as NIfTI-1 the same way (no scaling).
+sim_status sim_labels_save_nifti(const uint8_t *labels, int nx, int ny, int nz,
+                                 const float spacing_mm[3], const char *path, char *err,
+                                 size_t err_sz);
 /// Load NIfTI-1 (.nii or .nii.gz), applying scl_slope/scl_inter and pixdim, and turned to
 /// the RAS lattice by the file's sform (its qform when the sform's code is 0): axes
 /// permuted and flipped exactly, an oblique affine to its nearest axes (out->oblique_deg
@@ -213,12 +255,40 @@ sim_volume_params sim_default_volume_params(void);
 /// the first bad field in err.
 sim_status sim_volume_params_validate(const sim_volume_params *p, char *err, size_t err_sz);
 
+/// Bone threshold of the "contrast" preset, HU: above contrast-filled vessels (200-500 HU in
+/// the arterial phase), at the cost of cancellous bone (vertebral bodies) classing as soft.
+#define SIM_HU_BONE_CONTRAST 700.0f
+
+/// Set the class thresholds of a named preset: "default" (bone from 375 HU) or "contrast"
+/// (bone from SIM_HU_BONE_CONTRAST); other fields unchanged. SIM_ERR_ARG names a bad name.
+sim_status sim_volume_params_preset(sim_volume_params *p, const char *name, char *err,
+                                    size_t err_sz);
+
+/// A class override entry meaning "class this element by its HU, as usual".
+#define SIM_CLASS_BY_HU 255
+
 typedef struct sim_volume_model_options {
     float skin_iso_hu; ///< iso level of the skin surface
     float bone_iso_hu; ///< iso level of the bone surface
+    /// (nelem) or NULL: per element a sim_tissue that it keeps whatever its HU and the
+    /// thresholds, or SIM_CLASS_BY_HU; copied by sim_volume_model_create
+    const uint8_t *class_override;
 } sim_volume_model_options;
 
 sim_volume_model_options sim_default_volume_model_options(void);
+
+/// Parse a label-to-class table "LABEL=CLASS,..." (LABEL 0..255, CLASS air, skin_fat,
+/// muscle_organ or bone) into table (256 entries; SIM_CLASS_BY_HU where unlisted).
+sim_status sim_label_classes_parse(uint8_t table[256], const char *spec, char *err, size_t err_sz);
+/// A class override from a segmentation NIfTI and its table, for the volume vol as the loader
+/// made it (info, from sim_volume_load_file; NULL: vol as it is). The file is read to the RAS
+/// lattice as the CT was (sim_volume_load_nifti), its voxels must be whole numbers 0..255 and
+/// its dims the CT's as read (the error names both); then, as the CT was, each block of the
+/// fit takes its elements' most common class and the air margin is added (by HU).
+/// *out: (vol's elements) malloc'd, the caller frees it.
+sim_status sim_volume_label_classes(uint8_t **out, const char *path, const char *spec,
+                                    const sim_volume *vol, const sim_volume_info *info,
+                                    const sim_volume_limits *lim, char *err, size_t err_sz);
 
 typedef struct sim_volume_model sim_volume_model;
 

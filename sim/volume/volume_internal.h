@@ -23,7 +23,8 @@ struct sim_volume_model {
     sim_volume vol; /* rest volume, HU */
     sim_surface_data surf[SIM_NSURFACE];
     sim_surface view[SIM_NSURFACE]; /* public read-only views of surf */
-    sim_volume_model_options opt;
+    sim_volume_model_options opt;   /* opt.class_override points at class_override below */
+    uint8_t *class_override;        /* (nelem) or NULL: a sim_tissue or SIM_CLASS_BY_HU, owned */
 };
 
 typedef struct sim_volume_backend_i sim_volume_backend_i; /* below */

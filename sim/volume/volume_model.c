@@ -161,7 +161,45 @@ sim_volume_model_options sim_default_volume_model_options(void)
     sim_volume_model_options o;
     o.skin_iso_hu = -400.0f;
     o.bone_iso_hu = 375.0f;
+    o.class_override = NULL;
     return o;
+}
+
+sim_status sim_volume_params_preset(sim_volume_params *p, const char *name, char *err,
+                                    size_t err_sz)
+{
+    if (!p || !name)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "preset: NULL argument");
+    sim_volume_params d = sim_default_volume_params();
+    if (!strcmp(name, "default"))
+        p->hu_threshold[2] = d.hu_threshold[2];
+    else if (!strcmp(name, "contrast"))
+        p->hu_threshold[2] = SIM_HU_BONE_CONTRAST;
+    else
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                   "preset \"%s\": must be default or contrast", name);
+    return SIM_OK;
+}
+
+/* The override copied into the model; every entry a class or SIM_CLASS_BY_HU. */
+static sim_status copy_override(sim_volume_model *m, const uint8_t *ov, size_t n, char *err,
+                                size_t err_sz)
+{
+    m->opt.class_override = NULL;
+    if (!ov)
+        return SIM_OK;
+    for (size_t i = 0; i < n; i++)
+        if (ov[i] >= SIM_NTISSUE && ov[i] != SIM_CLASS_BY_HU)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
+                                       "model: class override %d at element %zu: must be 0..%d "
+                                       "or SIM_CLASS_BY_HU",
+                                       ov[i], i, SIM_NTISSUE - 1);
+    m->class_override = sc_calloc(n, 1);
+    if (!m->class_override)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "model: out of memory");
+    memcpy(m->class_override, ov, n);
+    m->opt.class_override = m->class_override;
+    return SIM_OK;
 }
 
 sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol,
@@ -184,6 +222,11 @@ sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol
                                    "model: out of memory for %zu elements", n);
     }
     memcpy(m->vol.hu, vol->hu, n * sizeof(float));
+    st = copy_override(m, m->opt.class_override, n, err, err_sz);
+    if (st != SIM_OK) {
+        sim_volume_model_destroy(m);
+        return st;
+    }
     float iso[SIM_NSURFACE] = {m->opt.skin_iso_hu, m->opt.bone_iso_hu};
     for (int k = 0; k < SIM_NSURFACE; k++) {
         st = sim_surface_extract(&m->surf[k], &m->vol, iso[k], err, err_sz);
@@ -207,6 +250,7 @@ void sim_volume_model_destroy(sim_volume_model *m)
         return;
     for (int k = 0; k < SIM_NSURFACE; k++)
         sim_surface_data_free(&m->surf[k]);
+    free(m->class_override);
     free(m->vol.hu);
     free(m);
 }

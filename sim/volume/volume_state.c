@@ -43,8 +43,9 @@ static void classify_all(sim_volume_state *s)
 {
     memset(s->class_count, 0, sizeof s->class_count);
     const float *hu = s->m->vol.hu;
+    const uint8_t *ov = s->m->class_override;
     for (int64_t i = 0; i < s->nelem; i++) {
-        int c = vol_classify(&s->params, hu[i]);
+        int c = ov && ov[i] != SIM_CLASS_BY_HU ? ov[i] : vol_classify(&s->params, hu[i]);
         s->flags[i] = (uint8_t)((s->flags[i] & CM_FLAG_GRABBED) | (uint8_t)c);
         s->class_count[c]++;
     }

@@ -6,6 +6,8 @@
  *                         [--condition A|B|C] [--scenario pull|drag|release] [--pull L]
  *                         [--uniform HU]   a homogeneous block instead of the phantom
  *   softcast-bench parity [--dims WxHxD] [--frames N]   CUDA against CPU, same script
+ *   softcast-bench phantom --out CT.nii.gz [--labels L.nii.gz] [--dims WxHxD] [--keep L,...]
+ *                          the default phantom and its labels as files (bench_phantom.c)
  *
  * Needs only the sim library: it runs on the GPU machines too. */
 #include <math.h>
@@ -17,6 +19,7 @@
 #include "sim/core/sc_base.h"
 #include "sim/volume/volume.h"
 #include "tests/bench/bench_cloth.h"
+#include "tests/bench/bench_phantom.h"
 #include "tests/bench/bench_softbody.h"
 #include "tests/scenes/volume_scenes.h"
 
@@ -50,7 +53,8 @@ static void usage(void)
         "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
         "       softcast-bench parity [--dims WxHxD] [--frames N]\n"
         "       softcast-bench cloth --lod-scenarios | --dims WxH ... | --characters N ...\n"
-        "       softcast-bench softbody --model surface|hybrid [--particles N] ... | --parity\n");
+        "       softcast-bench softbody --model surface|hybrid [--particles N] ... | --parity\n"
+        "       softcast-bench phantom --out CT.nii.gz [--labels L.nii.gz] [--dims WxHxD] ...\n");
     exit(2);
 }
 
@@ -447,6 +451,8 @@ int main(int argc, char **argv)
         return bench_cloth_main(argc, argv);
     if (!strcmp(argv[1], "softbody"))
         return bench_softbody_main(argc, argv);
+    if (!strcmp(argv[1], "phantom"))
+        return bench_phantom_main(argc, argv);
     bench_opts o;
     parse_args(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);

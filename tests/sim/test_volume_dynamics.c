@@ -318,8 +318,9 @@ TEST(active_blocks_give_the_same_state_as_full_sweeps)
  * its mean displacement and motion equal those computed here from the positions of the
  * elements the grab's rule picks, every frame after the release; along the pull it
  * crosses rest under B (the ringing a class should see) and never under A, which comes
- * back without passing rest (measured at a pull of 6 on the 48x48x28 phantom: B crosses rest 4
- * times and reaches 0.94 past it; A never crosses, least 0.013). */
+ * back without passing rest (measured at a pull of 6 on the 48x48x28 phantom: B crosses rest 3
+ * times and reaches 0.79 past it; A never crosses, least 0.013; on the can it replaced, 4 times
+ * and 0.94). */
 TEST(probe_follows_the_grab_after_release_and_rings_under_b_only)
 {
     vs_release_result r[2];

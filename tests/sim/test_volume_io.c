@@ -220,7 +220,8 @@ TEST(volume_io_phantom_classes_16x16x8)
 }
 
 /* The documented axes: spine posterior at low y, belly front at high y; ribs only in the
- * upper (superior, high z) part; liver on the patient's right at high x. */
+ * upper (superior, high z) part, the iliac wings in the lowest; liver on the patient's
+ * right at high x. */
 TEST(volume_io_phantom_axis_convention)
 {
     sim_volume v;
@@ -236,17 +237,19 @@ TEST(volume_io_phantom_axis_convention)
                     (*(y < ny / 2 ? &bone_low_y : &bone_high_y))++;
     CHECKF(bone_low_y > 100 && bone_high_y == 0, "midline bone: %d at low y, %d at high y",
            bone_low_y, bone_high_y);
-    /* Lateral bone (> 60 mm from the midline: ribs) only above z = 150 mm. */
-    int rib_low = 0, rib_high = 0;
+    /* Lateral bone (> 60 mm from the midline): the ribs above z = 160 mm, the iliac wings
+     * below 95 mm (the pelvis at the inferior end), none between. */
+    int wing = 0, rib_mid = 0, rib_high = 0;
     for (int z = 0; z < nz; z++)
         for (int y = 0; y < ny; y++)
             for (int x = 0; x < nx; x++) {
                 float u = ((float)x + 0.5f) * v.spacing_mm[0] - 200.0f;
+                float w = ((float)z + 0.5f) * v.spacing_mm[2];
                 if (fabsf(u) > 60.0f && tissue_of(vol_at(&v, x, y, z)) == SIM_TISSUE_BONE)
-                    (*(((float)z + 0.5f) * v.spacing_mm[2] < 150.0f ? &rib_low : &rib_high))++;
+                    (*(w < 95.0f ? &wing : w < 160.0f ? &rib_mid : &rib_high))++;
             }
-    CHECKF(rib_high > 100 && rib_low == 0, "lateral bone: %d below 150 mm, %d above", rib_low,
-           rib_high);
+    CHECKF(rib_high > 100 && wing > 100 && rib_mid == 0,
+           "lateral bone: %d below 95 mm, %d at 95-160 mm, %d above", wing, rib_mid, rib_high);
     /* Upper slices: the liver (+60) makes the patient-right third (high x) denser in soft
      * tissue than the left third. */
     double right = 0.0, left = 0.0;
@@ -271,8 +274,8 @@ TEST(volume_io_phantom_axis_convention)
     sim_volume_free(&v);
 }
 
-/* Class edges with margin: noise never pushes a value across a default threshold; the
- * noise is there (+-10 HU) but bounded. */
+/* Class edges with margin: noise never pushes a value across a default threshold or the
+ * contrast preset's bone edge; the noise is there (+-10 HU) but bounded. */
 TEST(volume_io_phantom_values_clear_of_thresholds)
 {
     sim_volume v;
@@ -280,12 +283,12 @@ TEST(volume_io_phantom_values_clear_of_thresholds)
     REQUIRE(sim_volume_phantom(&v, 128, 128, 75, err, sizeof err) == SIM_OK);
     size_t n = vol_n(&v);
     float margin = 1e9f, lo = 1e9f, hi = -1e9f;
-    const float edges[3] = {T_AIR, T_SOFT, T_BONE};
+    const float edges[4] = {T_AIR, T_SOFT, T_BONE, SIM_HU_BONE_CONTRAST};
     double air_sum = 0.0, air_sq = 0.0;
     size_t air_n = 0;
     for (size_t i = 0; i < n; i++) {
         float h = v.hu[i];
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             margin = fminf(margin, fabsf(h - edges[k]));
         lo = fminf(lo, h);
         hi = fmaxf(hi, h);
@@ -303,7 +306,7 @@ TEST(volume_io_phantom_values_clear_of_thresholds)
     th_note("min distance to a class edge %.2f HU; range [%.1f, %.1f]; air %.2f +- %.2f HU",
             (double)margin, (double)lo, (double)hi, mean, sd);
     CHECKF(margin >= 4.9f, "a value within %.2f HU of a class edge", (double)margin);
-    CHECK(lo >= -1010.0f && hi <= 710.0f);
+    CHECK(lo >= -1010.0f && hi <= 960.0f); /* air and gas -1000, iliac wings 950, +-10 */
     CHECKF(fabs(mean + 1000.0) < 1.0 && sd > 4.0 && sd < 7.0, "air %.2f +- %.2f", mean, sd);
     sim_volume_free(&v);
 }
