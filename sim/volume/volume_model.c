@@ -71,8 +71,9 @@ const sim_param_desc *sim_volume_params_table(int *n)
  *   per-mode reading x' = (1-c)x + kV', V' = alpha V - s c x, c = 0.6 with alpha 0.85,
  *   s k 0.9 gives complex roots of modulus sqrt(alpha (1-c)) = 0.58 per frame, period
  *   about 7 frames: B overshoots and rings a few half-periods (measured on the 48x48x28
- *   phantom after a pull of 6: 3 sign changes, overshoot 0.96; with 6 Gauss-Seidel
- *   iterations B barely rang, 2 sign changes and half the overshoot). The clip-only
+ *   phantom after a pull of 6: 2 sign changes, overshoot 0.81; on the earlier cylindrical
+ *   phantom 3 and 0.96, and with 6 Gauss-Seidel iterations there B barely rang, 2 sign
+ *   changes and half the overshoot). The clip-only
  *   repair iterations after them (CM_REPAIR_ITERATIONS) restore the bands without adding
  *   pull. The soft threshold stays (it cannot pump energy) but is small, 0.002, so it does
  *   not freeze the tail of the ringing into a plastic dent; the dead zone still lets the

@@ -31,7 +31,9 @@ const DISPLACEMENT_COLOR = '#ff9f40', VELOCITY_COLOR = '#4fc3f7';
 /** The first view: from the patient's front (+y), a little above, the body's box filling
  *  the narrower field of view. */
 function frameFront(view) {
-  const { bmin, bmax } = view.box;
+  // The body's box (skin and bone), not the probe's: its quantisation box is twice the
+  // volume's, so that the region can be anywhere in it, and would leave the body small.
+  const { bmin, bmax } = view.worldBox([0, 1]);
   const c = [0, 1, 2].map((b) => (bmin[b] + bmax[b]) / 2);
   const r = Math.hypot(bmax[0] - bmin[0], bmax[1] - bmin[1], bmax[2] - bmin[2]) / 2 || 1;
   const cam = view.camera, vfov = (cam.fov * Math.PI) / 180, hfov = 2 * Math.atan(Math.tan(vfov / 2) * cam.aspect);
