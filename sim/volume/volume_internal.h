@@ -167,6 +167,11 @@ extern const sim_volume_backend_i vol_cuda_backend;
 void vol_pack_kparams(cm_kparams *kp, const sim_volume_params *p, const sim_volume *vol);
 /* Tissue class of a HU value under the thresholds. */
 int vol_classify(const sim_volume_params *p, float hu);
+/* 1 when s ends with the lower-case suffix, ignoring case (volume_load.c). */
+int vol_ends_with_ci(const char *s, const char *suffix);
+/* The smallest block-average factor f that brings dims n, each grown by pad after the
+ * averaging, to at most budget elements (volume_io.c; sim_volume_fit and the loader). */
+int vol_fit_factor(const int n[3], const int pad[3], size_t budget);
 
 /* Loaders (volume_orient.c): turn v, as stored, to the RAS lattice. dir[3w+a] is the RAS
  * component w (x right, y anterior, z superior) of stored axis a's direction, any length

@@ -242,22 +242,6 @@ sim_status sim_volume_load_raw_i16(sim_volume *out, const char *path, int nx, in
 
 _Static_assert(sizeof(nifti_1_header) == 348, "nifti_1_header must be the 348 on-disk bytes");
 
-static int ends_with_ci(const char *s, const char *suffix)
-{
-    size_t ls = strlen(s), lx = strlen(suffix);
-    if (ls < lx)
-        return 0;
-    s += ls - lx;
-    for (size_t i = 0; i < lx; i++) {
-        char a = s[i], b = suffix[i];
-        if (a >= 'A' && a <= 'Z')
-            a = (char)(a - 'A' + 'a');
-        if (a != b)
-            return 0;
-    }
-    return 1;
-}
-
 /* Bytes per element of the datatypes we load; 0 for the rest. */
 static int nifti_elem_bytes(int datatype)
 {
@@ -520,8 +504,8 @@ static sim_status nifti_open(nifti_file *nf, const char *path, const sim_volume_
     sim_status st = stat_regular(path, &sb, err, err_sz);
     if (st != SIM_OK)
         return st;
-    int gz = ends_with_ci(path, ".nii.gz");
-    if (!gz && !ends_with_ci(path, ".nii"))
+    int gz = vol_ends_with_ci(path, ".nii.gz");
+    if (!gz && !vol_ends_with_ci(path, ".nii"))
         return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: expected a .nii or .nii.gz file", path);
     if (gz && !nifti_compiled_with_zlib())
         return sc_fail(err, err_sz, SIM_ERR_FORMAT,
@@ -704,14 +688,23 @@ static size_t ceil_div(int n, int f)
     return (size_t)(n / f + (n % f != 0));
 }
 
+int vol_fit_factor(const int n[3], const int pad[3], size_t budget)
+{
+    int f = 1;
+    while ((ceil_div(n[0], f) + (size_t)pad[0]) * (ceil_div(n[1], f) + (size_t)pad[1]) *
+               (ceil_div(n[2], f) + (size_t)pad[2]) >
+           budget)
+        f++; /* ends: at f = the longest axis, one element an axis plus the pads */
+    return f;
+}
+
 sim_status sim_volume_fit(sim_volume *v, size_t max_elements, int *factor, char *err, size_t err_sz)
 {
     *factor = 1;
     if (!v || !v->hu || max_elements < 1)
         return sc_fail(err, err_sz, SIM_ERR_ARG, "fit: an empty volume or a zero budget");
-    int f = 1;
-    while (ceil_div(v->nx, f) * ceil_div(v->ny, f) * ceil_div(v->nz, f) > max_elements)
-        f++; /* ends: at f = the longest axis every axis is 1 element */
+    const int n[3] = {v->nx, v->ny, v->nz}, none[3] = {0, 0, 0};
+    int f = vol_fit_factor(n, none, max_elements);
     if (f == 1)
         return SIM_OK;
     sim_volume small;

@@ -24,7 +24,7 @@ sim_volume_load_opts sim_default_volume_load_opts(void)
     return o;
 }
 
-static int ends_with_ci(const char *s, const char *suffix)
+int vol_ends_with_ci(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     if (k > n)
@@ -136,7 +136,7 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
         return sc_fail(err, err_sz, SIM_ERR_IO, "%s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode) && !o->header_only)
         return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
-    if (ends_with_ci(path, ".nii") || ends_with_ci(path, ".nii.gz")) {
+    if (vol_ends_with_ci(path, ".nii") || vol_ends_with_ci(path, ".nii.gz")) {
         snprintf(info->format, sizeof info->format, "nifti");
         if (o->header_only)
             return sim_volume_check_nifti(path, &o->limits,
@@ -144,8 +144,8 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
                                           info->stored_dims, err, err_sz);
         return sim_volume_load_nifti(v, path, &o->limits, err, err_sz);
     }
-    int zip = ends_with_ci(path, ".zip") || has_magic(path, 0, "PK\003\004");
-    if (o->header_only && (zip || S_ISDIR(sb.st_mode) || ends_with_ci(path, ".dcm") ||
+    int zip = vol_ends_with_ci(path, ".zip") || has_magic(path, 0, "PK\003\004");
+    if (o->header_only && (zip || S_ISDIR(sb.st_mode) || vol_ends_with_ci(path, ".dcm") ||
                            has_magic(path, 128, "DICM"))) {
         /* A series is checked slice by slice by the load itself, which refuses it by name;
          * a whole zip's directory is checked here (bombs, traversal, links), one still
@@ -164,7 +164,7 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
         return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
 #endif
     }
-    if (ends_with_ci(path, ".dcm") || has_magic(path, 128, "DICM"))
+    if (vol_ends_with_ci(path, ".dcm") || has_magic(path, 128, "DICM"))
         return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
     return sc_fail(err, err_sz, SIM_ERR_FORMAT,
                    "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz) or a "
@@ -191,11 +191,6 @@ static int face_touches(const sim_volume *v, int f, float hu)
     return 0;
 }
 
-static size_t ceil_div(int n, int f)
-{
-    return (size_t)(n / f + (n % f != 0));
-}
-
 /* The smallest block-average factor that brings the volume, with `margin` air elements on
  * each face that touches tissue, to the budget. */
 static int fit_factor(const sim_volume *v, size_t budget, int margin, float body_hu)
@@ -203,12 +198,7 @@ static int fit_factor(const sim_volume *v, size_t budget, int margin, float body
     int pad[3] = {0, 0, 0}, n[3] = {v->nx, v->ny, v->nz};
     for (int f = 0; f < 6; f++)
         pad[f >> 1] += face_touches(v, f, body_hu) ? margin : 0;
-    int k = 1;
-    while ((ceil_div(n[0], k) + pad[0]) * (ceil_div(n[1], k) + pad[1]) *
-               (ceil_div(n[2], k) + pad[2]) >
-           budget)
-        k++; /* ends: at k = the longest axis, a few elements plus the pads */
-    return k;
+    return vol_fit_factor(n, pad, budget);
 }
 
 sim_status sim_volume_keep_body(sim_volume *v, float body_hu, int64_t *removed, char *err,

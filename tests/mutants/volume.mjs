@@ -111,8 +111,8 @@ export default [
   {
     name: 'fit to a budget: one factor too many (a volume that fits is still averaged)',
     file: 'sim/volume/volume_io.c',
-    find: 'ceil_div(v->nz, f) > max_elements)',
-    replace: 'ceil_div(v->nz, f) >= max_elements)',
+    find: '(ceil_div(n[2], f) + (size_t)pad[2]) >\n           budget)',
+    replace: '(ceil_div(n[2], f) + (size_t)pad[2]) >=\n           budget)',
     build: tests, test: run('volume_io_fit'), caught_by: 'volume_io_fit_to_a_budget_by_the_smallest_factor',
   },
   {
