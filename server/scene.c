@@ -52,6 +52,17 @@ int srv_scene_event(const srv_scene_i *sc, const char *type)
     return -1;
 }
 
+int srv_option_string(const char *name, const char *val, char *dst, size_t cap, char *err,
+                      size_t err_sz)
+{
+    if (strlen(val) >= cap) {
+        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
+        return -1;
+    }
+    strcpy(dst, val);
+    return 1;
+}
+
 /* ------------------------------------------------------------- parameters */
 
 typedef struct parse_ctx {

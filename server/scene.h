@@ -133,6 +133,10 @@ const srv_scene_i *const *srv_scenes(int *n);
 int srv_parse_no_payload(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz);
 /// The index of the event called type in the scene's table, or -1.
 int srv_scene_event(const srv_scene_i *sc, const char *type);
+/// A string option (--name val) into a buffer of cap bytes: 1 (taken), or -1 with err when
+/// it does not fit (the return a scene's option hook gives).
+int srv_option_string(const char *name, const char *val, char *dst, size_t cap, char *err,
+                      size_t err_sz);
 
 /* Parameters come from the scene's declared table (sim_param_desc, its params.def): the
  * server knows none by name. A set_params payload is a srv_param_set: the values checked

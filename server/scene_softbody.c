@@ -87,17 +87,6 @@ static int opt_number(const char *name, const char *val, double lo, double hi, d
     return 1;
 }
 
-static int opt_path(const char *name, const char *val, char *dst, size_t cap, char *err,
-                    size_t err_sz)
-{
-    if (strlen(val) >= cap) {
-        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
-        return -1;
-    }
-    strcpy(dst, val);
-    return 1;
-}
-
 static int sb_option(const char *name, const char *val, char *err, size_t err_sz)
 {
     double v;
@@ -125,11 +114,11 @@ static int sb_option(const char *name, const char *val, char *err, size_t err_sz
         return r;
     }
     if (!strcmp(name, "softbody-mesh"))
-        return opt_path(name, val, g_sb.mesh, sizeof g_sb.mesh, err, err_sz);
+        return srv_option_string(name, val, g_sb.mesh, sizeof g_sb.mesh, err, err_sz);
     if (!strcmp(name, "softbody-labels"))
-        return opt_path(name, val, g_sb.labels, sizeof g_sb.labels, err, err_sz);
+        return srv_option_string(name, val, g_sb.labels, sizeof g_sb.labels, err, err_sz);
     if (!strcmp(name, "softbody-materials"))
-        return opt_path(name, val, g_sb.materials, sizeof g_sb.materials, err, err_sz);
+        return srv_option_string(name, val, g_sb.materials, sizeof g_sb.materials, err, err_sz);
     return 0;
 }
 

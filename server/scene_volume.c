@@ -35,18 +35,6 @@ static struct {
            .fit_elements = -1,
            .preset = "default"};
 
-/* A string option into a fixed buffer. */
-static int opt_str(const char *name, const char *val, char *dst, size_t cap, char *err,
-                   size_t err_sz)
-{
-    if (strlen(val) >= cap) {
-        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
-        return -1;
-    }
-    strcpy(dst, val);
-    return 1;
-}
-
 /* The class thresholds of a preset on the defaults: 1 and *p set, or -1 with err. */
 static int preset_params(const char *name, sim_volume_params *p, char *err, size_t err_sz)
 {
@@ -69,14 +57,15 @@ static sim_status preset_model(sim_volume_model **m, const sim_volume *v, const 
 static int vol_option(const char *name, const char *val, char *err, size_t err_sz)
 {
     if (!strcmp(name, "volume-labels"))
-        return opt_str(name, val, g_vol.labels, sizeof g_vol.labels, err, err_sz);
+        return srv_option_string(name, val, g_vol.labels, sizeof g_vol.labels, err, err_sz);
     if (!strcmp(name, "volume-label-classes"))
-        return opt_str(name, val, g_vol.label_classes, sizeof g_vol.label_classes, err, err_sz);
+        return srv_option_string(name, val, g_vol.label_classes, sizeof g_vol.label_classes, err,
+                                 err_sz);
     if (!strcmp(name, "hu-preset")) {
         sim_volume_params p;
         if (preset_params(val, &p, err, err_sz) < 0)
             return -1;
-        return opt_str(name, val, g_vol.preset, sizeof g_vol.preset, err, err_sz);
+        return srv_option_string(name, val, g_vol.preset, sizeof g_vol.preset, err, err_sz);
     }
     if (!strcmp(name, "volume")) {
         if (strlen(val) >= sizeof g_vol.path) {
