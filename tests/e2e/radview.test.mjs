@@ -229,10 +229,12 @@ test('the plot after a release under condition B: the displacement trace swings 
       c.send('release', {});
     });
     await until(page, () => window.softcast.conn.sent.size === 0, null, 'the release applied');
-    // Rung and settled: the plot has samples past rest, and no frame came for a second.
+    // Rung and settled: the plot has samples past rest, and no frame came for a second. (Not
+    // a count of samples: the page shows the newest of a burst, so how many frames it drew
+    // depends on the machine's load; 24 to 26 here, fewer on a busy CI.)
     await until(page, () => {
       const p = window.softcast.probe;
-      return p.samples > 20 && p.plot.samples.some((x) => x[1] < -1) && performance.now() - p.at > 1000;
+      return p.samples > 5 && p.plot.samples.some((x) => x[1] < -1) && performance.now() - p.at > 1000;
     }, null, 'the region swung past rest and came to rest', 60000);
     const r = await page.evaluate(() => {
       const pl = window.softcast.plot, c = pl.canvas, { zeroY, box } = pl.layout();
