@@ -199,8 +199,12 @@ proto_status proto_envelope_parse(proto_envelope *env, const char *json, size_t 
     for (const char *p = end; p && p < json + len && st == PROTO_OK; p++)
         if (!isspace((unsigned char)*p) && *p)
             st = fail(err, err_sz, PROTO_ERR_CORRUPT, "trailing bytes after the JSON object");
-    const cJSON *t = field(o, "type");
+    const cJSON *t = field(o, "type"), *sq = cJSON_IsObject(o) ? field(o, "seq") : NULL;
     double seq = 0;
+    /* A refusal still names the message it refuses when its seq is readable. */
+    if (cJSON_IsNumber(sq) && sq->valuedouble >= 0 && sq->valuedouble <= 4294967295.0 &&
+        sq->valuedouble == floor(sq->valuedouble))
+        env->seq = (uint32_t)sq->valuedouble;
     if (st == PROTO_OK && !cJSON_IsObject(o))
         st = fail(err, err_sz, PROTO_ERR_CORRUPT, "a message must be a JSON object");
     else if (st == PROTO_OK && !cJSON_IsString(t))

@@ -33,7 +33,8 @@ typedef struct proto_envelope {
 
 /// Parse len bytes (not NUL-terminated) as one message: a JSON object with nothing but
 /// white space after it, "type" a string, "seq" an integer in [0, 2^32 - 1]. On error
-/// returns PROTO_ERR_CORRUPT with the reason in err; env is then zero and owns nothing.
+/// returns PROTO_ERR_CORRUPT with the reason in err; env then owns nothing and is zero but
+/// for seq, kept when the object had a readable one (so the refusal can name it).
 proto_status proto_envelope_parse(proto_envelope *env, const char *json, size_t len, char *err,
                                   size_t err_sz);
 void proto_envelope_free(proto_envelope *env);

@@ -4,11 +4,13 @@
  * MHD threads; never blocks on the simulation: it only creates or looks up sessions and
  * reads counters under their locks. Bodies arrive over several calls and end with a call
  * of size 0; they are limited to 64 KiB. Errors are {"error":"...","detail":"..."}. */
+#define _GNU_SOURCE /* realpath */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <unistd.h>
 #include <microhttpd.h>
@@ -262,6 +264,9 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
         M("softcast_session_inbox_bytes{session=\"%s\"} %u\n", ss->id, ss->inbox.used);
         M("softcast_session_inbox_events{session=\"%s\"} %u\n", ss->id, ss->inbox.count);
         M("softcast_session_inbox_bytes_peak{session=\"%s\"} %u\n", ss->id, ss->inbox.peak);
+        M("softcast_session_viewer_queries{session=\"%s\"} %d\n", ss->id, ss->nquery);
+        M("softcast_session_viewer_queries_replaced_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->queries_replaced);
         M("softcast_session_client_visits_total{session=\"%s\"} %llu\n", ss->id,
           (unsigned long long)ss->client_visits);
         pthread_mutex_unlock(&ss->lock);
@@ -302,12 +307,41 @@ static const char *mime_of(const char *path)
     return "application/octet-stream";
 }
 
+/* A name the static files may have: letters, digits and ._-/, no component that starts
+ * with a dot (no "..", no dotfiles such as .git or .env). */
+static int plain_url(const char *rel)
+{
+    for (const char *c = rel; *c; c++)
+        if (!(isalnum((unsigned char)*c) || strchr("/._-", *c)) || (c[0] == '/' && c[1] == '.'))
+            return 0;
+    return rel[0] == '/';
+}
+
+/* Open a static file: a regular file that really lies under the data directory (no link
+ * out of it, whatever the link's place in the path), never a FIFO or a device (opened
+ * without blocking, then looked at). -1 when it is not one. */
+static int open_static(srv *s, const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    char real[PATH_MAX], root[PATH_MAX];
+    size_t rl;
+    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_size > (64 << 20) ||
+        !realpath(path, real) || !realpath(s->cfg.data_dir, root) || !(rl = strlen(root)) ||
+        strncmp(real, root, rl) != 0 || (real[rl] != '/' && root[rl - 1] != '/')) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, 0); /* MHD reads it with blocking reads */
+    return fd;
+}
+
 static enum MHD_Result serve_file(srv *s, struct MHD_Connection *conn, const char *url)
 {
     const char *rel = !strcmp(url, "/") ? "/index.html" : url;
-    for (const char *c = rel; *c; c++)
-        if (!(isalnum((unsigned char)*c) || strchr("/._-", *c)) || (c[0] == '.' && c[1] == '.'))
-            return send_error(conn, 404, "not found", url);
+    if (!plain_url(rel))
+        return send_error(conn, 404, "not found", url);
     if (!s->cfg.data_dir[0] || strlen(s->cfg.data_dir) + strlen(rel) + 1 > 1024)
         goto none;
     char path[2048];
@@ -316,20 +350,17 @@ static enum MHD_Result serve_file(srv *s, struct MHD_Connection *conn, const cha
     const char *ae = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept-Encoding");
     int gz = ae && strstr(ae, "gzip");
     int fd = -1;
+    struct stat st;
     if (gz) {
         snprintf(path, sizeof path, "%s%s.gz", s->cfg.data_dir, rel);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        fd = open_static(s, path, &st);
         gz = fd >= 0;
     }
     snprintf(path, sizeof path, "%s%s", s->cfg.data_dir, rel);
     if (fd < 0)
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) {
-        if (fd >= 0)
-            close(fd);
+        fd = open_static(s, path, &st);
+    if (fd < 0)
         goto none;
-    }
     struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
     if (!r) {
         close(fd);

@@ -24,7 +24,10 @@ static const char k_usage[] =
     "  --max-sessions N              sessions per server (default 64)\n"
     "  --max-clients-per-session N   (default 256)\n"
     "  --max-message-bytes N         largest client message (default 65536)\n"
-    "  --max-events-per-s N          per client (default 240)\n"
+    "  --max-events-per-s N          per connection, and the control token's connections\n"
+    "                                together (default 240)\n"
+    "  --max-view-events-per-s N     the view token's connections together (default 2400:\n"
+    "                                a classroom's pings and slices)\n"
     "  --rate HZ                     frames per second per session (default 60)\n"
     "  --keyframe-every N            most frames between an object's keys while it moves\n"
     "                                (default 3600; 0: only when its delta outgrows a key)\n"
@@ -51,6 +54,9 @@ srv_config srv_default_config(void)
     c.max_clients_per_session = 256;
     c.max_message_bytes = 65536;
     c.max_events_per_s = 240;
+    /* A hundred students, each pinging and paging slices: bounded all the same, so the
+     * view token cannot flood the session's worker with queries. */
+    c.max_view_events_per_s = 2400;
     c.rate_hz = 60.0;
     /* 1 min at 60 Hz. Deltas of local dents stay small however old the key, joiners get a
      * snapshot anyway, and an object whose delta would cost more than its key re-keys; so
@@ -112,9 +118,10 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("threads", threads, 0, 1024)
     INT_OPT("workers", workers, 1, 64)
     INT_OPT("max-sessions", max_sessions, 1, 100000)
-    INT_OPT("max-clients-per-session", max_clients_per_session, 1, 100000)
+    INT_OPT("max-clients-per-session", max_clients_per_session, SRV_DRIVER_RESERVE + 1, 100000)
     INT_OPT("max-message-bytes", max_message_bytes, 64, 16 << 20)
     INT_OPT("max-events-per-s", max_events_per_s, 1, 100000)
+    INT_OPT("max-view-events-per-s", max_view_events_per_s, 1, 1000000)
     INT_OPT("keyframe-every", keyframe_every, 0, 1000000)
     INT_OPT("view-budget", view_budget_kib, 0, 10000000)
 #undef INT_OPT
@@ -274,6 +281,12 @@ int main(int argc, char **argv)
         if (rc < 0)
             fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "bad arguments");
         return rc < 0 ? 2 : 0;
+    }
+    char probe[3];
+    if (srv_random_hex(probe, 1) != 0) { /* tokens come from it: no session without it */
+        fprintf(stderr, "softcast-server: getrandom() fails: no good random source for the "
+                        "session tokens, so the server does not start\n");
+        return 1;
     }
     s.started_ms = (uint64_t)srv_now_ms();
     if (s.cfg.workers == 0) {

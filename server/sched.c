@@ -25,7 +25,8 @@ typedef struct worker {
     int poked;
     atomic_int has_sessions; /* it had live sessions on its last pass */
     /* One take from a session's inbox (the worker's own: nothing big on its stack). */
-    _Alignas(8) unsigned char batch[SRV_INBOX_BYTES];
+    _Alignas(8) unsigned char batch[SRV_INBOX_BYTES +
+                                    SRV_QUERIES_PER_FRAME * SRV_ITEM_BYTES(SRV_QUERY_BYTES)];
 } worker;
 
 typedef struct sched {
@@ -235,11 +236,12 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     int n;
     pthread_mutex_lock(&ss->lock);
     size_t bytes = srv_inbox_take(&ss->inbox, ss->paused, wk->batch, &n);
+    /* Then the viewers' queries, a few a frame (they change nothing: after the driver's). */
+    n += srv_session_take_queries(ss, wk->batch + bytes, SRV_QUERIES_PER_FRAME);
     int nclients = ss->nclients, want_snapshot = ss->want_snapshot;
     uint32_t driver = ss->driver;
     ss->want_snapshot = 0;
     pthread_mutex_unlock(&ss->lock);
-    (void)bytes;
     if (nclients == 0 && n == 0)
         return 0; /* nobody watches: the session sleeps */
     wctx c;
@@ -308,7 +310,7 @@ static srv_session *hold_slot(srv *s, int i, int *pending)
     if (ss) {
         pthread_mutex_lock(&ss->lock);
         closing = ss->closing || ss->load_state != SRV_READY; /* nothing to step yet */
-        *pending = ss->inbox.count > ss->inbox.held;
+        *pending = ss->inbox.count > ss->inbox.held || ss->nquery > 0;
         pthread_mutex_unlock(&ss->lock);
         if (!closing)
             s->refs[i]++; /* the worker holds it while it steps it */

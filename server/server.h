@@ -21,8 +21,10 @@
 #include "sim/sim.h"
 #include "protocol/proto.h"
 
-#define SRV_ID_LEN    32
-#define SRV_TOKEN_LEN 33 /* 32 hex characters + NUL */
+#define SRV_ID_LEN 32
+/* Places of a session's --max-clients-per-session that only the control token may take. */
+#define SRV_DRIVER_RESERVE 2
+#define SRV_TOKEN_LEN      33 /* 32 hex characters + NUL */
 
 typedef struct srv_config {
     int http_port, ws_port; ///< 0: pick a free port
@@ -32,14 +34,16 @@ typedef struct srv_config {
     int workers; ///< simulation worker threads (0: one per core); sessions are split among them
     int max_sessions;
     int max_clients_per_session;
-    int max_message_bytes;  ///< largest text message a client may send
-    int max_events_per_s;   ///< per client, sustained (a burst of the same size is allowed)
-    double rate_hz;         ///< simulation frames per second per session
-    int keyframe_every;     ///< most frames between an object's keys while it moves
-    int view_budget_kib;    ///< KiB/s of frames per client a scene aims at (0: no budget)
-    char data_dir[512];     ///< where the web client's files are ("" = none)
-    char public_host[128];  ///< host name put into URLs (default: bind address)
-    int default_session;    ///< create a session at start (make run)
+    int max_message_bytes;     ///< largest text message a client may send
+    int max_events_per_s;      ///< per client, sustained (a burst of the same size is allowed);
+                               ///< the control token's connections together too
+    int max_view_events_per_s; ///< the view token's connections together (a classroom)
+    double rate_hz;            ///< simulation frames per second per session
+    int keyframe_every;        ///< most frames between an object's keys while it moves
+    int view_budget_kib;       ///< KiB/s of frames per client a scene aims at (0: no budget)
+    char data_dir[512];        ///< where the web client's files are ("" = none)
+    char public_host[128];     ///< host name put into URLs (default: bind address)
+    int default_session;       ///< create a session at start (make run)
     char volume_dir[512];   ///< uploads kept here, and listed for the lobby ("" = none, upload.c)
     long long upload_limit; ///< largest upload, bytes
 } srv_config;
@@ -131,7 +135,17 @@ typedef struct srv_scene_i srv_scene_i; /* scene.h */
  * others): a client that would lose one starts again at a snapshot. */
 #define SRV_CHAIN       32
 #define SRV_CHAIN_BYTES (8u << 20)
-#define SRV_MAILBOX     32 /* replies from the worker waiting for the WebSocket thread */
+#define SRV_MAILBOX     64 /* replies from the worker waiting for the WebSocket thread */
+/* Replies one client may have waiting in the mailbox: past that its own oldest goes, so a
+ * client that asks much (a viewer's slices) never pushes out another's (the driver's). */
+#define SRV_MAIL_PER_CLIENT 8
+/* Viewers' queries (a slice) wait apart from the driver's inbox, one per viewer: a viewer's
+ * newer query replaces its older one (latest wins), so viewers, however many and however
+ * fast, never fill the inbox the driver's events go through. The worker answers at most
+ * SRV_QUERIES_PER_FRAME a frame, oldest first; the rest wait for the next frame. */
+#define SRV_QUERY_SLOTS       64
+#define SRV_QUERY_BYTES       64 /* largest viewer query payload */
+#define SRV_QUERIES_PER_FRAME 8
 
 /* Where a session's scene is (srv_session_create_loading): being built on a loader
  * thread, built, or refused with a reason. Only a ready session steps and takes clients. */
@@ -176,14 +190,26 @@ typedef struct srv_session {
     double last_step_ms, last_encode_ms;
     size_t backlog_peak; /* most bytes one client had handed to lws before its socket drained */
     int closing;         /* DELETE or shutdown: clients get a close frame */
-    /* Replies to one client each (slices, errors, notices), for the WebSocket thread to
-     * move into that client's outbox; the oldest goes when full. */
+    /* Replies to one client each (slices, errors, notices), oldest first, for the WebSocket
+     * thread to move into that client's outbox (SRV_MAIL_PER_CLIENT each; when full, the
+     * oldest reply to a viewer goes, the driver's last). */
     struct {
         uint32_t client;
         srv_frame *frame; /* a binary frame, or NULL and a text */
         char *text;
     } mail[SRV_MAILBOX];
-    int mail_head, nmail;
+    int nmail;
+    /* Viewers' queries, one per viewer, oldest first (srv_session_query). */
+    struct {
+        srv_item h;
+        _Alignas(8) unsigned char data[SRV_QUERY_BYTES];
+    } query[SRV_QUERY_SLOTS];
+    int nquery;
+    uint64_t queries_replaced; /* a viewer's query replaced by its newer one (metrics) */
+
+    /* WebSocket thread only: each token's event budget, shared by all its connections
+     * (token buckets beside each connection's own). */
+    double drive_tokens, drive_refill_ms, view_tokens, view_refill_ms;
 
     /* Worker only. */
     proto_encoder *enc; /* what every client holds of each object (its key, its base) */
@@ -223,6 +249,13 @@ int srv_session_delete(srv *s, const char *id, const char *token);
 /// Push an event into the session's inbox (any thread) and tell the worker. 0, or -1 when
 /// the inbox is full.
 int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *payload);
+/// A viewer's query (SRV_EV_QUERY, at most SRV_QUERY_BYTES): replaces that viewer's waiting
+/// one, or waits beside the others (any thread), and tells the worker. 0, or -1 when
+/// SRV_QUERY_SLOTS viewers have one waiting.
+int srv_session_query(srv *s, srv_session *ss, const srv_item *h, const void *payload);
+/// Take up to max waiting queries, oldest first, back to back as inbox items into out
+/// (the worker; the session lock held). Returns how many.
+int srv_session_take_queries(srv_session *ss, unsigned char *out, int max);
 /// Publish an object frame (worker; takes f): the latest, kept in the chain when
 /// structural, the snapshot when it is one.
 void srv_session_publish(srv_session *ss, srv_frame *f);
@@ -315,7 +348,12 @@ size_t srv_json_string(char *out, size_t out_sz, const char *s);
 size_t srv_error_json(char *out, size_t out_sz, int64_t seq, const char *error, const char *detail);
 
 /* util (session.c) */
-void srv_random_hex(char *out, size_t nbytes);
+/// nbytes (at most 64) from getrandom as 2 * nbytes hex digits and a NUL: 0, or -1 when the
+/// kernel gives none (no fallback; main refuses to start without it).
+int srv_random_hex(char *out, size_t nbytes);
+/// 1 when given (may be NULL) is exactly token, compared in time that depends on token's
+/// length only.
+int srv_token_equal(const char *given, const char *token);
 double srv_now_ms(void);
 
 #endif

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "scene.h"
@@ -21,7 +20,7 @@ double srv_now_ms(void)
     return sc_now_ms();
 }
 
-void srv_random_hex(char *out, size_t nbytes)
+int srv_random_hex(char *out, size_t nbytes)
 {
     unsigned char b[64];
     if (nbytes > sizeof b)
@@ -30,14 +29,26 @@ void srv_random_hex(char *out, size_t nbytes)
     while (got < nbytes) {
         ssize_t r = getrandom(b + got, nbytes - got, 0);
         if (r < 0 && errno != EINTR)
-            break;
+            return -1; /* no fallback: a guessable token is worse than no session */
         if (r > 0)
             got += (size_t)r;
     }
-    for (; got < nbytes; got++) /* no entropy source at all: still unique per process */
-        b[got] = (unsigned char)(rand() ^ (int)time(NULL));
     for (size_t i = 0; i < nbytes; i++)
         snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+int srv_token_equal(const char *given, const char *token)
+{
+    /* Every byte of the secret is looked at whatever the guess, so the time taken tells
+     * nothing about how much of it was right. */
+    size_t n = strlen(token);
+    unsigned char diff = given ? 0 : 1;
+    size_t glen = given ? strnlen(given, n + 1) : 0;
+    diff |= (unsigned char)(glen != n);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)((i < glen ? (unsigned char)given[i] : 0) ^ (unsigned char)token[i]);
+    return diff == 0;
 }
 
 srv_frame *srv_frame_new(const uint8_t *bytes, size_t len, uint64_t frame, uint32_t flags)
@@ -85,9 +96,8 @@ int srv_sessions_init(srv *s)
 static void session_free(srv_session *ss)
 {
     for (int i = 0; i < ss->nmail; i++) {
-        int k = (ss->mail_head + i) % SRV_MAILBOX;
-        srv_frame_unref(ss->mail[k].frame);
-        free(ss->mail[k].text);
+        srv_frame_unref(ss->mail[i].frame);
+        free(ss->mail[i].text);
     }
     proto_encoder_destroy(ss->enc);
     if (ss->scene && ss->scene_data)
@@ -146,8 +156,15 @@ static srv_session *session_new(srv *s, const srv_scene_i *scene, char *err, siz
     }
     pthread_mutex_init(&ss->lock, NULL);
     ss->scene = scene;
-    srv_random_hex(ss->control_token, 16);
-    srv_random_hex(ss->view_token, 16);
+    ss->drive_tokens = s->cfg.max_events_per_s;
+    ss->view_tokens = s->cfg.max_view_events_per_s;
+    ss->drive_refill_ms = ss->view_refill_ms = srv_now_ms();
+    if (srv_random_hex(ss->control_token, 16) || srv_random_hex(ss->view_token, 16)) {
+        *http_status = 503;
+        snprintf(err, err_sz, "no random source for the session's tokens");
+        session_free(ss);
+        return NULL;
+    }
     proto_encoder_options eo = proto_default_encoder_options();
     eo.key_every = (uint32_t)s->cfg.keyframe_every;
     if (proto_encoder_create(&ss->enc, &eo) != PROTO_OK) {
@@ -176,8 +193,8 @@ static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t e
     }
     ss->slot = (uint32_t)slot;
     ss->generation = ++s->generation[slot];
-    char rnd[9];
-    srv_random_hex(rnd, 4);
+    char rnd[9] = "0";
+    (void)srv_random_hex(rnd, 4); /* the tokens are the secrets; this only tells ids apart */
     snprintf(ss->id, sizeof ss->id, "s%u-%u-%s", ss->slot, ss->generation, rnd);
     s->slots[slot] = ss;
     s->refs[slot] = refs;
@@ -294,7 +311,7 @@ int srv_session_delete(srv *s, const char *id, const char *token)
     int rc = 404;
     uint32_t slot = ss ? ss->slot : 0; /* ss may be freed once the lock is let go */
     if (ss) {
-        rc = token && !strcmp(token, ss->control_token) ? 204 : 403;
+        rc = srv_token_equal(token, ss->control_token) ? 204 : 403;
         if (rc == 204) {
             pthread_mutex_lock(&ss->lock);
             ss->closing = 1;
@@ -371,21 +388,89 @@ void srv_session_publish_snapshot(srv_session *ss, srv_frame *f)
     srv_frame_unref(old);
 }
 
+/* Drop mail k (the lock held). */
+static void mail_drop(srv_session *ss, int k)
+{
+    srv_frame_unref(ss->mail[k].frame);
+    free(ss->mail[k].text);
+    memmove(&ss->mail[k], &ss->mail[k + 1], (size_t)(ss->nmail - k - 1) * sizeof ss->mail[0]);
+    ss->nmail--;
+}
+
+/* Which mail goes to make room for one to client (the lock held): that client's oldest when
+ * it has its share waiting; when the mailbox is full, the oldest to anyone but the driver
+ * (the oldest of all when the driver's fill it). -1: none needs to. */
+static int mail_victim(const srv_session *ss, uint32_t client)
+{
+    int mine = 0, first_mine = -1, first_other = -1;
+    for (int i = 0; i < ss->nmail; i++) {
+        uint32_t to = ss->mail[i].client;
+        if (to == client && mine++ == 0)
+            first_mine = i;
+        if (to != ss->driver && first_other < 0)
+            first_other = i;
+    }
+    if (mine >= SRV_MAIL_PER_CLIENT)
+        return first_mine;
+    if (ss->nmail < SRV_MAILBOX)
+        return -1;
+    return first_other >= 0 ? first_other : 0;
+}
+
 void srv_session_reply(srv_session *ss, uint32_t client, srv_frame *f, const char *text)
 {
     pthread_mutex_lock(&ss->lock);
-    if (ss->nmail == SRV_MAILBOX) { /* the oldest goes: the WebSocket thread fell behind */
-        srv_frame_unref(ss->mail[ss->mail_head].frame);
-        free(ss->mail[ss->mail_head].text);
-        ss->mail_head = (ss->mail_head + 1) % SRV_MAILBOX;
-        ss->nmail--;
-    }
-    int k = (ss->mail_head + ss->nmail) % SRV_MAILBOX;
-    ss->mail[k].client = client;
-    ss->mail[k].frame = f;
-    ss->mail[k].text = text ? strdup(text) : NULL;
+    int k = mail_victim(ss, client);
+    if (k >= 0) /* the WebSocket thread fell behind this client */
+        mail_drop(ss, k);
+    ss->mail[ss->nmail].client = client;
+    ss->mail[ss->nmail].frame = f;
+    ss->mail[ss->nmail].text = text ? strdup(text) : NULL;
     ss->nmail++;
     pthread_mutex_unlock(&ss->lock);
+}
+
+int srv_session_query(srv *s, srv_session *ss, const srv_item *h, const void *payload)
+{
+    if (h->size > SRV_QUERY_BYTES)
+        return -1;
+    pthread_mutex_lock(&ss->lock);
+    int k = 0;
+    while (k < ss->nquery && ss->query[k].h.client != h->client)
+        k++;
+    int rc = 0;
+    if (k < ss->nquery) { /* latest wins: its older query goes, its place in line too */
+        memmove(&ss->query[k], &ss->query[k + 1],
+                (size_t)(ss->nquery - k - 1) * sizeof ss->query[0]);
+        ss->nquery--;
+        ss->queries_replaced++;
+    } else if (ss->nquery == SRV_QUERY_SLOTS) {
+        rc = -1;
+    }
+    if (rc == 0) {
+        ss->query[ss->nquery].h = *h;
+        ss->query[ss->nquery].h.arrived_ms = srv_now_ms();
+        memcpy(ss->query[ss->nquery].data, payload, h->size);
+        ss->nquery++;
+        ss->events++;
+    }
+    pthread_mutex_unlock(&ss->lock);
+    if (rc == 0)
+        s->on_event(s, ss->slot);
+    return rc;
+}
+
+int srv_session_take_queries(srv_session *ss, unsigned char *out, int max)
+{
+    int n = ss->nquery < max ? ss->nquery : max;
+    for (int i = 0; i < n; i++) {
+        memcpy(out, &ss->query[i].h, sizeof(srv_item));
+        memcpy(out + sizeof(srv_item), ss->query[i].data, ss->query[i].h.size);
+        out += SRV_ITEM_BYTES(ss->query[i].h.size);
+    }
+    memmove(&ss->query[0], &ss->query[n], (size_t)(ss->nquery - n) * sizeof ss->query[0]);
+    ss->nquery -= n;
+    return n;
 }
 
 void srv_session_error(srv *s, srv_session *ss, uint32_t client, uint32_t seq, const char *error,

@@ -351,9 +351,9 @@ srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err
     char path[1024];
     snprintf(path, sizeof path, "%s", u->path);
     if (!temp) { /* kept: a name of its own beside the others, never one it replaces */
-        char base[128], rnd[9];
+        char base[128], rnd[9] = "000000"; /* link() refuses a name that exists */
         snprintf(base, sizeof base, "%.*s", (int)(strlen(u->name) - strlen(u->suffix)), u->name);
-        srv_random_hex(rnd, 3);
+        (void)srv_random_hex(rnd, 3);
         snprintf(path, sizeof path, "%s/%.80s-%s%s", s->cfg.volume_dir, base, rnd, u->suffix);
         if (link(u->path, path) != 0) {
             *status = 500;

@@ -57,6 +57,7 @@ struct srv_client {
     } out[OUTBOX_CAP];
     int out_head, nout;
     int closing;      /* refused at connect: say why, then close */
+    int drive_token;  /* it connected with the control token (whose event budget it spends) */
     srv_client *next; /* in its session's room */
 };
 
@@ -363,22 +364,48 @@ static void scene_event(ws_ctx *w, srv_client *c, const proto_envelope *env, int
     h.size = (uint16_t)size;
     h.kind = (uint8_t)(SRV_ITEM_SCENE + i);
     h.flags = (uint8_t)d->flags;
-    if (srv_session_push(w->s, c->ss, &h, payload) != 0)
-        queue_error(w, c, env->seq, "busy", "the session's inbox is full");
+    /* A viewer's query waits apart, latest wins (SRV_QUERY_SLOTS): viewers never fill the
+     * driver's inbox. The driver's go through the inbox, in order with its events. */
+    int viewer_query = (d->flags & SRV_EV_QUERY) && !is_driver(c) && size <= SRV_QUERY_BYTES;
+    if (viewer_query ? srv_session_query(w->s, c->ss, &h, payload) != 0
+                     : srv_session_push(w->s, c->ss, &h, payload) != 0)
+        queue_error(w, c, env->seq, "busy",
+                    viewer_query ? "too many viewers' queries wait: ask again"
+                                 : "the session's inbox is full");
 }
 
-/* Token bucket: max_events_per_s a second, bursts up to the same number. */
-static int take_token(ws_ctx *w, srv_client *c)
+/* Token bucket: rate a second, bursts up to the same number. 1 when one was taken. */
+static int bucket_take(double *tokens, double *last_ms, double rate, double now)
 {
-    double now = srv_now_ms(), rate = w->s->cfg.max_events_per_s;
-    c->tokens += (now - c->last_refill_ms) * rate / 1000.0;
-    if (c->tokens > rate)
-        c->tokens = rate;
-    c->last_refill_ms = now;
-    if (c->tokens < 1.0)
+    *tokens += (now - *last_ms) * rate / 1000.0;
+    if (*tokens > rate)
+        *tokens = rate;
+    *last_ms = now;
+    if (*tokens < 1.0)
         return 0;
-    c->tokens -= 1.0;
+    *tokens -= 1.0;
     return 1;
+}
+
+/* The connection's own budget (max_events_per_s), then its token's, shared by every
+ * connection with that token (the control token's max_events_per_s, the view token's
+ * max_view_events_per_s): many connections are no way round the limit. NULL when one was
+ * taken, else whose budget is spent. */
+static const char *take_token(ws_ctx *w, srv_client *c)
+{
+    double now = srv_now_ms();
+    srv_session *ss = c->ss;
+    if (!bucket_take(&c->tokens, &c->last_refill_ms, w->s->cfg.max_events_per_s, now))
+        return "more events a second than the server allows a connection";
+    if (c->drive_token
+            ? !bucket_take(&ss->drive_tokens, &ss->drive_refill_ms, w->s->cfg.max_events_per_s, now)
+            : !bucket_take(&ss->view_tokens, &ss->view_refill_ms, w->s->cfg.max_view_events_per_s,
+                           now))
+        return c->drive_token ? "the control token's connections together send more events a "
+                                "second than the server allows"
+                              : "the view token's connections together send more events a "
+                                "second than the server allows";
+    return NULL;
 }
 
 static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
@@ -386,15 +413,16 @@ static void handle_text(ws_ctx *w, srv_client *c, const char *msg, size_t len)
     proto_envelope env;
     char err[256];
     if (proto_envelope_parse(&env, msg, len, err, sizeof err) != PROTO_OK) {
-        queue_error(w, c, 0, "bad message", err);
+        queue_error(w, c, env.seq, "bad message", err);
         return;
     }
     int k = 0;
     while (k < NSERVER_EVENTS && strcmp(env.type, k_server_events[k].name))
         k++;
     int i = k < NSERVER_EVENTS ? -1 : srv_scene_event(c->ss->scene, env.type);
-    if (!take_token(w, c))
-        queue_error(w, c, env.seq, "rate limited", "more events a second than the server allows");
+    const char *spent = take_token(w, c);
+    if (spent)
+        queue_error(w, c, env.seq, "rate limited", spent);
     else if (k < NSERVER_EVENTS && k_server_events[k].driver_only && !is_driver(c))
         queue_error(w, c, env.seq, "not the driver", "this client watches; events need control");
     else if (k < NSERVER_EVENTS)
@@ -535,11 +563,9 @@ static void visit_room(ws_ctx *w, room *r)
     uint32_t to[SRV_MAILBOX];
     srv_frame *frames[SRV_MAILBOX];
     char *texts[SRV_MAILBOX];
-    for (int i = 0; i < nmail; i++) {
-        int k = (ss->mail_head + i) % SRV_MAILBOX;
-        to[i] = ss->mail[k].client, frames[i] = ss->mail[k].frame, texts[i] = ss->mail[k].text;
-    }
-    ss->nmail = ss->mail_head = 0;
+    for (int i = 0; i < nmail; i++)
+        to[i] = ss->mail[i].client, frames[i] = ss->mail[i].frame, texts[i] = ss->mail[i].text;
+    ss->nmail = 0;
     pthread_mutex_unlock(&ss->lock);
     for (int i = 0; i < nmail; i++) { /* replies to clients that have gone since are dropped */
         srv_client *c = find_client(w, ss, to[i]);
@@ -620,17 +646,22 @@ static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
     srv *s = w->s;
     const char *why = NULL;
     pthread_mutex_lock(&ss->lock);
-    int driver = !strcmp(c->token, ss->control_token);
-    int viewer = !strcmp(c->token, ss->view_token);
+    int driver = srv_token_equal(c->token, ss->control_token);
+    int viewer = srv_token_equal(c->token, ss->view_token);
     if (!driver && !viewer)
         why = "wrong or missing token";
     else if (ss->load_state != SRV_READY) /* GET /api/sessions/ID says when it is ready */
         why = ss->load_state == SRV_LOADING ? "the session is still loading"
                                             : "the session's volume could not be loaded";
-    else if (ss->nclients >= s->cfg.max_clients_per_session)
-        why = "the session holds its limit of clients";
+    /* The last SRV_DRIVER_RESERVE places are the control token's: viewers, however many
+     * connect, never lock the driver out. */
+    else if (ss->nclients >= s->cfg.max_clients_per_session ||
+             (!driver && ss->nclients >= s->cfg.max_clients_per_session - SRV_DRIVER_RESERVE))
+        why = driver ? "the session holds its limit of clients"
+                     : "the session holds its limit of viewers";
     if (!why) {
         c->id = atomic_fetch_add(&s->next_client, 1) + 1;
+        c->drive_token = driver;
         ss->nclients++;
         if (driver)
             ss->driver = c->id; /* the newest holder of the control token drives */

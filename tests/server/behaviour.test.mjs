@@ -171,13 +171,23 @@ test('limits: volume size (413), clients per session, sessions per server (429)'
   const fits = await api(srv.base, 'POST', '/api/sessions', { dims: [50, 50, 40] });
   assert.equal(fits.status, 201, fits.text);
   const made = [fits.json];
-  // Clients per session: 6 join, the 7th is refused with the reason.
+  // Clients per session, 6: 4 viewers join, the 5th is refused with the reason (the last 2
+  // places are the control token's); the control token still joins, twice, then no more.
   const s = fits.json;
   const cs = [];
-  for (let i = 0; i < 6; i++) cs.push(await new Client(wsUrl(s, s.view_token)).open());
+  for (let i = 0; i < 4; i++) cs.push(await new Client(wsUrl(s, s.view_token)).open());
   const extra = await new Client(wsUrl(s, s.view_token)).open();
   assert.equal(await extra.closed, 1008);
-  assert.match(extra.texts.find((t) => t.type === 'error').detail, /limit of clients/);
+  assert.match(extra.texts.find((t) => t.type === 'error').detail, /limit of viewers/);
+  for (let i = 0; i < 2; i++) {
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.texts.some((t) => t.type === 'welcome'), 10000, 'the driver welcomed');
+    assert.equal(d.texts.find((t) => t.type === 'welcome').role, 'driver');
+    cs.push(d);
+  }
+  const third = await new Client(wsUrl(s, s.control_token)).open();
+  assert.equal(await third.closed, 1008);
+  assert.match(third.texts.find((t) => t.type === 'error').detail, /limit of clients/);
   for (const c of cs) await c.close();
   // Sessions per server: fill the table; the next is refused with 429, whatever its size.
   for (let i = have + 1; i < max; i++) {

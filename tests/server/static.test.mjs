@@ -2,7 +2,8 @@
 // takes gzip, the same bytes either way, and nothing outside the folder.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, symlinkSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { gzipSync, gunzipSync } from 'node:zlib';
 import { request } from 'node:http';
@@ -46,5 +47,40 @@ test('static files: gzip copy when accepted, plain otherwise, no escape from the
   } finally {
     assert.equal(await srv.stop(), 0);
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// What an operator's folder may hold by mistake: a dotfile (.env, .git), a link to a file
+// outside it, a link to a folder outside it, a FIFO (which, opened for reading, blocks until
+// a writer comes: an HTTP thread and shutdown would hang on it). Each is 404, at once; the
+// same folder's plain files are served.
+test('static files: regular files under the root only, no dotfiles, no links out, no FIFO', { timeout: 60000 }, async () => {
+  const dir = mkdtempSync(`${tmpdir()}/softcast-static-`);
+  const outside = mkdtempSync(`${tmpdir()}/softcast-outside-`);
+  writeFileSync(`${outside}/secret.txt`, 'secret');
+  writeFileSync(`${dir}/index.html`, '<!doctype html><title>t</title>');
+  writeFileSync(`${dir}/.env`, 'KEY=secret');
+  mkdirSync(`${dir}/.git`);
+  writeFileSync(`${dir}/.git/config`, 'secret');
+  mkdirSync(`${dir}/sub`);
+  writeFileSync(`${dir}/sub/ok.js`, 'export {};');
+  symlinkSync(`${outside}/secret.txt`, `${dir}/link.txt`);
+  symlinkSync(outside, `${dir}/out`);
+  execFileSync('mkfifo', [`${dir}/fifo.js`]);
+  const srv = await startServer(['--dims', '16x16x8', '--data-dir', dir]);
+  try {
+    assert.equal((await get(srv.base, '/sub/ok.js')).status, 200);
+    for (const path of ['/.env', '/.git/config', '/sub/.hidden', '/link.txt', '/out/secret.txt', '/fifo.js']) {
+      const t0 = performance.now();
+      const r = await get(srv.base, path);
+      assert.equal(r.status, 404, `${path}: ${r.status} ${r.body}`);
+      assert.ok(!r.body.toString().includes('secret') || r.body.toString().includes(path), path);
+      assert.ok(performance.now() - t0 < 5000, `${path} took ${performance.now() - t0} ms`);
+    }
+    assert.equal((await get(srv.base, '/api/health')).status, 200);
+  } finally {
+    assert.equal(await srv.stop(), 0); // a FIFO left open would hang the stop
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(outside, { recursive: true, force: true });
   }
 });

@@ -4,14 +4,20 @@
 // Its updates reach the page by postMessage with their arrays transferred, as in the client.
 import { createWire } from '../../../web-client/src/core/wire.mjs';
 
+// Frames the page sent before the wire's socket exists (its open awaits the decoder, which
+// takes a while in a new worker on a busy machine) wait here, in order, for the socket.
 let socket = null;
+const pending = [];
+const flush = () => {
+  if (socket?.onmessage) for (const b of pending.splice(0)) socket.onmessage({ data: b });
+};
 class WorkerSocket {
   static OPEN = 1;
   constructor(url) {
     this.url = url;
     this.readyState = WorkerSocket.OPEN;
     socket = this;
-    setTimeout(() => this.onopen?.(), 0);
+    setTimeout(() => { this.onopen?.(); flush(); }, 0); // the wire sets onmessage right after
   }
   send() {}
   close() {}
@@ -19,6 +25,9 @@ class WorkerSocket {
 
 const wire = createWire((m, transfer) => self.postMessage(m, transfer), { Socket: WorkerSocket });
 self.onmessage = (e) => {
-  if (e.data.op === 'frames') for (const b of e.data.frames) socket.onmessage({ data: b });
+  if (e.data.op === 'frames') {
+    pending.push(...e.data.frames);
+    flush();
+  }
   else wire.command(e.data);
 };
