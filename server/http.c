@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -124,6 +125,8 @@ static const char *status_error(int status)
     switch (status) {
     case 400:
         return "bad volume";
+    case 401:
+        return "operator key required";
     case 404:
         return "not found";
     case 413:
@@ -141,6 +144,74 @@ static const char *status_error(int status)
     }
 }
 
+/* The client's address as text ("" when MHD cannot say): what per-address quotas count. */
+static void client_address(struct MHD_Connection *conn, char *out, size_t out_sz)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    out[0] = 0;
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
+                  (socklen_t)out_sz);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
+                  (socklen_t)out_sz);
+    if (!out[0])
+        snprintf(out, out_sz, "unknown");
+}
+
+/* With --api-key-file, making sessions (and uploads) needs "Authorization: Bearer KEY". */
+static int operator_ok(srv *s, struct MHD_Connection *conn)
+{
+    if (!s->cfg.api_key[0])
+        return 1;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    return auth && !strncmp(auth, "Bearer ", 7) && srv_token_equal(auth + 7, s->cfg.api_key);
+}
+
+static enum MHD_Result refuse_operator(struct MHD_Connection *conn)
+{
+    return send_error(conn, 401, "operator key required",
+                      "this server makes sessions for its operator's key only: send "
+                      "Authorization: Bearer KEY (--api-key-file)");
+}
+
+/* A JSON body's content type: application/json, with parameters or none. A page on another
+ * site cannot send that without the browser asking first (CORS), so it cannot make
+ * sessions with its visitors' browsers. */
+static int is_json_type(struct MHD_Connection *conn)
+{
+    const char *t =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    size_t n = t ? strcspn(t, "; \t") : 0;
+    return t && n == 16 && !strncasecmp(t, "application/json", 16);
+}
+
+/* The body as one JSON object, nothing but white space after it; NULL with why. */
+static cJSON *parse_body(const request *rq, char *why, size_t why_sz)
+{
+    if (!rq->len) {
+        snprintf(why, why_sz, "the body must be a JSON object ({} for the defaults)");
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *body = cJSON_ParseWithLengthOpts(rq->body, rq->len, &end, 0);
+    size_t at = end ? (size_t)(end - rq->body) : 0;
+    while (body && at < rq->len && strchr(" \t\r\n", rq->body[at]))
+        at++;
+    if (!body)
+        snprintf(why, why_sz, "the body must be a JSON object: malformed near byte %zu", at);
+    else if (!cJSON_IsObject(body))
+        snprintf(why, why_sz, "the body must be a JSON object");
+    else if (at < rq->len)
+        snprintf(why, why_sz, "the body must be one JSON object: bytes follow it at byte %zu", at);
+    else
+        return body;
+    cJSON_Delete(body);
+    return NULL;
+}
+
 /* POST /api/sessions {"scene":"volume","volume":NAME}: a session on a --volume-dir volume;
  * 202 with the session loading. */
 static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const cJSON *body,
@@ -154,9 +225,10 @@ static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const
         return send_error(conn, 400, "bad request",
                           kind->create_file ? "\"volume\" must be a name from GET /api/volumes"
                                             : "this scene does not take a volume");
-    char err[512] = "";
+    char err[512] = "", owner[48];
     int status;
-    srv_session *ss = srv_volume_session(s, vol->valuestring, &status, err, sizeof err);
+    client_address(conn, owner, sizeof owner);
+    srv_session *ss = srv_volume_session(s, vol->valuestring, owner, &status, err, sizeof err);
     if (!ss)
         return send_error(conn, (unsigned)status, status_error(status), err);
     return send_json(conn, 202, session_json(s, ss, 1));
@@ -164,11 +236,15 @@ static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const
 
 static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const request *rq)
 {
-    cJSON *body = rq->len ? cJSON_ParseWithLength(rq->body, rq->len) : cJSON_CreateObject();
-    if (!body || !cJSON_IsObject(body)) {
-        cJSON_Delete(body);
-        return send_error(conn, 400, "bad request", "the body must be a JSON object");
-    }
+    char err[512] = "", owner[48];
+    if (!operator_ok(s, conn))
+        return refuse_operator(conn);
+    if (!is_json_type(conn))
+        return send_error(conn, 415, "unsupported media type",
+                          "send the options as Content-Type: application/json");
+    cJSON *body = parse_body(rq, err, sizeof err);
+    if (!body)
+        return send_error(conn, 400, "bad request", err);
     const cJSON *scene = cJSON_GetObjectItemCaseSensitive(body, "scene");
     const srv_scene_i *kind = scene ? NULL : srv_scene_default();
     if (cJSON_IsString(scene))
@@ -179,7 +255,6 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         snprintf(d, sizeof d, "scenes: %s", srv_scene_names());
         return send_error(conn, 400, "unknown scene", d);
     }
-    char err[512] = "";
     int status;
     const cJSON *vol = cJSON_GetObjectItemCaseSensitive(body, "volume");
     if (vol) { /* one the operator keeps: loaded off this thread, like an upload */
@@ -187,7 +262,8 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         cJSON_Delete(body);
         return r;
     }
-    srv_session *ss = srv_session_create(s, kind, body, err, sizeof err, &status);
+    client_address(conn, owner, sizeof owner);
+    srv_session *ss = srv_session_create(s, kind, body, owner, err, sizeof err, &status);
     cJSON_Delete(body);
     if (!ss)
         return send_error(conn, (unsigned)status,
@@ -463,14 +539,19 @@ static enum MHD_Result upload_refuse(struct MHD_Connection *conn, request *rq, i
  * room) before any of the body is read, or its file made. */
 static enum MHD_Result upload_begin(srv *s, struct MHD_Connection *conn, request *rq)
 {
-    char err[512] = "";
+    char err[512] = "", owner[48];
     int status = 0;
     rq->is_upload = 1;
+    if (!operator_ok(s, conn)) {
+        snprintf(err, sizeof err, "an upload makes a session: send Authorization: Bearer KEY");
+        return upload_refuse(conn, rq, 401, err, 0);
+    }
+    client_address(conn, owner, sizeof owner);
     rq->up = srv_upload_begin(
         s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "name"),
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH), &status,
-        err, sizeof err);
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH), owner,
+        &status, err, sizeof err);
     return rq->up ? MHD_YES : upload_refuse(conn, rq, status, err, 0);
 }
 
@@ -545,6 +626,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         cJSON_AddNumberToObject(j, "clients", atomic_load(&s->nclients));
         cJSON_AddNumberToObject(j, "max_sessions", s->cfg.max_sessions);
         cJSON_AddNumberToObject(j, "ws_port", s->ws_port);
+        cJSON_AddBoolToObject(j, "api_key_required", s->cfg.api_key[0] != 0);
         return send_json(conn, 200, j);
     }
     if (!strcmp(url, "/api/sessions"))
@@ -602,11 +684,16 @@ int srv_http_start(srv *s, char *err, size_t err_sz)
         return -1;
     }
     s->http_port = ntohs(addr.sin_port);
-    struct MHD_Daemon *d =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0,
-                         NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_THREAD_POOL_SIZE,
-                         (unsigned)2, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+    /* Bounded: one address holds at most --max-http-per-address connections (a slow-header
+     * flood from one address leaves the others served), all at most --max-http-connections,
+     * and a connection idle (or trickling nothing) for --http-timeout seconds is closed. */
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler,
+        s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)s->cfg.http_timeout_s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)s->cfg.max_http_per_address, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)s->cfg.max_http_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
     if (!d) {
         snprintf(err, err_sz, "HTTP: libmicrohttpd would not start on %s:%d", s->cfg.bind,
                  s->http_port);

@@ -40,6 +40,15 @@ static const char k_usage[] =
     "                                int16 series, 150 MiB, uncompressed, with room to spare)\n"
     "  --volume-dir DIR              keep uploads here, and list its volumes in the lobby\n"
     "                                (default: none; uploads are removed once read)\n"
+    "  --max-sessions-per-address N  live sessions one client address may make (default 8)\n"
+    "  --idle-expiry S               close a session nobody has joined for S seconds\n"
+    "                                (default 900; 0: never; not the --default-session)\n"
+    "  --max-http-per-address N      HTTP connections open at once from one address\n"
+    "                                (default 64)\n"
+    "  --max-http-connections N      HTTP connections open at once in all (default 1000)\n"
+    "  --http-timeout S              close an HTTP connection idle for S seconds (default 10)\n"
+    "  --api-key-file FILE           making sessions and uploads needs Authorization: Bearer\n"
+    "                                KEY, KEY this file's first line (16 to 127 characters)\n"
     "  --config FILE                 JSON object with any of these, without dashes\n";
 
 srv_config srv_default_config(void)
@@ -69,6 +78,14 @@ srv_config srv_default_config(void)
      * slice, a stored zip a hundred bytes a file. 200 MiB takes it, or 400 slices, as sent
      * (a NIfTI .nii.gz of it is a third of that). */
     c.upload_limit = 200LL << 20;
+    /* Quotas for a shared server (server/README.md, "Limits and durability"): a school's
+     * or a hospital's NAT puts many people behind one address, so per-address limits sit
+     * well above what one person needs and well below the server's totals. */
+    c.max_sessions_per_address = 8;
+    c.idle_expiry_s = 900;
+    c.max_http_per_address = 64;
+    c.max_http_connections = 1000;
+    c.http_timeout_s = 10;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
     return c;
@@ -95,6 +112,34 @@ static void usage(void)
     fputs(k_usage, stdout);
     for (int k = 0; k < n; k++)
         fputs(sc[k]->usage, stdout);
+}
+
+/* The operator's key: the file's first line, white space at its ends dropped; a short one
+ * is refused (guessable). */
+static int read_api_key(srv_config *c, const char *path, char *err, size_t err_sz)
+{
+    FILE *f = fopen(path, "r");
+    char line[256] = "";
+    if (!f || !fgets(line, sizeof line, f)) {
+        if (f)
+            fclose(f);
+        snprintf(err, err_sz, "--api-key-file %s: cannot read it", path);
+        return -1;
+    }
+    fclose(f);
+    char *k = line, *e;
+    while (*k == ' ' || *k == '\t')
+        k++;
+    for (e = k + strlen(k); e > k && strchr(" \t\r\n", e[-1]); e--)
+        ;
+    *e = 0;
+    if (strlen(k) < 16 || strlen(k) >= sizeof c->api_key) {
+        snprintf(err, err_sz, "--api-key-file %s: the key must be 16 to %zu characters", path,
+                 sizeof c->api_key - 1);
+        return -1;
+    }
+    strcpy(c->api_key, k);
+    return 0;
 }
 
 /* One option by name (without dashes) and value; shared by flags and the config file. */
@@ -124,6 +169,11 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("max-view-events-per-s", max_view_events_per_s, 1, 1000000)
     INT_OPT("keyframe-every", keyframe_every, 0, 1000000)
     INT_OPT("view-budget", view_budget_kib, 0, 10000000)
+    INT_OPT("max-sessions-per-address", max_sessions_per_address, 1, 100000)
+    INT_OPT("idle-expiry", idle_expiry_s, 0, 100000000)
+    INT_OPT("max-http-per-address", max_http_per_address, 1, 100000)
+    INT_OPT("max-http-connections", max_http_connections, 1, 100000)
+    INT_OPT("http-timeout", http_timeout_s, 1, 3600)
 #undef INT_OPT
     if (!val) {
         snprintf(err, err_sz, "--%s needs a value", name);
@@ -158,6 +208,8 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
             return -1;
         }
         strcpy(dst, val);
+    } else if (!strcmp(name, "api-key-file")) {
+        return read_api_key(c, val, err, err_sz);
     } else if (!strcmp(name, "backend")) {
         int k = sim_backend_kind_parse(val);
         if (k < 0) {
@@ -331,7 +383,7 @@ int main(int argc, char **argv)
     srv_session *first = NULL;
     if (s.cfg.default_session) {
         int status;
-        first = srv_session_create(&s, srv_scene_default(), NULL, err, sizeof err, &status);
+        first = srv_session_create(&s, srv_scene_default(), NULL, "", err, sizeof err, &status);
         if (!first)
             fprintf(stderr, "softcast-server: default session: %s\n", err);
     }

@@ -46,6 +46,12 @@ typedef struct srv_config {
     int default_session;       ///< create a session at start (make run)
     char volume_dir[512];   ///< uploads kept here, and listed for the lobby ("" = none, upload.c)
     long long upload_limit; ///< largest upload, bytes
+    int max_sessions_per_address; ///< live sessions one client address may have made
+    int idle_expiry_s;            ///< a session without clients this long is closed (0: never)
+    int max_http_per_address;     ///< HTTP connections open at once from one address
+    int max_http_connections;     ///< HTTP connections open at once in all
+    int http_timeout_s;           ///< an HTTP connection idle this long is closed
+    char api_key[128];            ///< creating sessions needs it ("" = anyone may), --api-key-file
 } srv_config;
 
 srv_config srv_default_config(void);
@@ -157,6 +163,8 @@ typedef struct srv_session {
     uint32_t slot, generation;
     char id[SRV_ID_LEN];
     char control_token[SRV_TOKEN_LEN], view_token[SRV_TOKEN_LEN];
+    char owner[48]; /* the address that made it (per-address quota; "" the operator's) */
+    int keep;       /* the operator's (--default-session): never expires */
     const srv_scene_i *scene;
     /* The scene's own (scene_*.c); its state is the worker's. Set at creation, or by the
      * loader under lock (load_state then turns SRV_READY): read it once ready. */
@@ -188,8 +196,9 @@ typedef struct srv_session {
     double step_ms_sum, encode_ms_sum, latency_ms_sum;
     uint64_t latency_n;
     double last_step_ms, last_encode_ms;
-    size_t backlog_peak; /* most bytes one client had handed to lws before its socket drained */
-    int closing;         /* DELETE or shutdown: clients get a close frame */
+    size_t backlog_peak;  /* most bytes one client had handed to lws before its socket drained */
+    int closing;          /* DELETE, idle expiry or shutdown: clients get a close frame */
+    double idle_since_ms; /* when its last client left (or it was made): idle expiry */
     /* Replies to one client each (slices, errors, notices), oldest first, for the WebSocket
      * thread to move into that client's outbox (SRV_MAIL_PER_CLIENT each; when full, the
      * oldest reply to a viewer goes, the driver's last). */
@@ -226,14 +235,18 @@ struct cJSON;
 /* session.c */
 int srv_sessions_init(srv *s);
 void srv_sessions_fini(srv *s);
-/// Create a session of the scene from its options (the POST body; may be NULL).
+/// Create a session of the scene from its options (the POST body; may be NULL) for the client
+/// at address owner ("" or NULL: the operator's, kept however idle).
 srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
-                                char *err, size_t err_sz, int *http_status);
+                                const char *owner, char *err, size_t err_sz, int *http_status);
+/// Whether owner may make one more session now: 0, or 429 with err (the server's table is
+/// full, or the address holds --max-sessions-per-address).
+int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz);
 /// A session whose scene a loader thread builds (state SRV_LOADING, stage "queued"): in
 /// the table at once, with its id and tokens; the caller (the loader) holds a reference
 /// until srv_session_loaded. NULL with err and *http_status (429) when it cannot be had.
-srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, char *err, size_t err_sz,
-                                        int *http_status);
+srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, const char *owner,
+                                        char *err, size_t err_sz, int *http_status);
 /// The loader's stage, shown to pollers (loader thread).
 void srv_session_stage(srv_session *ss, const char *stage);
 /// The loader is done (loader thread): scene_data built (the session turns ready), or NULL
@@ -242,7 +255,8 @@ void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *e
 /// Find by id (NULL: unknown or gone). The caller gets a reference: srv_session_put.
 srv_session *srv_session_get(srv *s, const char *id);
 void srv_session_put(srv *s, srv_session *ss);
-/// Free closing sessions that no thread holds (worker).
+/// Close sessions idle past --idle-expiry, free closing sessions that no thread holds
+/// (worker).
 void srv_sessions_reap(srv *s);
 /// Mark for deletion; the worker frees it when no client holds it.
 int srv_session_delete(srv *s, const char *id, const char *token);
@@ -323,7 +337,8 @@ void srv_uploads_fini(srv *s);
 /// An upload starts (HTTP thread, its headers in): the content type, its announced length
 /// against --upload-limit, room for a session and a load. NULL with *status and err.
 srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
-                             const char *content_length, int *status, char *err, size_t err_sz);
+                             const char *content_length, const char *owner, int *status, char *err,
+                             size_t err_sz);
 /// Some of its bytes: 0, or an HTTP status with err (413 past the limit; the first bytes
 /// refused by the reader's header check): the caller then aborts it.
 int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_t err_sz);
@@ -335,7 +350,8 @@ void srv_upload_abort(srv_upload *u);
 /// GET /api/volumes: {"volumes":[{name, size, format}], "upload_limit", "kept"}.
 struct cJSON *srv_volumes_list(srv *s);
 /// A loading session on the volume called name in --volume-dir (a plain name listed there).
-srv_session *srv_volume_session(srv *s, const char *name, int *status, char *err, size_t err_sz);
+srv_session *srv_volume_session(srv *s, const char *name, const char *owner, int *status, char *err,
+                                size_t err_sz);
 
 /* text.c: what clients read */
 /// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,

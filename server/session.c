@@ -139,16 +139,60 @@ static int table_full(srv *s)
     return full;
 }
 
-/* A session of the scene without its scene data yet: tokens and encoder. */
-static srv_session *session_new(srv *s, const srv_scene_i *scene, char *err, size_t err_sz,
-                                int *http_status)
+/* Live sessions made from this address (srv.lock held). Closing ones are on their way out:
+ * a client that deletes its session may make another at once. */
+static int owned_locked(srv *s, const char *owner)
 {
-    *http_status = 500;
-    if (table_full(s)) { /* checked again when a slot is taken; this only spares the build */
-        *http_status = 429;
-        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
-        return NULL;
+    int n = 0;
+    for (int i = 0; owner[0] && i < s->cfg.max_sessions; i++) {
+        srv_session *ss = s->slots[i];
+        if (!ss || strcmp(ss->owner, owner) != 0)
+            continue;
+        pthread_mutex_lock(&ss->lock);
+        n += !ss->closing;
+        pthread_mutex_unlock(&ss->lock);
     }
+    return n;
+}
+
+/* 0, or 429 with err: the table is full, or owner holds its share (srv.lock held). */
+static int room_locked(srv *s, const char *owner, char *err, size_t err_sz)
+{
+    if (s->nsessions >= s->cfg.max_sessions) {
+        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+        return 429;
+    }
+    if (owner[0] && owned_locked(s, owner) >= s->cfg.max_sessions_per_address) {
+        snprintf(err, err_sz,
+                 "this address holds its limit of %d sessions (--max-sessions-per-address): "
+                 "delete one, or let one without clients expire",
+                 s->cfg.max_sessions_per_address);
+        return 429;
+    }
+    return 0;
+}
+
+int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz)
+{
+    owner = owner ? owner : "";
+    if (table_full(s)) {
+        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+        return 429;
+    }
+    pthread_mutex_lock(&s->lock);
+    int rc = room_locked(s, owner, err, err_sz);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* A session of the scene without its scene data yet: tokens and encoder. */
+static srv_session *session_new(srv *s, const srv_scene_i *scene, const char *owner, char *err,
+                                size_t err_sz, int *http_status)
+{
+    *http_status = srv_session_room(s, owner, err, err_sz);
+    if (*http_status) /* checked again when a slot is taken; this only spares the build */
+        return NULL;
+    *http_status = 500;
     srv_session *ss = calloc(1, sizeof *ss);
     if (!ss) {
         snprintf(err, err_sz, "out of memory");
@@ -156,6 +200,9 @@ static srv_session *session_new(srv *s, const srv_scene_i *scene, char *err, siz
     }
     pthread_mutex_init(&ss->lock, NULL);
     ss->scene = scene;
+    snprintf(ss->owner, sizeof ss->owner, "%s", owner ? owner : "");
+    ss->keep = !ss->owner[0];
+    ss->idle_since_ms = srv_now_ms();
     ss->drive_tokens = s->cfg.max_events_per_s;
     ss->view_tokens = s->cfg.max_view_events_per_s;
     ss->drive_refill_ms = ss->view_refill_ms = srv_now_ms();
@@ -186,9 +233,11 @@ static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t e
             slot = i;
             break;
         }
-    if (slot < 0) {
+    int full = room_locked(s, ss->owner, err, err_sz);
+    if (slot < 0 || full) {
         pthread_mutex_unlock(&s->lock);
-        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+        if (!full)
+            snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
         return 429;
     }
     ss->slot = (uint32_t)slot;
@@ -204,9 +253,9 @@ static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t e
 }
 
 srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct cJSON *opts,
-                                char *err, size_t err_sz, int *http_status)
+                                const char *owner, char *err, size_t err_sz, int *http_status)
 {
-    srv_session *ss = session_new(s, scene, err, err_sz, http_status);
+    srv_session *ss = session_new(s, scene, owner, err, err_sz, http_status);
     if (!ss)
         return NULL;
     *http_status = scene->create(s->backend, opts, &ss->scene_data, err, err_sz);
@@ -226,10 +275,10 @@ fail:
     return NULL;
 }
 
-srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, char *err, size_t err_sz,
-                                        int *http_status)
+srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, const char *owner,
+                                        char *err, size_t err_sz, int *http_status)
 {
-    srv_session *ss = session_new(s, scene, err, err_sz, http_status);
+    srv_session *ss = session_new(s, scene, owner, err, err_sz, http_status);
     if (!ss)
         return NULL;
     ss->load_state = SRV_LOADING;
@@ -261,7 +310,7 @@ void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *e
     ss->params_json = pj;
     ss->load_error = why;
     ss->load_state = pj ? SRV_READY : SRV_FAILED;
-    ss->failed_ms = srv_now_ms();
+    ss->failed_ms = ss->idle_since_ms = srv_now_ms(); /* idle from when it can be joined */
     pthread_mutex_unlock(&ss->lock);
     srv_session_put(s, ss); /* the loader's reference */
 }
@@ -490,13 +539,33 @@ void srv_session_news(srv *s, srv_session *ss)
     s->on_news(s, ss->slot);
 }
 
+/* A ready session nobody has watched for --idle-expiry seconds closes (the lock held): a
+ * table filled and forgotten empties by itself. The operator's own session stays. */
+static int expire_idle_locked(srv *s, srv_session *ss, double now)
+{
+    double limit_ms = 1000.0 * s->cfg.idle_expiry_s;
+    if (limit_ms <= 0 || ss->keep || ss->closing || ss->load_state != SRV_READY ||
+        ss->nclients > 0 || now - ss->idle_since_ms < limit_ms)
+        return 0;
+    ss->closing = 1;
+    fprintf(stderr, "softcast-server: session %s: no clients for %d s, closed (--idle-expiry)\n",
+            ss->id, s->cfg.idle_expiry_s);
+    return 1;
+}
+
 /* The worker frees closing sessions nobody holds; called with no session lock held. */
 void srv_sessions_reap(srv *s)
 {
+    double now = srv_now_ms();
     for (int i = 0; i < s->cfg.max_sessions; i++) {
         srv_session *dead = NULL;
         pthread_mutex_lock(&s->lock);
         srv_session *ss = s->slots[i];
+        if (ss) {
+            pthread_mutex_lock(&ss->lock);
+            expire_idle_locked(s, ss, now);
+            pthread_mutex_unlock(&ss->lock);
+        }
         if (ss && s->refs[i] == 0) {
             pthread_mutex_lock(&ss->lock);
             /* A session that failed to load is shown for a while (its creator polls for the

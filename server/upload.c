@@ -58,6 +58,7 @@ struct srv_upload {
     char path[1024]; /* where it is written */
     char name[128];  /* the user's name, cleaned: shown, and its extension kept */
     char suffix[16]; /* the extension the reader goes by ("" when unknown) */
+    char owner[48];  /* the client's address (its session counts against its quota) */
 };
 
 /* ------------------------------------------------------------- names */
@@ -192,10 +193,10 @@ static void give_place(uploads *g)
  * to the loader). NULL with *status and err when it cannot be had (the place is given back,
  * a temp file removed). */
 static srv_session *start_load(srv *s, const srv_scene_i *scene, const char *path, const char *name,
-                               int temp, int *status, char *err, size_t err_sz)
+                               const char *owner, int temp, int *status, char *err, size_t err_sz)
 {
     uploads *g = s->uploads;
-    srv_session *ss = srv_session_create_loading(s, scene, err, err_sz, status);
+    srv_session *ss = srv_session_create_loading(s, scene, owner, err, err_sz, status);
     pthread_mutex_lock(&g->lock);
     loader *l = NULL;
     for (int i = 0; ss && i < MAX_INFLIGHT && !l; i++)
@@ -237,7 +238,8 @@ static const srv_scene_i *file_scene(void)
 }
 
 srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
-                             const char *content_length, int *status, char *err, size_t err_sz)
+                             const char *content_length, const char *owner, int *status, char *err,
+                             size_t err_sz)
 {
     size_t tl = strcspn(content_type ? content_type : "", ";");
     if (!content_type || tl != 24 || strncasecmp(content_type, "application/octet-stream", 24)) {
@@ -261,14 +263,8 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
         snprintf(err, err_sz, "no scene here takes a volume");
         return NULL;
     }
-    pthread_mutex_lock(&s->lock);
-    int full = s->nsessions >= s->cfg.max_sessions;
-    pthread_mutex_unlock(&s->lock);
-    if (full) {
-        *status = 429;
-        snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
+    if ((*status = srv_session_room(s, owner, err, err_sz)) != 0)
         return NULL;
-    }
     if (take_place(s->uploads) != 0) {
         *status = 503;
         snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
@@ -283,6 +279,7 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
     }
     u->s = s;
     u->scene = scene;
+    snprintf(u->owner, sizeof u->owner, "%s", owner ? owner : "");
     clean_name(name, u->name, sizeof u->name);
     snprintf(u->suffix, sizeof u->suffix, "%s", known_suffix(u->name));
     const char *dir = s->cfg.volume_dir[0] ? s->cfg.volume_dir : ((uploads *)s->uploads)->tmpdir;
@@ -365,7 +362,7 @@ srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err
     }
     fprintf(stderr, "softcast-server: upload %s: %lld bytes%s%s\n", u->name, u->bytes,
             temp ? "" : ", kept as ", temp ? "" : strrchr(path, '/') + 1);
-    srv_session *ss = start_load(s, u->scene, path, u->name, temp, status, err, err_sz);
+    srv_session *ss = start_load(s, u->scene, path, u->name, u->owner, temp, status, err, err_sz);
     free(u); /* its place in flight is the loader's now, or given back */
     return ss;
 }
@@ -422,7 +419,8 @@ cJSON *srv_volumes_list(srv *s)
     return j;
 }
 
-srv_session *srv_volume_session(srv *s, const char *name, int *status, char *err, size_t err_sz)
+srv_session *srv_volume_session(srv *s, const char *name, const char *owner, int *status, char *err,
+                                size_t err_sz)
 {
     struct stat st;
     const srv_scene_i *scene = file_scene();
@@ -448,7 +446,7 @@ srv_session *srv_volume_session(srv *s, const char *name, int *status, char *err
     }
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", s->cfg.volume_dir, name);
-    return start_load(s, scene, path, name, 0, status, err, err_sz);
+    return start_load(s, scene, path, name, owner, 0, status, err, err_sz);
 }
 
 /* ------------------------------------------------------------ start, stop */

@@ -772,6 +772,8 @@ static void on_closed(ws_ctx *w, srv_client *c)
         atomic_fetch_sub(&w->s->nclients, 1);
         pthread_mutex_lock(&ss->lock);
         ss->nclients--;
+        if (ss->nclients == 0)
+            ss->idle_since_ms = srv_now_ms(); /* --idle-expiry counts from here */
         if (ss->driver == c->id)
             ss->driver = 0;
         pthread_mutex_unlock(&ss->lock);

@@ -17,7 +17,7 @@ const dims = opt('--dims', null), seconds = Number(opt('--seconds', 4)), scene =
 if (scene !== 'volume' && scene !== 'cloth') throw new Error(usage);
 const body = scene === 'cloth' ? { scene, characters: Number(opt('--characters', 16)) }
   : dims ? { scene, dims: dims.split('x').map(Number) } : { scene };
-const r = await fetch(`${base}/api/sessions`, { method: 'POST', body: JSON.stringify(body) });
+const r = await fetch(`${base}/api/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 if (r.status !== 201) throw new Error(`create: HTTP ${r.status} ${await r.text()}`);
 const s = await r.json();
 const ws = new WebSocket(`${s.ws_url}&token=${s.control_token}`);

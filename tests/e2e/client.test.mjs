@@ -231,7 +231,7 @@ test('a viewer in a second context sees the same frames and cannot drive', { tim
 test('a dropped connection comes back; a bad token or a deleted session says so', { timeout: 90000 }, async () => {
   const ctx = await newContext({ width: 1000, height: 650 });
   const page = await ctx.newPage();
-  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
+  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
   await page.goto(`${srv.base}/${new URL(s.join_url).search}`);
   await until(page, () => window.softcast?.st.frames.length > 0, null, 'first frame');
   // Drop: the page reconnects by itself and starts again from a snapshot.
@@ -247,7 +247,7 @@ test('a dropped connection comes back; a bad token or a deleted session says so'
   assert.match(await page.locator('#message').textContent(), /does not exist/);
   assert.ok(await page.locator('#message').isVisible());
   // A wrong token: refused at once, with the reason, and no retry loop.
-  const s2 = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
+  const s2 = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ dims: [32, 32, 20] }) })).json();
   await page.goto(`${srv.base}/?session=${s2.id}&token=0000`);
   await until(page, () => window.softcast?.conn.state === 'refused', null, 'refused token');
   assert.match(await page.locator('#message').textContent(), /wrong or missing token/);
@@ -463,7 +463,7 @@ test('a page busy for a second shows the newest frame next, decoded meanwhile of
 test('a crowd of 100 walks with its capes drawn (build/e2e/cloth-crowd-100.png)', { timeout: 180000 }, async () => {
   const ctx = await newContext({ width: 1280, height: 760 });
   const page = await ctx.newPage();
-  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify({ scene: 'cloth', characters: 100 }) })).json();
+  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scene: 'cloth', characters: 100 }) })).json();
   await page.goto(`${srv.base}/${new URL(s.control_url).search}`);
   await until(page, () => window.softcast?.view.framesDrawn > 0 && window.softcast.st.lods?.length === 100 &&
     window.softcast.st.role === 'driver', null, 'a crowd of 100 drawn', 90000);

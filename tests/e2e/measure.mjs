@@ -22,7 +22,7 @@ const browser = await launch();
 try {
   for (const dims of sizes) {
     const body = { scene: 'volume', dims: dims.split('x').map(Number) };
-    const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify(body) })).json();
+    const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 760 } });
     const page = await ctx.newPage();
     await page.goto(`${srv.base}/${new URL(s.control_url).search}`);
@@ -75,7 +75,7 @@ try {
 
 async function crowd(n) {
   const body = { scene: 'cloth', characters: n };
-  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', body: JSON.stringify(body) })).json();
+  const s = await (await fetch(`${srv.base}/api/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })).json();
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 760 } });
   const page = await ctx.newPage();
   await page.addInitScript(() => {

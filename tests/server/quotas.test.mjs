@@ -1,0 +1,161 @@
+// Quotas on a shared server (issue 12, item 2): one address cannot fill the session table,
+// sessions nobody joins expire, a flood of slow-header connections from one address leaves
+// the others served, making sessions takes a JSON body of the right type and nothing after
+// it, and with --api-key-file only the operator's key makes sessions. Other addresses are
+// loopback's own (127.0.0.2 and 127.0.0.3: the whole 127/8 is this machine).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import http from 'node:http';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
+
+// A request from a given local address (fetch cannot choose one).
+function from(localAddress, base, method, path, body, headers = {}) {
+  return withTimeout(new Promise((resolve, reject) => {
+    const req = http.request(`${base}${path}`, { method, localAddress, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let json = null;
+        try { json = JSON.parse(text); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode, json, text });
+      });
+    });
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
+  }), 10000, `${method} ${path} from ${localAddress}`);
+}
+
+test('one address cannot fill the table: its sessions are capped, other addresses still make theirs', async () => {
+  const srv = await startServer(['--dims', '16x16x8', '--max-sessions', '12', '--max-sessions-per-address', '4']);
+  try {
+    const mine = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await from('127.0.0.2', srv.base, 'POST', '/api/sessions', {});
+      assert.equal(r.status, 201, r.text);
+      mine.push(r.json);
+    }
+    for (let i = 0; i < 3; i++) { // as fast as it likes: every further one is refused
+      const r = await from('127.0.0.2', srv.base, 'POST', '/api/sessions', {});
+      assert.equal(r.status, 429, r.text);
+      assert.match(r.json.detail, /this address holds its limit of 4 sessions/);
+    }
+    const other = await from('127.0.0.3', srv.base, 'POST', '/api/sessions', {});
+    assert.equal(other.status, 201, other.text);
+    // A deleted session gives its place back at once.
+    const del = await api(srv.base, 'DELETE', `/api/sessions/${mine[0].id}`, undefined, { authorization: `Bearer ${mine[0].control_token}` });
+    assert.equal(del.status, 204);
+    assert.equal((await from('127.0.0.2', srv.base, 'POST', '/api/sessions', {})).status, 201);
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
+
+test('a session without clients for --idle-expiry seconds closes; one with a client stays', async () => {
+  const srv = await startServer(['--dims', '16x16x8', '--idle-expiry', '1']);
+  try {
+    const idle = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const watched = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const left = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const c = await new Client(wsUrl(watched, watched.view_token), { decode: false }).open();
+    const l = await new Client(wsUrl(left, left.view_token), { decode: false }).open();
+    await l.until(() => l.texts.some((t) => t.type === 'welcome'), 10000, 'welcome');
+    await l.close(); // its second starts now
+    const gone = async (s) => (await api(srv.base, 'GET', `/api/sessions/${s.id}`)).status === 404;
+    const t0 = Date.now();
+    while (!(await gone(idle)) || !(await gone(left))) {
+      assert.ok(Date.now() - t0 < 15000, 'idle sessions still there after 15 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Both idle ones went, past their second; the one watched all along is there, its
+    // client still connected.
+    assert.equal((await api(srv.base, 'GET', `/api/sessions/${watched.id}`)).status, 200);
+    assert.equal(c.ws.readyState, 1);
+    await c.close();
+    while (!(await gone(watched))) {
+      assert.ok(Date.now() - t0 < 30000, 'the watched session did not expire once left');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
+
+test('slow headers: a thousand trickling connections from one address; the others are served at once', { timeout: 60000 }, async () => {
+  const srv = await startServer(['--dims', '16x16x8']);
+  const port = Number(new URL(srv.base).port);
+  const socks = [];
+  try {
+    for (let i = 0; i < 1100; i++) {
+      const s = net.connect({ host: '127.0.0.1', port, localAddress: '127.0.0.2' });
+      s.on('error', () => {});
+      s.write('GET /api/health HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+      socks.push(s);
+    }
+    await new Promise((r) => setTimeout(r, 500)); // paces the flood's writes out; nothing is asserted on it
+    for (let k = 0; k < 5; k++) {
+      const t0 = performance.now();
+      const r = await from('127.0.0.1', srv.base, 'GET', '/api/health');
+      assert.equal(r.status, 200);
+      assert.ok(performance.now() - t0 < 2000, `health took ${performance.now() - t0} ms`);
+    }
+    const open = socks.filter((s) => !s.destroyed && s.readyState === 'open').length;
+    assert.ok(open <= 64 + 8, `${open} of the flood's connections held open (at most 64 an address)`);
+  } finally {
+    for (const s of socks) s.destroy();
+    assert.equal(await srv.stop(), 0);
+  }
+});
+
+test('making a session: application/json, one JSON object and nothing after it', async () => {
+  const srv = await startServer(['--dims', '16x16x8']);
+  try {
+    const post = (body, type) => fetch(`${srv.base}/api/sessions`, { method: 'POST', body, headers: type ? { 'content-type': type } : {} });
+    for (const [body, type, status] of [
+      ['{}', null, 415], // a cross-site form or fetch without preflight sends text/plain
+      ['{}', 'text/plain', 415],
+      ['{}', 'application/x-www-form-urlencoded', 415],
+      ['', 'application/json', 400],
+      ['{} trailing', 'application/json', 400],
+      ['{}{}', 'application/json', 400],
+      ['[]', 'application/json', 400],
+      ['{} \n', 'application/json; charset=utf-8', 201],
+    ]) {
+      const r = await post(body, type), text = await r.text();
+      assert.equal(r.status, status, `${JSON.stringify(body)} as ${type}: ${text}`);
+      if (status !== 201) assert.ok(JSON.parse(text).detail);
+    }
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
+
+test('--api-key-file: only the operator\'s key makes sessions and uploads; joining needs none', async () => {
+  const dir = mkdtempSync(`${tmpdir()}/softcast-key-`);
+  const key = 'k3y-0f-the-0perat0r-1234567890';
+  writeFileSync(`${dir}/key`, `${key}\n`);
+  writeFileSync(`${dir}/short`, 'short\n');
+  const bad = await startServer(['--api-key-file', `${dir}/short`]).catch((e) => e);
+  assert.match(String(bad), /the key must be 16 to 127 characters/);
+  const srv = await startServer(['--dims', '16x16x8', '--api-key-file', `${dir}/key`]);
+  try {
+    assert.equal((await api(srv.base, 'GET', '/api/health')).json.api_key_required, true);
+    for (const headers of [{}, { authorization: 'Bearer nope' }, { authorization: `Bearer ${key}x` }, { authorization: key }]) {
+      const r = await api(srv.base, 'POST', '/api/sessions', {}, headers);
+      assert.equal(r.status, 401, r.text);
+      assert.equal(r.json.error, 'operator key required');
+    }
+    const up = await fetch(`${srv.base}/api/volumes?name=a.nii`, { method: 'POST', body: Buffer.alloc(400), headers: { 'content-type': 'application/octet-stream' } });
+    assert.equal(up.status, 401);
+    const r = await api(srv.base, 'POST', '/api/sessions', {}, { authorization: `Bearer ${key}` });
+    assert.equal(r.status, 201, r.text);
+    const c = await new Client(wsUrl(r.json, r.json.view_token), { decode: false }).open();
+    await c.until(() => c.texts.some((t) => t.type === 'welcome'), 10000, 'a viewer joins without the key');
+    await c.close();
+  } finally {
+    assert.equal(await srv.stop(), 0);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
