@@ -1,11 +1,11 @@
-/* sched.c: the simulation workers. At a fixed rate each visits the sessions of its slots:
- * takes what applies now from the session's inbox and applies it straight to the scene (the
- * frame boundary: the inbox is the only queue), steps the scene (scene.h), encodes one
- * object frame for all its clients (the encoder keys, appends, moves and holds each
- * object; a snapshot when a client needs one) and publishes it, then tells the WebSocket thread
- * (srv_session_news). A session with no clients sleeps; a settled scene costs nothing and sends
- * nothing until an event. Runs on the worker threads; other threads only poke them
- * (srv_worker_poke). */
+/* sched.c: the simulation workers. They share every session, each at its own beat: a worker
+ * takes the most overdue session that no other worker steps, takes what applies now from the
+ * session's inbox and applies it straight to the scene (the frame boundary: the inbox is the only
+ * queue), steps the scene (scene.h), encodes one object frame for all its clients (the encoder
+ * keys, appends, moves and holds each object; a snapshot when a client needs one) and publishes it,
+ * then tells the WebSocket thread (srv_session_news). A session with no clients sleeps; a settled
+ * scene costs nothing and sends nothing until an event. Runs on the worker threads; other threads
+ * only poke them (srv_worker_poke). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,36 +20,37 @@ typedef struct worker {
     srv *s;
     int index;
     pthread_t thread;
-    pthread_mutex_t lock; /* guards poked */
-    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
-    int poked;
-    atomic_int has_sessions; /* it had live sessions on its last pass */
-    /* One take from a session's inbox (the worker's own: nothing big on its stack). */
+    /* One take from a session's inbox and its viewers' queries (the worker's own: nothing
+     * big on its stack). */
     _Alignas(8) unsigned char batch[SRV_INBOX_BYTES +
                                     SRV_QUERIES_PER_FRAME * SRV_ITEM_BYTES(SRV_QUERY_BYTES)];
 } worker;
 
+/* The workers share every session: each takes the most overdue session that no other
+ * worker is stepping. A session whose step is heavy holds one worker while the others keep
+ * its neighbours' beats; with static slot-to-worker shares, as before, it stalled every
+ * session that shared its worker. Lock order: sched.lock, then srv.lock, then a session's
+ * lock; nobody takes sched.lock holding either of the others. */
 typedef struct sched {
     int n;
     worker *w;
+    pthread_mutex_t lock; /* guards poked and every session's stepping flag */
+    pthread_cond_t cond;  /* CLOCK_MONOTONIC; a poke or a session stepped */
+    int poked;
+    atomic_int live; /* ready sessions with clients or events, at the last look */
 } sched;
 
-/* Workers whose slots hold live sessions (at least 1). Counted per pass rather than per
- * step, so two steps never both take all the cores for a moment. */
-static int workers_with_sessions(const sched *sc)
-{
-    int n = 0;
-    for (int k = 0; k < sc->n; k++)
-        n += atomic_load(&sc->w[k].has_sessions) != 0;
-    return n > 0 ? n : 1;
-}
-
-/* CPU threads a step may use now: the cores shared among busy workers. */
+/* CPU threads a step may use now: the cores shared among the sessions that step at once
+ * (at most one per worker). Counted per pass rather than per step, so two steps never both
+ * take all the cores for a moment. */
 static int step_threads(srv *s)
 {
     if (s->cfg.threads)
         return s->cfg.threads;
-    int share = sim_backend_threads(s->backend) / workers_with_sessions(s->sched);
+    sched *sc = s->sched;
+    int busy = atomic_load(&sc->live);
+    busy = busy < 1 ? 1 : busy > sc->n ? sc->n : busy;
+    int share = sim_backend_threads(s->backend) / busy;
     return share > 0 ? share : 1;
 }
 
@@ -275,28 +276,27 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
 
 void srv_worker_poke(srv *s, uint32_t slot)
 {
+    (void)slot; /* any worker may step any session */
     sched *sc = s->sched;
     if (!sc || sc->n <= 0)
         return;
-    worker *wk = &sc->w[slot % (uint32_t)sc->n];
-    pthread_mutex_lock(&wk->lock);
-    wk->poked = 1;
-    pthread_cond_signal(&wk->cond);
-    pthread_mutex_unlock(&wk->lock);
+    pthread_mutex_lock(&sc->lock);
+    sc->poked = 1;
+    pthread_cond_broadcast(&sc->cond);
+    pthread_mutex_unlock(&sc->lock);
 }
 
-/* Sleep until the absolute monotonic time `until_ms`, or until poked or stopped. */
-static void wait_until(worker *wk, double until_ms)
+/* Sleep until the absolute monotonic time `until_ms`, or until poked or stopped (sc->lock
+ * held). */
+static void wait_until(sched *sc, srv *s, double until_ms)
 {
     struct timespec ts;
     ts.tv_sec = (time_t)(until_ms / 1000.0);
     ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
-    pthread_mutex_lock(&wk->lock);
-    while (!wk->poked && !atomic_load(&wk->s->stop))
-        if (pthread_cond_timedwait(&wk->cond, &wk->lock, &ts) != 0)
+    while (!sc->poked && !atomic_load(&s->stop))
+        if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
             break;
-    wk->poked = 0;
-    pthread_mutex_unlock(&wk->lock);
+    sc->poked = 0;
 }
 
 /* The live session in slot i with a reference held, and whether events wait that apply
@@ -319,48 +319,87 @@ static srv_session *hold_slot(srv *s, int i, int *pending)
     return closing ? NULL : ss;
 }
 
-/* Worker k steps the sessions in slots k, k + workers, k + 2 workers, ...: a session is
- * only ever stepped by one thread, and many sessions spread over the cores. Each session
- * keeps its own beat at rate_hz; an event that arrives between beats is stepped at once
- * (but never sooner than half a period after the last step), so input waits for a step,
- * not for the next tick, and the step rate stays bounded. */
+/* When a session wants its next step: at its beat, or, with events waiting, at once but
+ * never sooner than half a period after its last step (input waits for a step, not for the
+ * next tick, and the step rate stays bounded). */
+static double wants_step_at(const srv_session *ss, int pending, double period)
+{
+    double early = ss->step_at_ms + 0.5 * period;
+    return pending && early < ss->due_ms ? early : ss->due_ms;
+}
+
+/* The session to step now (claimed, a reference held), the most overdue of those nobody
+ * steps; NULL when none is due, *wake_at then when the first will be (sc->lock held). */
+static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now, double period,
+                                 double *wake_at)
+{
+    srv_session *pick = NULL;
+    double pick_at = 0;
+    int live = 0, first = 0, stride = 1; /* every worker looks at every session */
+    (void)wk;
+    *wake_at = now + period;
+    for (int i = first; i < s->cfg.max_sessions; i += stride) {
+        int pending;
+        srv_session *ss = hold_slot(s, i, &pending);
+        if (!ss)
+            continue;
+        live++;
+        if (ss->stepping) { /* another worker's; its beat is the stepper's to write */
+            srv_session_put(s, ss);
+            continue;
+        }
+        double at = wants_step_at(ss, pending, period);
+        if (at <= now && (!pick || at < pick_at)) {
+            if (pick)
+                srv_session_put(s, pick);
+            pick = ss, pick_at = at;
+            continue;
+        }
+        if (at < *wake_at)
+            *wake_at = at;
+        srv_session_put(s, ss);
+    }
+    atomic_store(&sc->live, live);
+    if (pick)
+        pick->stepping = 1;
+    return pick;
+}
+
+/* Every worker steps every session, one at a time each (the stepping flag): a session
+ * keeps its own beat at rate_hz; after a step that overran its beat, the beat restarts from
+ * now, so an overloaded session drops its own frame rate, and the most overdue session goes
+ * first, so a busy server slows every session together. */
 static void *worker_main(void *arg)
 {
     worker *wk = arg;
     srv *s = wk->s;
-    int k = wk->index, nw = ((sched *)s->sched)->n;
+    sched *sc = s->sched;
     double period = 1000.0 / s->cfg.rate_hz;
+    pthread_mutex_lock(&sc->lock);
     while (!atomic_load(&s->stop)) {
-        if (k == 0)
+        if (wk->index == 0) {
+            pthread_mutex_unlock(&sc->lock);
             srv_sessions_reap(s);
-        int live = 0;
-        double now = srv_now_ms(), wake_at = now + period;
-        for (int i = k; i < s->cfg.max_sessions; i += nw) {
-            int pending;
-            srv_session *ss = hold_slot(s, i, &pending);
-            if (!ss)
-                continue;
-            if (!live++)
-                atomic_store(&wk->has_sessions, 1);
-            int early = pending && now - ss->step_at_ms >= 0.5 * period;
-            if (now >= ss->due_ms || early) {
-                if (run_session(s, wk, ss))
-                    srv_session_news(s, ss);
-                ss->step_at_ms = now;
-                /* Keep the beat; after an early step or a stall, restart it from now. */
-                ss->due_ms =
-                    early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
-            }
-            if (ss->due_ms < wake_at)
-                wake_at = ss->due_ms;
-            if (pending && !early && ss->step_at_ms + 0.5 * period < wake_at)
-                wake_at = ss->step_at_ms + 0.5 * period;
-            srv_session_put(s, ss);
+            pthread_mutex_lock(&sc->lock);
         }
-        if (!live)
-            atomic_store(&wk->has_sessions, 0);
-        wait_until(wk, wake_at);
+        double now = srv_now_ms(), wake_at;
+        srv_session *ss = pick_session(s, sc, wk, now, period, &wake_at);
+        if (!ss) {
+            wait_until(sc, s, wake_at);
+            continue;
+        }
+        pthread_mutex_unlock(&sc->lock);
+        int early = now < ss->due_ms;
+        if (run_session(s, wk, ss))
+            srv_session_news(s, ss);
+        ss->step_at_ms = now;
+        /* Keep the beat; after an early step or a stall, restart it from now. */
+        ss->due_ms = early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
+        pthread_mutex_lock(&sc->lock);
+        ss->stepping = 0;
+        srv_session_put(s, ss);
     }
+    pthread_mutex_unlock(&sc->lock);
     return NULL;
 }
 
@@ -374,25 +413,24 @@ int srv_worker_start(srv *s)
         return -1;
     }
     sc->w = w;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sc->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&sc->lock, NULL);
     for (int k = 0; k < n; k++) {
         w[k].s = s;
         w[k].index = k;
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&w[k].cond, &ca);
-        pthread_condattr_destroy(&ca);
-        pthread_mutex_init(&w[k].lock, NULL);
     }
     sc->n = n;
     s->sched = sc;
     for (int k = 0; k < n; k++)
         if (pthread_create(&w[k].thread, NULL, worker_main, &w[k]) != 0) {
             atomic_store(&s->stop, 1);
-            for (int j = 0; j < k; j++) {
-                srv_worker_poke(s, (uint32_t)j);
+            srv_worker_poke(s, 0);
+            for (int j = 0; j < k; j++)
                 pthread_join(w[j].thread, NULL);
-            }
             sc->n = 0;
             return -1;
         }
@@ -403,10 +441,9 @@ void srv_worker_stop(srv *s)
 {
     sched *sc = s->sched;
     atomic_store(&s->stop, 1);
-    for (int k = 0; sc && k < sc->n; k++) {
-        srv_worker_poke(s, (uint32_t)k);
+    srv_worker_poke(s, 0);
+    for (int k = 0; sc && k < sc->n; k++)
         pthread_join(sc->w[k].thread, NULL);
-    }
 }
 
 /* After the WebSocket thread has stopped too: nobody can poke a worker any more. */
@@ -415,10 +452,8 @@ void srv_worker_free(srv *s)
     sched *sc = s->sched;
     if (!sc)
         return;
-    for (int k = 0; k < s->cfg.workers && sc->w; k++) {
-        pthread_cond_destroy(&sc->w[k].cond);
-        pthread_mutex_destroy(&sc->w[k].lock);
-    }
+    pthread_cond_destroy(&sc->cond);
+    pthread_mutex_destroy(&sc->lock);
     free(sc->w);
     free(sc);
     s->sched = NULL;

@@ -220,13 +220,14 @@ typedef struct srv_session {
      * (token buckets beside each connection's own). */
     double drive_tokens, drive_refill_ms, view_tokens, view_refill_ms;
 
-    /* Worker only. */
+    /* Worker only: the worker that steps it (one at a time, sched.c). */
     proto_encoder *enc; /* what every client holds of each object (its key, its base) */
     int encoded_any;    /* a frame was published since the encoder last started afresh */
     double frame_bytes; /* mean bytes of the recent frames (moving average) */
     int params_dirty;   /* parameters changed: a state message after the next step */
     uint64_t frame_no;
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
+    int stepping;              /* a worker steps it now (sched.c's lock guards it) */
 } srv_session;
 
 typedef struct srv srv;

@@ -53,7 +53,8 @@ static void mark_reached(sim_volume_state *s, int64_t i, float t)
     s->t_reach[i] = t;
 }
 
-/* One wave from the grabbed set: passes until nothing moves or max_passes. Returns the
+/* One wave from the grabbed set: passes until nothing moves, max_passes, or max_wave elements
+ * moved (looked at every VOL_PASS_BATCH passes). Returns the
  * elements it moved. The wave ends with the frame: a wave kept across frames would read
  * the velocity layer's inertial motion as deformation and feed it back (CHAINMAIL.md). */
 static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
@@ -104,6 +105,10 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
         }
         swap_lists(s);
         passes++;
+        /* The frame's budget, looked at where the CUDA backend looks (VOL_PASS_BATCH). */
+        if (s->params.max_wave > 0 && passes % VOL_PASS_BATCH == 0 &&
+            moved_count >= s->params.max_wave)
+            break;
     }
     /* Largest violation on the links of what the wave moved. */
     float worst = 0.0f;

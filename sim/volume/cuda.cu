@@ -21,7 +21,7 @@ namespace
 {
 
 const int kThreads = 256;
-const int kPassBatch = 8; /* propagation passes between read-backs */
+const int kPassBatch = VOL_PASS_BATCH; /* propagation passes between read-backs */
 
 struct counters {
     unsigned long long active;    /* propagation: elements moved or waiting this pass */
@@ -378,6 +378,8 @@ sim_status cuda_wave(sim_volume_state *s, vol_cuda *d, const cm_kparams &kp, uns
             return st;
         active = d->h_ctr->active; /* of the batch's last pass */
         newly = d->h_ctr->newly;
+        if (s->params.max_wave > 0 && newly >= (unsigned long long)s->params.max_wave)
+            break; /* the frame's budget (the CPU stops at the same boundary) */
     }
     k_violation<<<grid, kThreads>>>(kp, n, d->pos, d->flags, d->t_reach, d->ctr);
     CU(cudaGetLastError(), "violation");

@@ -349,7 +349,7 @@ typedef struct sim_volume_metrics {
     /// 1 when this frame's move was cut short so that the grabbed tissue, and the tissue
     /// it pushes ahead of it, stay inside the lattice box grown by boundary_margin
     int grab_clamped;
-    int propagation_capped; ///< 1 when the wave stopped at max_passes, not at rest
+    int propagation_capped; ///< 1 when the wave stopped at max_passes or max_wave, not at rest
     int passes;             ///< propagation passes run this frame
     int64_t moved_elements; ///< distinct elements moved by propagation this frame
     float max_violation;    ///< largest band violation on the links propagation reached (before

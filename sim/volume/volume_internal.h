@@ -18,6 +18,10 @@ extern "C" {
 #define VOL_BLOCK       8
 #define VOL_QUEUE_CAP   256
 #define VOL_MAX_GRAB    65536
+/* Propagation passes between looks at the wave (the CUDA backend reads its counters back
+ * this often): max_wave is checked at these boundaries on both backends, so both stop
+ * after the same pass. */
+#define VOL_PASS_BATCH 8
 
 struct sim_volume_model {
     sim_volume vol; /* rest volume, HU */

@@ -120,3 +120,31 @@ test('a refusal names the seq it refuses; no reply carries bytes that are not UT
   await d.close();
   await del(s);
 });
+
+test('a token\'s budget is shared by its connections: many viewers are no way round the rate limit', async () => {
+  const own = await startServer(['--dims', '16x16x8', '--max-events-per-s', '100', '--max-view-events-per-s', '60']);
+  try {
+    const s = (await api(own.base, 'POST', '/api/sessions', {})).json;
+    const vs = [];
+    for (let i = 0; i < 8; i++) vs.push(await new Client(wsUrl(s, s.view_token), { decode: false }).open());
+    await Promise.all(vs.map(welcomed));
+    // 8 x 12 pings at once (12: within a client's outbox of 16, so no answer is dropped for
+    // a slow reader): each connection within its own 100, together past the view token's 60.
+    for (const v of vs) for (let k = 1; k <= 12; k++) v.send({ type: 'ping', seq: k, t: k });
+    const answered = (v) => v.texts.filter((t) => t.type === 'pong' || t.type === 'error').length;
+    await Promise.all(vs.map((v) => v.until(() => answered(v) >= 12, 10000, 'every ping answered')));
+    const pongs = vs.reduce((n, v) => n + v.texts.filter((t) => t.type === 'pong').length, 0);
+    const limited = vs.flatMap((v) => errorsOf(v)).filter((e) => e.error === 'rate limited');
+    assert.ok(pongs >= 60 && pongs <= 64, `${pongs} pongs for the view token's 60 a second`);
+    assert.equal(pongs + limited.length, 96);
+    assert.match(limited[0].detail, /view token's connections together/);
+    // The driver's budget is its own: it is not spent by the viewers.
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await welcomed(d);
+    d.send({ type: 'ping', seq: 1, t: 1 });
+    await d.until(() => d.texts.some((t) => t.type === 'pong'), 10000, 'the driver\'s pong');
+    for (const c of [...vs, d]) await c.close();
+  } finally {
+    assert.equal(await own.stop(), 0);
+  }
+});

@@ -674,3 +674,57 @@ TEST(nan_in_state_resets_it_and_counts)
     vs_scene_destroy(&sc);
     sim_volume_free(&v);
 }
+
+/* One pull far from rest in one frame on a homogeneous 30^3 block (no relaxation), with
+ * max_passes and max_wave as given: the step's metrics and a copy of the positions. */
+static sim_volume_metrics far_pull(int max_passes, int max_wave, float *pos_out)
+{
+    sim_volume v;
+    sim_volume_metrics mt;
+    memset(&mt, 0, sizeof mt);
+    if (vs_uniform_volume(&v, 30, 30, 30, HU_SKIN) != SIM_OK)
+        return mt;
+    vs_scene sc;
+    if (vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 2, NULL, 0) == SIM_OK) {
+        sim_volume_params p = params_no_relax(SIM_CONDITION_A);
+        p.max_passes = max_passes;
+        p.max_wave = max_wave;
+        float g[3] = {15, 15, 15}, t[3] = {15, 27, 15};
+        if (vs_set_params(sc.state, &p) == SIM_OK &&
+            vs_push(sc.state, SIM_EV_GRAB, g, 2.0f) == SIM_OK &&
+            vs_push(sc.state, SIM_EV_MOVE, t, 0) == SIM_OK)
+            sim_volume_step(sc.state, &mt, NULL, 0);
+        memcpy(pos_out, sim_volume_positions(sc.state), 30 * 30 * 30 * 3 * sizeof(float));
+        vs_scene_destroy(&sc);
+    }
+    sim_volume_free(&v);
+    return mt;
+}
+
+/* max_wave bounds a frame's work: the wave stops at the first look (every VOL_PASS_BATCH
+ * passes) after it has moved that many elements. Judged against the unbudgeted wave: the
+ * budgeted frame is exactly the plain wave cut by max_passes at that pass, and the plain wave
+ * cut one look earlier had moved fewer than the budget. */
+TEST(chainmail_wave_budget_cuts_at_a_batch_boundary)
+{
+    size_t n = 30 * 30 * 30 * 3;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    REQUIRE(a && b);
+    sim_volume_metrics full = far_pull(100000, 0, a);
+    REQUIRE(!full.propagation_capped && full.moved_elements > 6000);
+    sim_volume_metrics cut = far_pull(100000, 2000, a);
+    CHECK(cut.propagation_capped == 1);
+    CHECKF(cut.passes % VOL_PASS_BATCH == 0 && cut.passes < full.passes, "%d passes (full %d)",
+           cut.passes, full.passes);
+    CHECKF(cut.moved_elements >= 2000 && cut.moved_elements < full.moved_elements,
+           "%lld moved under a budget of 2000 (full wave %lld)", (long long)cut.moved_elements,
+           (long long)full.moved_elements);
+    sim_volume_metrics same = far_pull(cut.passes, 0, b);
+    CHECK(same.moved_elements == cut.moved_elements);
+    CHECK(memcmp(a, b, n * sizeof(float)) == 0);
+    sim_volume_metrics earlier = far_pull(cut.passes - VOL_PASS_BATCH, 0, b);
+    CHECKF(earlier.moved_elements < 2000, "%lld moved one look earlier",
+           (long long)earlier.moved_elements);
+    free(a);
+    free(b);
+}
