@@ -47,6 +47,8 @@ static const char k_usage[] =
     "                                (default 64)\n"
     "  --max-http-connections N      HTTP connections open at once in all (default 1000)\n"
     "  --http-timeout S              close an HTTP connection idle for S seconds (default 10)\n"
+    "  --max-ws-per-address N        viewers' WebSocket connections from one address\n"
+    "                                (default 512; the control token is never refused for it)\n"
     "  --api-key-file FILE           making sessions and uploads needs Authorization: Bearer\n"
     "                                KEY, KEY this file's first line (16 to 127 characters)\n"
     "  --config FILE                 JSON object with any of these, without dashes\n";
@@ -85,6 +87,7 @@ srv_config srv_default_config(void)
     c.idle_expiry_s = 900;
     c.max_http_per_address = 64;
     c.max_http_connections = 1000;
+    c.max_ws_per_address = 512; /* a school's classes behind one NAT */
     c.http_timeout_s = 10;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
@@ -173,6 +176,7 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("idle-expiry", idle_expiry_s, 0, 100000000)
     INT_OPT("max-http-per-address", max_http_per_address, 1, 100000)
     INT_OPT("max-http-connections", max_http_connections, 1, 100000)
+    INT_OPT("max-ws-per-address", max_ws_per_address, 1, 1000000)
     INT_OPT("http-timeout", http_timeout_s, 1, 3600)
 #undef INT_OPT
     if (!val) {

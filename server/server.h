@@ -50,6 +50,7 @@ typedef struct srv_config {
     int idle_expiry_s;            ///< a session without clients this long is closed (0: never)
     int max_http_per_address;     ///< HTTP connections open at once from one address
     int max_http_connections;     ///< HTTP connections open at once in all
+    int max_ws_per_address;       ///< viewers' WebSocket connections from one address
     int http_timeout_s;           ///< an HTTP connection idle this long is closed
     char api_key[128];            ///< creating sessions needs it ("" = anyone may), --api-key-file
 } srv_config;

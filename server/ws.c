@@ -58,6 +58,8 @@ struct srv_client {
     int out_head, nout;
     int closing;      /* refused at connect: say why, then close */
     int drive_token;  /* it connected with the control token (whose event budget it spends) */
+    int counted;      /* it counts against its address's connections */
+    char addr[48];    /* the peer's address */
     srv_client *next; /* in its session's room */
 };
 
@@ -77,7 +79,47 @@ typedef struct ws_ctx {
     uint32_t *news, *taking;   /* (max_sessions) slots with news; the list being handled */
     uint8_t *queued;           /* (max_sessions) the slot is in news */
     int nnews;
+    /* Viewers' connections by address (--max-ws-per-address); service thread only. */
+    struct peer {
+        char addr[48];
+        int n;
+    } * peers;
+    int npeers, peers_cap;
 } ws_ctx;
+
+/* The count of connections from addr (created at 0 when new), or NULL (out of memory). */
+static int *peer_count(ws_ctx *w, const char *addr)
+{
+    for (int i = 0; i < w->npeers; i++)
+        if (!strcmp(w->peers[i].addr, addr))
+            return &w->peers[i].n;
+    if (w->npeers == w->peers_cap) {
+        int cap = w->peers_cap ? 2 * w->peers_cap : 64;
+        struct peer *p = realloc(w->peers, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        w->peers = p;
+        w->peers_cap = cap;
+    }
+    struct peer *p = &w->peers[w->npeers++];
+    snprintf(p->addr, sizeof p->addr, "%s", addr);
+    p->n = 0;
+    return &p->n;
+}
+
+/* A connection from c's address leaves: its count drops, and goes at 0 (the last one moves
+ * into its place), so the table holds only addresses connected now. */
+static void peer_leave(ws_ctx *w, srv_client *c)
+{
+    if (!c->counted)
+        return;
+    c->counted = 0;
+    for (int i = 0; i < w->npeers; i++)
+        if (!strcmp(w->peers[i].addr, c->addr) && --w->peers[i].n <= 0) {
+            w->peers[i] = w->peers[--w->npeers];
+            return;
+        }
+}
 
 /* ------------------------------------------------------------- the outbox */
 
@@ -677,7 +719,20 @@ static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
     srv_session *ss = c->session_id[0] ? srv_session_get(s, c->session_id) : NULL;
     const char *why = !c->session_id[0] ? "the URL needs ?session=ID&token=TOKEN"
                       : !ss             ? "unknown session"
-                                        : admit(w, c, ss);
+                                        : NULL;
+    /* Viewers from one address, however many sessions they watch, share a cap; the control
+     * token is never refused for it (a school's NAT may hold both a flood and the driver). */
+    lws_get_peer_simple(wsi, c->addr, sizeof c->addr);
+    int *from = why ? NULL : peer_count(w, c->addr);
+    int viewer = ss && !srv_token_equal(c->token, ss->control_token);
+    if (!why && viewer && (!from || *from >= s->cfg.max_ws_per_address))
+        why = "too many connections from this address (--max-ws-per-address)";
+    if (!why)
+        why = admit(w, c, ss);
+    if (!why && viewer) {
+        (*from)++;
+        c->counted = 1;
+    }
     memset(c->token, 0, sizeof c->token);
     if (why) {
         srv_session_put(s, ss);
@@ -781,6 +836,7 @@ static void on_closed(ws_ctx *w, srv_client *c)
         srv_session_put(w->s, ss);
         c->ss = NULL;
     }
+    peer_leave(w, c);
     free(c->rx);
     c->rx = NULL;
     out_clear(c);
@@ -840,6 +896,7 @@ static void *ws_main(void *arg)
 
 static void ws_free(ws_ctx *w)
 {
+    free(w->peers);
     free(w->rooms);
     free(w->news);
     free(w->taking);

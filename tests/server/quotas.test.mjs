@@ -9,6 +9,7 @@ import net from 'node:net';
 import http from 'node:http';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import WebSocket from 'ws';
 import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
 
 // A request from a given local address (fetch cannot choose one).
@@ -157,5 +158,49 @@ test('--api-key-file: only the operator\'s key makes sessions and uploads; joini
   } finally {
     assert.equal(await srv.stop(), 0);
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// A WebSocket from a given local address: its first text message (welcome or refusal).
+function joinFrom(localAddress, url) {
+  return withTimeout(new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { localAddress });
+    ws.once('message', (d) => resolve({ ws, msg: JSON.parse(d.toString()) }));
+    ws.once('error', reject);
+  }), 10000, `join from ${localAddress}`);
+}
+
+test('viewers\' connections from one address are capped; other addresses and the control token still join', async () => {
+  const srv = await startServer(['--dims', '16x16x8', '--max-ws-per-address', '3']);
+  const open = [];
+  try {
+    const a = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const b = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    // The cap counts an address's viewers across sessions: 2 on a, 1 on b, then no more.
+    for (const s of [a, a, b]) {
+      const j = await joinFrom('127.0.0.2', wsUrl(s, s.view_token));
+      assert.equal(j.msg.type, 'welcome');
+      open.push(j.ws);
+    }
+    const refused = await joinFrom('127.0.0.2', wsUrl(b, b.view_token));
+    assert.equal(refused.msg.type, 'error');
+    assert.match(refused.msg.detail, /too many connections from this address/);
+    const other = await joinFrom('127.0.0.3', wsUrl(b, b.view_token));
+    assert.equal(other.msg.type, 'welcome');
+    const driver = await joinFrom('127.0.0.2', wsUrl(a, a.control_token));
+    assert.equal(driver.msg.role, 'driver');
+    open.push(other.ws, driver.ws);
+    // One leaves: its place is free again.
+    open.shift().close();
+    const t0 = Date.now();
+    for (;;) {
+      const j = await joinFrom('127.0.0.2', wsUrl(b, b.view_token));
+      open.push(j.ws);
+      if (j.msg.type === 'welcome') break;
+      assert.ok(Date.now() - t0 < 10000, 'the place was not given back');
+    }
+  } finally {
+    for (const ws of open) ws.terminate();
+    assert.equal(await srv.stop(), 0);
   }
 });
