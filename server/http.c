@@ -26,6 +26,20 @@
 
 #define BODY_MAX (64 * 1024)
 
+/* A session being built on a builder (builder.c). Answered when built, its connection
+ * suspended meanwhile (no HTTP thread waits); or at once as 202 "loading" when the client
+ * asked for that (Prefer: respond-async), the builder then owning the job. */
+typedef struct create_job {
+    srv *s;
+    srv_session *ss; /* the builder's reference; then the request's (sync) */
+    const srv_scene_i *kind;
+    cJSON *opts;                 /* the POST body, the builder's */
+    struct MHD_Connection *conn; /* to resume; NULL when answered already */
+    atomic_int done;
+    int status;
+    char err[512];
+} create_job;
+
 typedef struct request {
     char *body;
     size_t len;
@@ -35,6 +49,7 @@ typedef struct request {
     srv_upload *up;
     unsigned refused;  /* the status it was refused with (the rest of the body ignored) */
     char refusal[512]; /* and why, when it could not be answered at once */
+    create_job *job;   /* POST /api/sessions waiting for its build (suspended) */
 } request;
 
 static enum MHD_Result send_body(struct MHD_Connection *conn, unsigned status, const char *type,
@@ -234,7 +249,111 @@ static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const
     return send_json(conn, 202, session_json(s, ss, 1));
 }
 
-static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const request *rq)
+static const char *create_error(int status)
+{
+    return status == 429   ? "too many sessions"
+           : status == 413 ? "scene too large"
+           : status == 400 ? "bad request"
+           : status == 503 ? "busy"
+                           : "cannot create session";
+}
+
+/* Builder thread: the scene from the POST options; the session turns ready or failed.
+ * A request that waits is resumed with the result (a failed session is then discarded:
+ * its creator hears why, with its status); one answered already finds it in the session. */
+static void build_job(void *arg)
+{
+    create_job *j = arg;
+    srv *s = j->s;
+    void *data = NULL;
+    j->status = j->kind->create(s->backend, j->opts, &data, j->err, sizeof j->err);
+    cJSON_Delete(j->opts);
+    j->opts = NULL;
+    if (j->status != 201 && data) {
+        j->kind->destroy(data);
+        data = NULL;
+    }
+    if (j->conn)
+        srv_session_hold(s, j->ss); /* the request's, once the builder lets go of its own */
+    srv_session_loaded(s, j->ss, data, j->err);
+    if (!j->conn) {
+        free(j);
+        return;
+    }
+    pthread_mutex_lock(&j->ss->lock);
+    int ready = j->ss->load_state == SRV_READY;
+    pthread_mutex_unlock(&j->ss->lock);
+    if (!ready) {
+        j->status = j->status == 201 ? 500 : j->status;
+        srv_session_discard(s, j->ss);
+    }
+    struct MHD_Connection *conn = j->conn;
+    atomic_store(&j->done, 1);
+    MHD_resume_connection(conn);
+}
+
+/* The session in the table now (loading), its scene built by a builder: 202 at once when
+ * the client prefers that, else the request waits, suspended, for the build. */
+static enum MHD_Result start_build(srv *s, struct MHD_Connection *conn, request *rq,
+                                   const srv_scene_i *kind, cJSON *body, const char *owner)
+{
+    char err[512] = "";
+    int status;
+    srv_session *ss = srv_session_create_loading(s, kind, owner, err, sizeof err, &status);
+    create_job *j = ss ? calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        cJSON_Delete(body);
+        if (ss)
+            srv_session_loaded(s, ss, NULL, "out of memory");
+        return send_error(conn, ss ? 500u : (unsigned)status, create_error(ss ? 500 : status),
+                          ss ? "out of memory" : err);
+    }
+    *j = (create_job){.s = s, .ss = ss, .kind = kind, .opts = body};
+    const char *prefer = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Prefer");
+    if (prefer && strstr(prefer, "respond-async")) {
+        cJSON *answer = session_json(s, ss, 1); /* before the builder may free ss */
+        if (srv_build_submit(s, build_job, j) != 0) {
+            cJSON_Delete(answer);
+            cJSON_Delete(body);
+            srv_session_loaded(s, ss, NULL, "the server is stopping");
+            free(j);
+            return send_error(conn, 503, "busy", "the server is stopping");
+        }
+        return send_json(conn, 202, answer);
+    }
+    j->conn = conn;
+    rq->job = j;
+    MHD_suspend_connection(conn);
+    if (srv_build_submit(s, build_job, j) != 0) { /* stopping: answered at once */
+        cJSON_Delete(body);
+        j->opts = NULL;
+        srv_session_hold(s, ss);
+        srv_session_loaded(s, ss, NULL, "the server is stopping");
+        srv_session_discard(s, ss);
+        j->status = 503;
+        snprintf(j->err, sizeof j->err, "the server is stopping");
+        atomic_store(&j->done, 1);
+        MHD_resume_connection(conn);
+    }
+    return MHD_YES;
+}
+
+/* The request of a build, resumed: its answer. */
+static enum MHD_Result finish_build(srv *s, struct MHD_Connection *conn, request *rq)
+{
+    create_job *j = rq->job;
+    if (!atomic_load(&j->done))
+        return MHD_YES; /* not resumed by its builder yet */
+    rq->job = NULL;
+    enum MHD_Result r =
+        j->status == 201 ? send_json(conn, 201, session_json(s, j->ss, 1))
+                         : send_error(conn, (unsigned)j->status, create_error(j->status), j->err);
+    srv_session_put(s, j->ss);
+    free(j);
+    return r;
+}
+
+static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, request *rq)
 {
     char err[512] = "", owner[48];
     if (!operator_ok(s, conn))
@@ -255,7 +374,6 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         snprintf(d, sizeof d, "scenes: %s", srv_scene_names());
         return send_error(conn, 400, "unknown scene", d);
     }
-    int status;
     const cJSON *vol = cJSON_GetObjectItemCaseSensitive(body, "volume");
     if (vol) { /* one the operator keeps: loaded off this thread, like an upload */
         enum MHD_Result r = volume_session(s, conn, body, kind, vol);
@@ -263,16 +381,7 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, const
         return r;
     }
     client_address(conn, owner, sizeof owner);
-    srv_session *ss = srv_session_create(s, kind, body, owner, err, sizeof err, &status);
-    cJSON_Delete(body);
-    if (!ss)
-        return send_error(conn, (unsigned)status,
-                          status == 429   ? "too many sessions"
-                          : status == 413 ? "scene too large"
-                          : status == 400 ? "bad request"
-                                          : "cannot create session",
-                          err);
-    return send_json(conn, 201, session_json(s, ss, 1));
+    return start_build(s, conn, rq, kind, body, owner);
 }
 
 static void metrics_line(char **out, size_t *len, size_t *cap, const char *fmt, ...)
@@ -463,7 +572,7 @@ none:
 
 /* /api/sessions: create (POST) or list (GET). */
 static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char *method,
-                                const request *rq)
+                                request *rq)
 {
     if (!strcmp(method, "POST"))
         return create_session(s, conn, rq);
@@ -599,6 +708,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     if (rq->is_upload)
         return upload_step(s, conn, rq, upload, upload_size);
+    if (rq->job)
+        return finish_build(s, conn, rq);
     if (*upload_size) {
         if (rq->len + *upload_size > BODY_MAX) {
             rq->too_big = 1;
@@ -648,10 +759,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)conn;
     (void)toe;
     request *rq = *con_cls;
+    /* A build's request that ended unanswered (the client went once resumed): the build is
+     * done (a suspended request ends only once resumed), its session the client's to join. */
+    if (rq && rq->job && atomic_load(&rq->job->done)) {
+        srv_session_put(cls, rq->job->ss);
+        free(rq->job);
+        rq->job = NULL;
+    }
     if (rq) {
         srv_upload_abort(rq->up); /* cut off mid-body: its file goes */
         free(rq->body);
@@ -688,8 +805,9 @@ int srv_http_start(srv *s, char *err, size_t err_sz)
      * flood from one address leaves the others served), all at most --max-http-connections,
      * and a connection idle (or trickling nothing) for --http-timeout seconds is closed. */
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler,
-        s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
+        0, NULL, NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)s->cfg.http_timeout_s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)s->cfg.max_http_per_address, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)s->cfg.max_http_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,

@@ -306,6 +306,7 @@ static void stop_scenes(int n)
 static void shutdown_all(srv *s, int nstarted)
 {
     atomic_store(&s->stop, 1);
+    srv_builders_stop(s); /* their requests are answered while HTTP still runs */
     srv_http_stop(s);
     srv_uploads_fini(s); /* the loaders finish what they read */
     srv_worker_stop(s);
@@ -378,8 +379,8 @@ int main(int argc, char **argv)
     s.on_news = srv_ws_news;
     /* WebSocket, then the workers it pokes, then HTTP, through which sessions appear. */
     if (srv_sessions_init(&s) != 0 || srv_uploads_init(&s, err, sizeof err) != 0 ||
-        srv_ws_start(&s, err, sizeof err) != 0 || srv_worker_start(&s) != 0 ||
-        srv_http_start(&s, err, sizeof err) != 0) {
+        srv_builders_start(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
+        srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
         shutdown_all(&s, nscenes);
         return 1;

@@ -249,6 +249,11 @@ int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz);
 /// until srv_session_loaded. NULL with err and *http_status (429) when it cannot be had.
 srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, const char *owner,
                                         char *err, size_t err_sz, int *http_status);
+/// One more reference to a session the caller holds one of (any thread).
+void srv_session_hold(srv *s, srv_session *ss);
+/// Close a session whose build failed for a caller who is told so (its creator's request):
+/// it leaves the table once nobody holds it (any thread).
+void srv_session_discard(srv *s, srv_session *ss);
 /// The loader's stage, shown to pollers (loader thread).
 void srv_session_stage(srv_session *ss, const char *stage);
 /// The loader is done (loader thread): scene_data built (the session turns ready), or NULL
@@ -305,6 +310,7 @@ struct srv {
     void *ws;                                /* ws.c context */
     void *http;                              /* MHD daemon */
     void *uploads;                           /* upload.c's */
+    void *builders;                          /* builder.c's */
     int http_port, ws_port;
     uint64_t started_ms;
     atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;
@@ -354,6 +360,14 @@ struct cJSON *srv_volumes_list(srv *s);
 /// A loading session on the volume called name in --volume-dir (a plain name listed there).
 srv_session *srv_volume_session(srv *s, const char *name, const char *owner, int *status, char *err,
                                 size_t err_sz);
+
+/* builder.c: sessions built off the HTTP threads, in arrival order */
+#define SRV_BUILDERS 2
+int srv_builders_start(srv *s);
+/// Run run(arg) on a builder (any thread). 0, or -1 when stopping (run is then not called).
+int srv_build_submit(srv *s, void (*run)(void *arg), void *arg);
+/// Build what is queued, then join the builders (before HTTP stops: their requests wait).
+void srv_builders_stop(srv *s);
 
 /* text.c: what clients read */
 /// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,

@@ -290,6 +290,21 @@ srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, const 
     return NULL;
 }
 
+void srv_session_hold(srv *s, srv_session *ss)
+{
+    pthread_mutex_lock(&s->lock);
+    s->refs[ss->slot]++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void srv_session_discard(srv *s, srv_session *ss)
+{
+    pthread_mutex_lock(&ss->lock);
+    ss->closing = 1;
+    pthread_mutex_unlock(&ss->lock);
+    s->on_news(s, ss->slot);
+}
+
 void srv_session_stage(srv_session *ss, const char *stage)
 {
     pthread_mutex_lock(&ss->lock);

@@ -150,4 +150,13 @@ export default [
     test: node('static', 'no dotfiles'),
     caught_by: 'static: ... no links out ...',
   },
+  {
+    name: 'sessions built on the HTTP thread that asked (two builds hold both HTTP threads)',
+    file: 'server/http.c',
+    find: 'if (srv_build_submit(s, build_job, j) != 0) { /* stopping: answered at once */',
+    replace: 'if ((build_job(j), 0)) {',
+    build: server,
+    test: node('quotas', 'built off'),
+    caught_by: 'quotas: sessions are built off the HTTP threads: ...',
+  },
 ];

@@ -204,3 +204,55 @@ test('viewers\' connections from one address are capped; other addresses and the
     assert.equal(await srv.stop(), 0);
   }
 });
+
+test('sessions are built off the HTTP threads: six large creates at once, /api/health answers throughout', { timeout: 120000 }, async () => {
+  const srv = await startServer(['--dims', '16x16x8', '--max-elements', '3000000']);
+  try {
+    let worst = 0, polls = 0, building = true;
+    const poller = (async () => {
+      while (building) {
+        const t0 = performance.now();
+        assert.equal((await api(srv.base, 'GET', '/api/health')).status, 200);
+        worst = Math.max(worst, performance.now() - t0);
+        polls++;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const t0 = performance.now();
+    const made = await Promise.all(Array.from({ length: 6 }, () => api(srv.base, 'POST', '/api/sessions', { dims: [160, 160, 96] })));
+    const took = performance.now() - t0;
+    building = false;
+    await poller;
+    for (const r of made) assert.equal(r.status, 201, r.text);
+    console.log(`# six 160x160x96 sessions built in ${took.toFixed(0)} ms; /api/health asked ${polls} times, at worst ${worst.toFixed(0)} ms`);
+    assert.ok(took > 1000, `the builds were too quick (${took} ms) to show anything`);
+    assert.ok(worst < 500, `/api/health took ${worst} ms while sessions were built`);
+    // Answered at once on request: 202 loading, then ready; a refused option then shows as
+    // failed with its reason (the waiting request gets its 400 as before).
+    const later = await api(srv.base, 'POST', '/api/sessions', { dims: [32, 32, 20] }, { prefer: 'respond-async' });
+    assert.equal(later.status, 202, later.text);
+    assert.equal(later.json.state, 'loading');
+    assert.ok(later.json.control_token && later.json.join_url);
+    for (const t1 = Date.now(); ;) {
+      const g = await api(srv.base, 'GET', `/api/sessions/${later.json.id}`);
+      if (g.json.state === 'ready') break;
+      assert.equal(g.json.state, 'loading');
+      assert.ok(Date.now() - t1 < 20000, 'never ready');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const bad = await api(srv.base, 'POST', '/api/sessions', { dims: [1, 2] }, { prefer: 'respond-async' });
+    assert.equal(bad.status, 202);
+    for (const t1 = Date.now(); ;) {
+      const g = await api(srv.base, 'GET', `/api/sessions/${bad.json.id}`);
+      if (g.json.state === 'failed') { assert.match(g.json.error, /dims/); break; }
+      assert.ok(Date.now() - t1 < 20000, 'never failed');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const badSync = await api(srv.base, 'POST', '/api/sessions', { dims: [1, 2] });
+    assert.equal(badSync.status, 400);
+    assert.equal((await api(srv.base, 'GET', '/api/sessions')).json.sessions.filter((x) => x.state === 'failed').length, 1,
+      'a refused request leaves nothing behind but the async one shown as failed');
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
