@@ -255,6 +255,7 @@ static const char *create_error(int status)
            : status == 413 ? "scene too large"
            : status == 400 ? "bad request"
            : status == 503 ? "busy"
+           : status == 507 ? "memory budget"
                            : "cannot create session";
 }
 
@@ -275,16 +276,18 @@ static void build_job(void *arg)
     }
     if (j->conn)
         srv_session_hold(s, j->ss); /* the request's, once the builder lets go of its own */
-    srv_session_loaded(s, j->ss, data, j->err);
+    int loaded = srv_session_loaded(s, j->ss, data, j->err);
     if (!j->conn) {
         free(j);
         return;
     }
-    pthread_mutex_lock(&j->ss->lock);
-    int ready = j->ss->load_state == SRV_READY;
-    pthread_mutex_unlock(&j->ss->lock);
-    if (!ready) {
-        j->status = j->status == 201 ? 500 : j->status;
+    if (loaded != 201) {
+        if (j->status == 201) { /* built, then refused: the budget's words */
+            j->status = loaded;
+            pthread_mutex_lock(&j->ss->lock);
+            snprintf(j->err, sizeof j->err, "%s", j->ss->load_error ? j->ss->load_error : "");
+            pthread_mutex_unlock(&j->ss->lock);
+        }
         srv_session_discard(s, j->ss);
     }
     struct MHD_Connection *conn = j->conn;
@@ -738,6 +741,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         cJSON_AddNumberToObject(j, "max_sessions", s->cfg.max_sessions);
         cJSON_AddNumberToObject(j, "ws_port", s->ws_port);
         cJSON_AddBoolToObject(j, "api_key_required", s->cfg.api_key[0] != 0);
+        pthread_mutex_lock(&s->lock);
+        cJSON_AddNumberToObject(j, "memory_in_use_bytes", (double)s->bytes_in_use);
+        pthread_mutex_unlock(&s->lock);
+        cJSON_AddNumberToObject(j, "memory_budget_bytes",
+                                (double)((size_t)s->cfg.memory_budget_mib << 20));
         return send_json(conn, 200, j);
     }
     if (!strcmp(url, "/api/sessions"))

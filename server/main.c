@@ -49,6 +49,8 @@ static const char k_usage[] =
     "  --http-timeout S              close an HTTP connection idle for S seconds (default 10)\n"
     "  --max-ws-per-address N        viewers' WebSocket connections from one address\n"
     "                                (default 512; the control token is never refused for it)\n"
+    "  --memory-budget MIB           what all sessions' scenes may hold (default: half the\n"
+    "                                machine's memory; 0: no budget)\n"
     "  --api-key-file FILE           making sessions and uploads needs Authorization: Bearer\n"
     "                                KEY, KEY this file's first line (16 to 127 characters)\n"
     "  --config FILE                 JSON object with any of these, without dashes\n";
@@ -88,6 +90,11 @@ srv_config srv_default_config(void)
     c.max_http_per_address = 64;
     c.max_http_connections = 1000;
     c.max_ws_per_address = 512; /* a school's classes behind one NAT */
+    /* Half the machine: the rest for the process's own (the default model, encoders,
+     * frames, uploads on their way) and for whatever else runs there. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    c.memory_budget_mib =
+        pages > 0 && page > 0 ? (int)((double)pages * (double)page / 2 / 1048576) : 0;
     c.http_timeout_s = 10;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
@@ -177,6 +184,7 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("max-http-per-address", max_http_per_address, 1, 100000)
     INT_OPT("max-http-connections", max_http_connections, 1, 100000)
     INT_OPT("max-ws-per-address", max_ws_per_address, 1, 1000000)
+    INT_OPT("memory-budget", memory_budget_mib, 0, 1 << 30)
     INT_OPT("http-timeout", http_timeout_s, 1, 3600)
 #undef INT_OPT
     if (!val) {

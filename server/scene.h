@@ -92,6 +92,9 @@ struct srv_scene_i {
     /// built) is destroyed by the caller.
     int (*create)(sim_backend *b, const cJSON *opts, void **scene, char *err, size_t err_sz);
     void (*destroy)(void *scene);
+    /// Bytes the session's scene holds (what --memory-budget counts; any thread, once
+    /// built). NULL: a scene whose sessions are small enough not to count.
+    size_t (*bytes)(const void *scene);
     /// One frame (worker). Returns 1 when the view changed; *ms: the step's time.
     int (*step)(srv_scene_ctx *c, void *scene, double *ms);
     /// The view after the last step (worker); valid until the next step. frame: the

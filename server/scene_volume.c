@@ -886,8 +886,21 @@ static void vol_describe(const void *scene, cJSON *j)
     cJSON_AddStringToObject(j, "file_orientation", vol->orientation);
 }
 
+/* What the session holds: its state, and its model when it has its own (a phantom of other
+ * dims, a user's file); the shared default model is the server's, not the session's. */
+static size_t vol_bytes(const void *scene)
+{
+    const vol_scene *v = scene;
+    size_t b = sizeof *v + sim_volume_state_bytes(v->state);
+    for (int k = 0; k < SIM_NSURFACE; k++)
+        b += ((size_t)sim_volume_model_surface(v->model, (sim_surface_kind)k)->nvert * 3 + 3) *
+             sizeof(float);
+    return b + (v->own_model ? sim_volume_model_bytes(v->model) : 0);
+}
+
 const srv_scene_i srv_scene_volume = {
     .name = "volume",
+    .bytes = vol_bytes,
     .usage =
         "  --volume FILE|DIR|ZIP         the default scene's CT: NIfTI (.nii, .nii.gz), or a "
         "DICOM\n"

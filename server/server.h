@@ -53,6 +53,7 @@ typedef struct srv_config {
     int max_ws_per_address;       ///< viewers' WebSocket connections from one address
     int http_timeout_s;           ///< an HTTP connection idle this long is closed
     char api_key[128];            ///< creating sessions needs it ("" = anyone may), --api-key-file
+    int memory_budget_mib;        ///< what all sessions' scenes may hold (0: no budget)
 } srv_config;
 
 srv_config srv_default_config(void);
@@ -200,6 +201,7 @@ typedef struct srv_session {
     size_t backlog_peak;  /* most bytes one client had handed to lws before its socket drained */
     int closing;          /* DELETE, idle expiry or shutdown: clients get a close frame */
     double idle_since_ms; /* when its last client left (or it was made): idle expiry */
+    size_t bytes;         /* what its scene holds, charged to the budget (srv.lock) */
     /* Replies to one client each (slices, errors, notices), oldest first, for the WebSocket
      * thread to move into that client's outbox (SRV_MAIL_PER_CLIENT each; when full, the
      * oldest reply to a viewer goes, the driver's last). */
@@ -258,7 +260,9 @@ void srv_session_discard(srv *s, srv_session *ss);
 void srv_session_stage(srv_session *ss, const char *stage);
 /// The loader is done (loader thread): scene_data built (the session turns ready), or NULL
 /// and err (it turns failed, kept SRV_FAILED_KEEP_MS with err). Drops the loader's reference.
-void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *err);
+/// Its bytes are charged to --memory-budget here: past it the scene is destroyed and the
+/// session fails saying so. Returns 201 (ready), 507 (over the budget) or 500.
+int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *err);
 /// Find by id (NULL: unknown or gone). The caller gets a reference: srv_session_put.
 srv_session *srv_session_get(srv *s, const char *id);
 void srv_session_put(srv *s, srv_session *ss);
@@ -299,6 +303,7 @@ struct srv {
     uint32_t *generation;
     int *refs; /* references held by HTTP/WS threads */
     int nsessions;
+    size_t bytes_in_use; /* sessions' scenes, bytes (--memory-budget) */
     sim_backend *backend;
     atomic_int stop;
     atomic_uint next_client;

@@ -155,9 +155,39 @@ static int owned_locked(srv *s, const char *owner)
     return n;
 }
 
-/* 0, or 429 with err: the table is full, or owner holds its share (srv.lock held). */
+static size_t budget_bytes(const srv *s)
+{
+    return (size_t)s->cfg.memory_budget_mib << 20;
+}
+
+/* Charge a session's bytes to the budget for all sessions (srv.lock held): 0, or 507 with
+ * err when they do not fit (the session is then refused, the others untouched). */
+static int charge_locked(srv *s, srv_session *ss, size_t bytes, char *err, size_t err_sz)
+{
+    size_t budget = budget_bytes(s);
+    if (budget && s->bytes_in_use + bytes > budget) {
+        snprintf(err, err_sz,
+                 "memory budget: this session needs %zu MiB and sessions hold %zu of the "
+                 "server's %d MiB (--memory-budget)",
+                 (bytes + (1u << 20) - 1) >> 20, s->bytes_in_use >> 20, s->cfg.memory_budget_mib);
+        return 507;
+    }
+    s->bytes_in_use += bytes;
+    ss->bytes = bytes;
+    return 0;
+}
+
+/* 0, or 429 with err: the table is full, or owner holds its share; 507: the sessions hold
+ * the whole memory budget (srv.lock held). */
 static int room_locked(srv *s, const char *owner, char *err, size_t err_sz)
 {
+    if (budget_bytes(s) && s->bytes_in_use >= budget_bytes(s)) {
+        snprintf(err, err_sz,
+                 "memory budget: sessions hold all of the server's %d MiB "
+                 "(--memory-budget): try again when one has gone",
+                 s->cfg.memory_budget_mib);
+        return 507;
+    }
     if (s->nsessions >= s->cfg.max_sessions) {
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
         return 429;
@@ -234,11 +264,14 @@ static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t e
             break;
         }
     int full = room_locked(s, ss->owner, err, err_sz);
+    if (!full && ss->scene_data) /* built already (srv_session_create): its bytes count now */
+        full = charge_locked(s, ss, ss->scene->bytes ? ss->scene->bytes(ss->scene_data) : 0, err,
+                             err_sz);
     if (slot < 0 || full) {
         pthread_mutex_unlock(&s->lock);
         if (!full)
             snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
-        return 429;
+        return full ? full : 429;
     }
     ss->slot = (uint32_t)slot;
     ss->generation = ++s->generation[slot];
@@ -312,8 +345,21 @@ void srv_session_stage(srv_session *ss, const char *stage)
     pthread_mutex_unlock(&ss->lock);
 }
 
-void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *err)
+int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *err)
 {
+    char over[256] = "";
+    int status = scene_data ? 201 : 500;
+    if (scene_data) { /* what it holds, against what all sessions may */
+        size_t bytes = ss->scene->bytes ? ss->scene->bytes(scene_data) : 0;
+        pthread_mutex_lock(&s->lock);
+        if (charge_locked(s, ss, bytes, over, sizeof over)) {
+            ss->scene->destroy(scene_data);
+            scene_data = NULL;
+            err = over;
+            status = 507;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
     char *pj = scene_data ? ss->scene->params_json(scene_data) : NULL;
     char *why = pj ? NULL : strdup(err && err[0] ? err : "out of memory");
     if (!pj && scene_data) {
@@ -328,6 +374,7 @@ void srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *e
     ss->failed_ms = ss->idle_since_ms = srv_now_ms(); /* idle from when it can be joined */
     pthread_mutex_unlock(&ss->lock);
     srv_session_put(s, ss); /* the loader's reference */
+    return pj ? 201 : status == 201 ? 500 : status;
 }
 
 /* "s<slot>-<generation>-<random>" to the live session with exactly that id. */
@@ -592,6 +639,7 @@ void srv_sessions_reap(srv *s)
             if (closing) {
                 s->slots[i] = NULL;
                 s->nsessions--;
+                s->bytes_in_use -= ss->bytes;
                 dead = ss;
             }
         }

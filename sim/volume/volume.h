@@ -296,6 +296,9 @@ typedef struct sim_volume_model sim_volume_model;
 sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol,
                                    const sim_volume_model_options *opt, char *err, size_t err_sz);
 void sim_volume_model_destroy(sim_volume_model *m);
+/// Bytes the model holds (its HU volume, surfaces, class table): what a session that owns
+/// it costs beyond its state.
+size_t sim_volume_model_bytes(const sim_volume_model *m);
 /// The model's volume (read-only, HU at rest).
 const sim_volume *sim_volume_model_volume(const sim_volume_model *m);
 
@@ -376,6 +379,9 @@ typedef struct sim_volume_state sim_volume_state;
 sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
                                    sim_backend *b, char *err, size_t err_sz);
 void sim_volume_state_destroy(sim_volume_state *s);
+/// Bytes the state holds on the host (its arrays and scratch; a CUDA state as much again on
+/// its device): 74 an element, 2 MB for the grab, a little per block.
+size_t sim_volume_state_bytes(const sim_volume_state *s);
 
 /// Apply an event now, at the frame boundary (between two steps): the next step runs the
 /// frame it starts. Fails with SIM_ERR_ARG (bad field, named in err, the state unchanged)

@@ -245,6 +245,16 @@ sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol
     return SIM_OK;
 }
 
+size_t sim_volume_model_bytes(const sim_volume_model *m)
+{
+    size_t n = (size_t)m->vol.nx * (size_t)m->vol.ny * (size_t)m->vol.nz;
+    size_t b = sizeof *m + n * sizeof(float) + (m->class_override ? n : 0);
+    for (int k = 0; k < SIM_NSURFACE; k++)
+        b += (size_t)m->surf[k].ntri * 3 * sizeof(uint32_t) +
+             (size_t)m->surf[k].nvert * (sizeof(uint32_t) + 3 * sizeof(float));
+    return b;
+}
+
 void sim_volume_model_destroy(sim_volume_model *m)
 {
     if (!m)

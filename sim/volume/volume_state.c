@@ -61,6 +61,18 @@ const sim_volume_backend_i *vol_backend_for(const sim_backend *b)
     return &vol_cpu_backend;
 }
 
+size_t sim_volume_state_bytes(const sim_volume_state *s)
+{
+    /* As allocated in sim_volume_state_create. */
+    size_t n = (size_t)s->nelem, nb = (size_t)s->nblocks;
+    size_t per_elem = 3 * 3 * sizeof(float) + 1 + sizeof(float) + 4 * sizeof(uint32_t) +
+                      3 * sizeof(float) + sizeof(float) + 1;
+    size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
+    size_t per_block = sizeof *s->blk_flags + 1 + sizeof(uint32_t) + sizeof(double) +
+                       sizeof(float) + SIM_NTISSUE * sizeof(double) + sizeof(int64_t);
+    return sizeof *s + n * per_elem + grab + nb * per_block;
+}
+
 sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
                                    sim_backend *b, char *err, size_t err_sz)
 {

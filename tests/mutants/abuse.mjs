@@ -159,4 +159,13 @@ export default [
     test: node('quotas', 'built off'),
     caught_by: 'quotas: sessions are built off the HTTP threads: ...',
   },
+  {
+    name: 'no memory budget (a session past it is built all the same)',
+    file: 'server/session.c',
+    find: 'if (budget && s->bytes_in_use + bytes > budget) {',
+    replace: 'if (0 && budget && s->bytes_in_use + bytes > budget) {',
+    build: server,
+    test: node('quotas', 'memory budget'),
+    caught_by: 'quotas: a memory budget for all sessions: ...',
+  },
 ];

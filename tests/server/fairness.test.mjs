@@ -62,24 +62,29 @@ test('a heavy session beside a small one: the small one keeps its frame rate and
   h.send({ type: 'grab', seq: 2, point: [48, 48, 32], radius: 20, space: 'lattice' });
   let hs = 2, running = true;
   const heavyLoop = (async () => {
-    for (let k = 0; running; k++) { // far every time: each step propagates across the volume
+    // Far every time (each step propagates across the volume); bounded: 5 minutes at most.
+    for (let k = 0; running && k < 300 * RATE; k++) {
       h.send({ type: 'move', seq: ++hs, point: [48, 48 + (k % 2 ? 30 : -30), 32], space: 'lattice' });
       await tick(PERIOD_MS);
     }
   })();
-  await h.until(() => h.frames.length >= 2, 30000, 'the heavy session stepping');
-  const heavyStepMs = await metric(srv.base, 'softcast_session_step_ms', heavy.id);
-  const beside = await drag(small, DRAG_MS);
-  // Past the caps, the driver hears which one and nothing changes.
-  h.send({ type: 'set_params', seq: ++hs, params: { max_passes: 100000 } });
-  h.send({ type: 'set_params', seq: ++hs, params: { relax_iterations: 100 } });
-  await h.until(() => h.texts.filter((t) => t.type === 'error').length >= 2, 30000, 'both refused');
-  const refusals = h.texts.filter((t) => t.type === 'error');
-  assert.match(refusals[0].detail, /max_passes 100000: this server bounds a frame's work at max_passes 1024 \(--max-passes\)/);
-  assert.match(refusals[1].detail, /relax_iterations 100: .* at relax_iterations 8 \(--max-relax-iterations\)/);
-  const heavyStepMsAfter = await metric(srv.base, 'softcast_session_step_ms', heavy.id);
-  running = false;
-  await heavyLoop;
+  let heavyStepMs, beside, heavyStepMsAfter;
+  try {
+    await h.until(() => h.frames.length >= 2, 30000, 'the heavy session stepping');
+    heavyStepMs = await metric(srv.base, 'softcast_session_step_ms', heavy.id);
+    beside = await drag(small, DRAG_MS);
+    // Past the caps, the driver hears which one and nothing changes.
+    h.send({ type: 'set_params', seq: ++hs, params: { max_passes: 100000 } });
+    h.send({ type: 'set_params', seq: ++hs, params: { relax_iterations: 100 } });
+    await h.until(() => h.texts.filter((t) => t.type === 'error').length >= 2, 30000, 'both refused');
+    const refusals = h.texts.filter((t) => t.type === 'error');
+    assert.match(refusals[0].detail, /max_passes 100000: this server bounds a frame's work at max_passes 1024 \(--max-passes\)/);
+    assert.match(refusals[1].detail, /relax_iterations 100: .* at relax_iterations 8 \(--max-relax-iterations\)/);
+    heavyStepMsAfter = await metric(srv.base, 'softcast_session_step_ms', heavy.id);
+  } finally {
+    running = false; // the heavy driver stops whatever failed
+    await heavyLoop;
+  }
   await h.close();
   console.log(`# fairness: the small session alone ${alone.fps.toFixed(1)} frames/s, p99 ${alone.lat.p99.toFixed(1)} ms; ` +
     `beside the heavy one (its steps ${heavyStepMs.toFixed(0)} and ${heavyStepMsAfter.toFixed(0)} ms) ` +

@@ -256,3 +256,39 @@ test('sessions are built off the HTTP threads: six large creates at once, /api/h
     assert.equal(await srv.stop(), 0);
   }
 });
+
+test('a memory budget for all sessions: past it a session is refused, saying so; a deleted one frees its share', async () => {
+  const srv = await startServer(['--dims', '16x16x8', '--memory-budget', '100']);
+  try {
+    const h0 = (await api(srv.base, 'GET', '/api/health')).json;
+    assert.equal(h0.memory_budget_bytes, 100 << 20);
+    // A 64^3 phantom session holds 74 bytes an element of state and its own model (4 bytes
+    // an element and its surfaces): about 22 MiB; four fit in 100 MiB, the fifth does not.
+    const made = [];
+    let refused = null;
+    for (let i = 0; i < 6 && !refused; i++) {
+      const r = await api(srv.base, 'POST', '/api/sessions', { dims: [64, 64, 64] });
+      if (r.status === 201) made.push(r.json);
+      else refused = r;
+    }
+    assert.ok(refused, 'six sessions of 64^3 fit in 100 MiB');
+    assert.equal(refused.status, 507, refused.text);
+    assert.equal(refused.json.error, 'memory budget');
+    assert.match(refused.json.detail, /this session needs \d+ MiB and sessions hold \d+ of the server's 100 MiB \(--memory-budget\)/);
+    const h1 = (await api(srv.base, 'GET', '/api/health')).json;
+    const each = h1.memory_in_use_bytes / made.length;
+    assert.ok(each > 18 << 20 && each < 32 << 20, `${each} bytes a 64^3 session`);
+    assert.ok(h1.memory_in_use_bytes + each > 100 << 20, 'refused with room for it');
+    // The refused one left nothing behind; a small one still fits; a deleted one frees its share.
+    assert.equal((await api(srv.base, 'GET', '/api/sessions')).json.sessions.length, made.length);
+    const del = await api(srv.base, 'DELETE', `/api/sessions/${made[0].id}`, undefined, { authorization: `Bearer ${made[0].control_token}` });
+    assert.equal(del.status, 204);
+    for (const t0 = Date.now(); (await api(srv.base, 'GET', '/api/health')).json.memory_in_use_bytes > h1.memory_in_use_bytes - each / 2;) {
+      assert.ok(Date.now() - t0 < 10000, 'the deleted session\'s bytes were not given back');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal((await api(srv.base, 'POST', '/api/sessions', { dims: [64, 64, 64] })).status, 201);
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
