@@ -17,9 +17,15 @@ import { uploadCard } from './core/upload.mjs';
 const $ = (sel) => document.querySelector(sel);
 const params = new URLSearchParams(location.search);
 
+// A server started with --api-key-file makes sessions for its operator's key only: the
+// lobby asks for it once (kept for this tab) and sends it with what makes sessions.
+const operatorKey = () => sessionStorage.getItem('softcast-key') ?? '';
+
 async function api(method, path, body) {
+  const headers = { 'content-type': 'application/json' };
+  if (method === 'POST' && operatorKey()) headers.authorization = `Bearer ${operatorKey()}`;
   const r = await fetch(path, {
-    method, headers: { 'content-type': 'application/json' },
+    method, headers,
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const json = await r.json().catch(() => null);
@@ -51,6 +57,13 @@ async function lobby() {
   };
   refresh();
   setInterval(refresh, 3000);
+  api('GET', '/api/health').then((hl) => {
+    if (!hl.api_key_required) return;
+    const label = $('#operator-key'), input = label.querySelector('input');
+    label.hidden = false;
+    input.value = operatorKey();
+    input.addEventListener('change', () => sessionStorage.setItem('softcast-key', input.value.trim()));
+  }).catch(() => {});
   // A CT of one's own: uploaded, loaded on the server, then opened to drive.
   uploadCard($('#upload'), { api, open: (s) => { location.href = `./${new URL(s.control_url).search}`; } });
   // The create form: a scene, and the fields its module asks for.
@@ -68,6 +81,8 @@ async function lobby() {
   $('#create').addEventListener('submit', async (e) => {
     e.preventDefault();
     const scene = sceneSelect.value;
+    const key = new FormData(e.target).get('key');
+    if (key) sessionStorage.setItem('softcast-key', String(key).trim());
     const body = { scene, ...modules.get(scene).lobby.body(new FormData(e.target)) };
     const btn = e.target.querySelector('button');
     btn.disabled = true;

@@ -168,6 +168,8 @@ export function uploadCard(root, { api, open }) {
     const xhr = new XMLHttpRequest();
     xhr.open('POST', `/api/volumes?name=${encodeURIComponent(name)}`);
     xhr.setRequestHeader('content-type', 'application/octet-stream');
+    const key = sessionStorage.getItem('softcast-key'); // the operator's, when the server asks
+    if (key) xhr.setRequestHeader('authorization', `Bearer ${key}`);
     const mb = (n) => (n / 1048576).toFixed(1);
     xhr.upload.onprogress = (e) => {
       const total = e.lengthComputable ? e.total : blob.size;
