@@ -82,7 +82,7 @@ export default [
     name: 'idle sessions never expire',
     file: 'server/session.c',
     find: '            expire_idle_locked(s, ss, now);',
-    replace: '            (void)expire_idle_locked;',
+    replace: '            (void)expire_idle_locked;\n            (void)now;',
     build: server,
     test: node('quotas', 'idle-expiry'),
     caught_by: 'quotas: a session without clients for --idle-expiry seconds closes ...',
