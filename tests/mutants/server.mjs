@@ -63,8 +63,8 @@ export default [
   {
     name: 'a lost wake-up: frames wait until something else wakes the WebSocket thread',
     file: 'server/sched.c',
-    find: 'if (run_session(s, wk, ss))\n                    srv_session_news(s, ss);',
-    replace: 'if (run_session(s, wk, ss) && 0)\n                    srv_session_news(s, ss);',
+    find: 'if (run_session(s, wk, ss))\n            srv_session_news(s, ss);',
+    replace: 'if (run_session(s, wk, ss) && 0)\n            srv_session_news(s, ss);',
     build: server,
     test: node('latency'),
     caught_by: 'latency: input-to-frame latency: p99 under 500 ms, no event later than 1 s',

@@ -47,8 +47,8 @@ export default [
   {
     name: 'the volume module keeps a control of its own for a parameter (its name written in the client)',
     file: 'web-client/src/scenes/volume.mjs',
-    find: 'const SKIN = 0, BONE = 1;',
-    replace: "const SKIN = 0, BONE = 1;\nexport const CONDITIONS = { param: 'condition', choices: ['A', 'B', 'C'] };",
+    find: 'const SKIN = 0, BONE = 1, PROBE = 2;',
+    replace: "const SKIN = 0, BONE = 1, PROBE = 2;\nexport const CONDITIONS = { param: 'condition', choices: ['A', 'B', 'C'] };",
     build,
     test: nonames,
     caught_by: 'nonames.test.mjs "no scene parameter is named in web-client/src/, ..."',
@@ -262,7 +262,7 @@ export default [
   {
     name: 'radiological display: the server says RAS for a file kept as stored',
     file: 'server/scene_volume.c',
-    find: 'cJSON_AddStringToObject(j, "orientation", v->orient_known ? "RAS" : "");',
+    find: 'cJSON_AddStringToObject(j, "orientation", known ? "RAS" : "");',
     replace: 'cJSON_AddStringToObject(j, "orientation", "RAS");',
     build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (a file without orientation: no letters)',
   },
