@@ -59,12 +59,15 @@ function copyTree() {
     if (fs.existsSync(dst) && fs.readFileSync(dst).equals(data)) continue; // keep mtimes: make stays incremental
     fs.mkdirSync(path.dirname(dst), { recursive: true });
     fs.writeFileSync(dst, data);
-    // The source's time: make then sees what the tree sees as newer. A lock file stamped
-    // now would look newer than the tree's installed packages, and `make web` would run
-    // npm ci through the node_modules link below, emptying the tree's own.
+    // A changed file is stamped now, so make rebuilds what it feeds: stamped with the tree's
+    // time it could look older than an object the scratch built since (after an earlier
+    // run, from the file before this change), which make would then keep. Lock files keep
+    // the tree's time: stamped now one would look newer than the tree's installed packages,
+    // and `make web` would run npm ci through the node_modules link below, emptying the
+    // tree's own.
     const st = fs.statSync(src);
     fs.chmodSync(dst, st.mode);
-    fs.utimesSync(dst, st.atime, st.mtime);
+    if (path.basename(f) === 'package-lock.json') fs.utimesSync(dst, st.atime, st.mtime);
   }
   // The npm packages the tests need were installed by `make` in the real tree.
   for (const d of ['web-client', 'tests/server', 'tests/e2e', 'deploy/load']) {
