@@ -73,8 +73,9 @@ SERVER_C := $(wildcard server/*.c)
 # The server's parts that need no sockets (the scene adapters see only scene.h): the C tests
 # and the event fuzzer link them.
 SCENE_C  := server/scene.c $(wildcard server/scene_*.c) server/text.c server/inbox.c
-TEST_C   := $(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c \
-              tests/server/*.c)
+# (fuzz_ws.c is the WebSocket handler with lws stubbed: libFuzzer only, never in the C tests)
+TEST_C   := $(filter-out tests/fuzz/fuzz_ws.c,$(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c \
+              tests/server/*.c))
 TEST_CPP := $(wildcard tests/sim/*.cpp)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
@@ -173,16 +174,36 @@ $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(TEST_CPP:%.cpp=$(TST)/%.cpp.
 # frame sequences applied to one object decoder (clang). FUZZ_SECONDS each; new interesting
 # inputs land in tests/fuzz/corpus/, which make test replays. make fuzz-seeds writes the
 # encoder-made seeds (a frame of every kind, and frame sequences) that the corpora start from.
+# ws: the WebSocket message handler itself (server/ws.c with its lws calls stubbed, on a real
+# session table; tests/fuzz/fuzz_ws.c).
 FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fsanitize=fuzzer,address,undefined -I. -DFUZZ_MAIN
-.PHONY: fuzz fuzz-seeds
-fuzz:
-	@mkdir -p $(BUILD)/fuzz
-	for t in frame event delta; do \
-	  $(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $(PROTO_C) \
-	    $$([ $$t = event ] && echo $(SCENE_C) $(SIM_C)) $(PROTO_LIBS) -lm || exit 1; \
+FUZZ_TARGETS = frame event delta ws
+FUZZ_SRC_frame = $(PROTO_C)
+FUZZ_SRC_delta = $(PROTO_C)
+FUZZ_SRC_event = $(PROTO_C) $(SCENE_C) $(SIM_C)
+FUZZ_SRC_ws = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c
+.PHONY: fuzz fuzz-seeds fuzz-smoke fuzz-bin
+fuzz-bin: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_C) $(SCENE_C) $(SIM_C) $(wildcard server/*.c server/*.h tests/fuzz/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(PROTO_LIBS) -lpthread -lm
+# New interesting inputs land in tests/fuzz/corpus/ (commit the ones worth keeping).
+fuzz: fuzz-bin
+	for t in $(FUZZ_TARGETS); do \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
+	done
+# In make test: each target FUZZ_SMOKE_SECONDS from its committed corpus with a fixed seed;
+# what it finds goes to a scratch folder, never into the committed corpus.
+fuzz-smoke: fuzz-bin
+	@for t in $(FUZZ_TARGETS); do \
+	  rm -rf $(BUILD)/fuzz/smoke-$$t && mkdir -p $(BUILD)/fuzz/smoke-$$t && \
+	  $(BUILD)/fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SMOKE_SECONDS) -max_len=65536 \
+	    -print_final_stats=1 $(BUILD)/fuzz/smoke-$$t tests/fuzz/corpus/$$t >$(BUILD)/fuzz/smoke-$$t.log 2>&1 || \
+	    { tail -n 40 $(BUILD)/fuzz/smoke-$$t.log; echo "fuzz-smoke: $$t found a crash"; exit 1; }; \
+	  echo "fuzz-smoke: $$t $$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/smoke-$$t.log) executions in $(FUZZ_SMOKE_SECONDS) s, no finding"; \
 	done
 
 # The server under ThreadSanitizer, through its end-to-end tests. Built without OpenMP:
@@ -240,6 +261,7 @@ $(REL)/%.cu.o: %.cu
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
 test: deps test-deps format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check web
+	$(MAKE) --no-print-directory fuzz-smoke
 	tests/run-tests.sh $(BUILD)
 
 # The one .clang-format, checked on every test run; `make format` applies it.

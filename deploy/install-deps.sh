@@ -16,8 +16,9 @@ PKGS="$PKGS libmicrohttpd-dev libwebsockets-dev"
 PKGS="$PKGS g++ libbullet-dev"
 # The integration tests run under node; take Debian's unless one is already installed.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
-# --test: what only the tests need. The browser end-to-end tests drive Debian's Chromium.
-[ "${1:-}" = --test ] && PKGS="chromium"
+# --test: what only the tests need. The browser end-to-end tests drive Debian's Chromium;
+# make fuzz-smoke builds its libFuzzer targets with clang (libFuzzer is in libclang-rt).
+[ "${1:-}" = --test ] && PKGS="chromium clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do

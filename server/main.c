@@ -55,52 +55,6 @@ static const char k_usage[] =
     "                                KEY, KEY this file's first line (16 to 127 characters)\n"
     "  --config FILE                 JSON object with any of these, without dashes\n";
 
-srv_config srv_default_config(void)
-{
-    srv_config c;
-    memset(&c, 0, sizeof c);
-    c.http_port = 8080;
-    c.ws_port = 8081;
-    strcpy(c.bind, "127.0.0.1");
-    c.backend = SIM_BACKEND_AUTO;
-    c.max_sessions = 64;
-    c.max_clients_per_session = 256;
-    c.max_message_bytes = 65536;
-    c.max_events_per_s = 240;
-    /* A hundred students, each pinging and paging slices: bounded all the same, so the
-     * view token cannot flood the session's worker with queries. */
-    c.max_view_events_per_s = 2400;
-    c.rate_hz = 60.0;
-    /* 1 min at 60 Hz. Deltas of local dents stay small however old the key, joiners get a
-     * snapshot anyway, and an object whose delta would cost more than its key re-keys; so
-     * the periodic key is only a backstop (0 turns it off). */
-    c.keyframe_every = 3600;
-    /* A classroom's viewers on a school or hospital network: 250 KiB/s (2 Mbit/s) each
-     * leaves room for the slices and everyone else's traffic. */
-    c.view_budget_kib = 250;
-    /* A 512x512x300 CT of int16 is 150 MiB of voxels; uncompressed DICOM adds a few KiB a
-     * slice, a stored zip a hundred bytes a file. 200 MiB takes it, or 400 slices, as sent
-     * (a NIfTI .nii.gz of it is a third of that). */
-    c.upload_limit = 200LL << 20;
-    /* Quotas for a shared server (server/README.md, "Limits and durability"): a school's
-     * or a hospital's NAT puts many people behind one address, so per-address limits sit
-     * well above what one person needs and well below the server's totals. */
-    c.max_sessions_per_address = 8;
-    c.idle_expiry_s = 900;
-    c.max_http_per_address = 64;
-    c.max_http_connections = 1000;
-    c.max_ws_per_address = 512; /* a school's classes behind one NAT */
-    /* Half the machine: the rest for the process's own (the default model, encoders,
-     * frames, uploads on their way) and for whatever else runs there. */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    c.memory_budget_mib =
-        pages > 0 && page > 0 ? (int)((double)pages * (double)page / 2 / 1048576) : 0;
-    c.http_timeout_s = 10;
-    if (access("web-client/index.html", R_OK) == 0)
-        strcpy(c.data_dir, "web-client");
-    return c;
-}
-
 /* An option the server does not know: one of a scene's, or an error. */
 static int scene_option(const char *name, const char *val, char *err, size_t err_sz)
 {
