@@ -1,5 +1,6 @@
-/* fuzz_check.h: what every object decoder state must satisfy, whatever bytes made it; shared
- * by the fuzz targets (an abort is what libFuzzer and the corpus replay catch). */
+/* fuzz_check.h: what every object decoder state must satisfy, whatever bytes made it, and
+ * what every text a client reads must be (valid UTF-8); shared by the fuzz targets (an
+ * abort is what libFuzzer and the corpus replay catch). */
 #ifndef TESTS_FUZZ_FUZZ_CHECK_H
 #define TESTS_FUZZ_FUZZ_CHECK_H
 
@@ -7,6 +8,31 @@
 #include <stdlib.h>
 
 #include "protocol/proto.h"
+
+/* Valid UTF-8 (RFC 3629), checked here without server/text.c's code. */
+static inline int fuzz_valid_utf8(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], len = c < 0x80         ? 1
+                                 : (c >> 5) == 6  ? 2
+                                 : (c >> 4) == 14 ? 3
+                                 : (c >> 3) == 30 ? 4
+                                                  : 0;
+        if (!len || i + len > n)
+            return 0;
+        unsigned cp = len == 1 ? c : c & (0x7f >> len);
+        for (unsigned k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
 
 /* Every object: ids increasing, counts within the limits, every element index below nvert,
  * every position inside its box (x, y, z at most 2^qbits - 1), no scalar without one, a

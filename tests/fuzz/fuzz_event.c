@@ -11,39 +11,15 @@
 
 #include "protocol/proto_event.h"
 #include "server/scene.h"
+#include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_targets.h"
-
-/* Valid UTF-8 (RFC 3629), checked here without server/text.c's code. */
-static int valid_utf8(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i], len = c < 0x80         ? 1
-                                 : (c >> 5) == 6  ? 2
-                                 : (c >> 4) == 14 ? 3
-                                 : (c >> 3) == 30 ? 4
-                                                  : 0;
-        if (!len || i + len > n)
-            return 0;
-        unsigned cp = len == 1 ? c : c & (0x7f >> len);
-        for (unsigned k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
 
 /* What the client would read: one parseable JSON object in valid UTF-8 with our fields. */
 static void check_error_json(int64_t seq, const char *error, const char *detail)
 {
     char text[1536];
     size_t n = srv_error_json(text, sizeof text, seq, error, detail);
-    if (n != strlen(text) || !valid_utf8((const unsigned char *)text, n))
+    if (n != strlen(text) || !fuzz_valid_utf8((const unsigned char *)text, n))
         abort();
     cJSON *j = cJSON_ParseWithLength(text, n);
     if (!cJSON_IsObject(j) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "detail")))

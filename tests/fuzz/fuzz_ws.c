@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "server/ws.c"
 
+#include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_targets.h"
 
 /* ------------------------------------------------------------ stubbed lws */
@@ -20,37 +21,12 @@ static struct lws *g_wsi = (struct lws *)&g_ctx;
 static int g_writable, g_binary;
 static char g_session[64], g_token[64];
 
-/* Valid UTF-8 (RFC 3629), checked here without server/text.c's code. */
-static int valid_utf8(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned c = s[i], len = c < 0x80         ? 1
-                                 : (c >> 5) == 6  ? 2
-                                 : (c >> 4) == 14 ? 3
-                                 : (c >> 3) == 30 ? 4
-                                                  : 0;
-        if (!len || i + len > n)
-            return 0;
-        unsigned cp = len == 1 ? c : c & (0x7f >> len);
-        for (unsigned k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
 int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol wp)
 {
     (void)wsi;
     if ((wp & 0xf) == LWS_WRITE_TEXT) { /* what a browser would read: never broken */
         cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
-        if (!valid_utf8(buf, len) || !cJSON_IsObject(j) ||
+        if (!fuzz_valid_utf8(buf, len) || !cJSON_IsObject(j) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "type")))
             abort();
         cJSON_Delete(j);
