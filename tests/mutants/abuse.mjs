@@ -168,4 +168,13 @@ export default [
     test: node('quotas', 'memory budget'),
     caught_by: 'quotas: a memory budget for all sessions: ...',
   },
+  {
+    name: 'a byte that is not UTF-8 echoed raw in an error (the browser would close with 1007)',
+    file: 'server/text.c',
+    find: 'piece = "\\xef\\xbf\\xbd";\n            len = 3;',
+    replace: 'piece = (const char *)p;\n            len = 1;',
+    build: ['$BUILD/fuzz/fuzz_ws'],
+    test: '$BUILD/fuzz/fuzz_ws -runs=500 -seed=1 tests/fuzz/corpus/ws',
+    caught_by: 'fuzz_ws (make fuzz-smoke): every text the handler writes is valid UTF-8',
+  },
 ];
