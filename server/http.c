@@ -819,7 +819,7 @@ int srv_http_start(srv *s, char *err, size_t err_sz)
         (unsigned)s->cfg.http_timeout_s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)s->cfg.max_http_per_address, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)s->cfg.max_http_connections, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
     if (!d) {
         snprintf(err, err_sz, "HTTP: libmicrohttpd would not start on %s:%d", s->cfg.bind,
                  s->http_port);
