@@ -7,6 +7,7 @@
 #define SIM_VOLUME_VOLUME_H
 
 #include "../sim.h"
+#include "../core/sc_blob.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -415,6 +416,15 @@ const float *sim_volume_positions(sim_volume_state *s);
 const float *sim_volume_velocities(sim_volume_state *s);
 /// Tissue class per element (uint8), under the current thresholds.
 const uint8_t *sim_volume_classes(sim_volume_state *s);
+/// The state as bytes (appended to out): everything a later frame reads, so that a state
+/// made on the same model and restored from them steps on exactly as this one would (same
+/// backend and thread count). For session snapshots and recordings.
+sim_status sim_volume_state_save(sim_volume_state *s, sc_blob *out, char *err, size_t err_sz);
+/// Put back what sim_volume_state_save wrote. SIM_ERR_FORMAT, saying why, for bytes cut short
+/// or damaged, of another kind or version, or of another volume's size; the state is then
+/// back at its start (rest, default parameters).
+sim_status sim_volume_state_restore(sim_volume_state *s, const void *data, size_t n, char *err,
+                                    size_t err_sz);
 /// 64-bit hash of positions and velocities (bitwise), for determinism checks.
 uint64_t sim_volume_state_hash(sim_volume_state *s);
 /// Largest band violation over every link of the volume (O(elements)); for tests.

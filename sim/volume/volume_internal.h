@@ -159,6 +159,10 @@ struct sim_volume_backend_i {
     sim_status (*probe)(sim_volume_state *s, char *err, size_t err_sz);
 };
 
+/* Back to the state sim_volume_state_create leaves (under s->params): classes from the HU,
+ * everything at rest, nothing grabbed; the backend's copy too (a failed restore). */
+void vol_state_reset(sim_volume_state *s);
+
 extern const sim_volume_backend_i vol_cpu_backend;
 /* The entry points for a backend's kind. */
 const sim_volume_backend_i *vol_backend_for(const sim_backend *b);

@@ -51,6 +51,16 @@ static void classify_all(sim_volume_state *s)
     }
 }
 
+void vol_state_reset(sim_volume_state *s)
+{
+    vol_pack_kparams(&s->kp, &s->params, &s->m->vol);
+    s->kp.rigid_free = 1;
+    memset(s->flags, 0, (size_t)s->nelem);
+    classify_all(s);
+    set_rest(s);
+    (void)s->impl->upload_all(s, NULL, 0);
+}
+
 const sim_volume_backend_i *vol_backend_for(const sim_backend *b)
 {
 #if SIM_HAVE_CUDA
