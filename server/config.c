@@ -47,6 +47,11 @@ srv_config srv_default_config(void)
     c.memory_budget_mib =
         pages > 0 && page > 0 ? (int)((double)pages * (double)page / 2 / 1048576) : 0;
     c.http_timeout_s = 10;
+    /* Durability (--state-dir, durable.c): the log is written in the frame that applies an
+     * event, so a killed process loses nothing acknowledged; these bound what a crash of
+     * the machine loses (a second of events) and the replay after one (a minute). */
+    c.snapshot_interval_s = 60;
+    c.fsync_interval_ms = 1000;
     if (access("web-client/index.html", R_OK) == 0)
         strcpy(c.data_dir, "web-client");
     return c;

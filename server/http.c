@@ -268,6 +268,8 @@ static void build_job(void *arg)
     srv *s = j->s;
     void *data = NULL;
     j->status = j->kind->create(s->backend, j->opts, &data, j->err, sizeof j->err);
+    /* How to build it again after a restart (durable.c): the options it was made with. */
+    j->ss->origin = j->opts ? cJSON_PrintUnformatted(j->opts) : strdup("null");
     cJSON_Delete(j->opts);
     j->opts = NULL;
     if (j->status != 201 && data) {

@@ -53,6 +53,12 @@ static const char k_usage[] =
     "                                machine's memory; 0: no budget)\n"
     "  --api-key-file FILE           making sessions and uploads needs Authorization: Bearer\n"
     "                                KEY, KEY this file's first line (16 to 127 characters)\n"
+    "  --state-dir DIR               keep sessions here: they come back after a restart with\n"
+    "                                their ids, tokens and state (default: none)\n"
+    "  --snapshot-interval S         save a moving session's state every S seconds (default\n"
+    "                                60; its events since are in its log)\n"
+    "  --fsync-interval MS           flush the event logs to disk every MS ms (default 1000;\n"
+    "                                0: at every frame that applies events)\n"
     "  --config FILE                 JSON object with any of these, without dashes\n";
 
 /* An option the server does not know: one of a scene's, or an error. */
@@ -140,6 +146,8 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("max-ws-per-address", max_ws_per_address, 1, 1000000)
     INT_OPT("memory-budget", memory_budget_mib, 0, 1 << 30)
     INT_OPT("http-timeout", http_timeout_s, 1, 3600)
+    INT_OPT("snapshot-interval", snapshot_interval_s, 1, 86400)
+    INT_OPT("fsync-interval", fsync_interval_ms, 0, 600000)
 #undef INT_OPT
     if (!val) {
         snprintf(err, err_sz, "--%s needs a value", name);
@@ -160,14 +168,16 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
         }
         c->rate_hz = r;
     } else if (!strcmp(name, "bind") || !strcmp(name, "data-dir") || !strcmp(name, "public-host") ||
-               !strcmp(name, "volume-dir")) {
+               !strcmp(name, "volume-dir") || !strcmp(name, "state-dir")) {
         char *dst = !strcmp(name, "bind")         ? c->bind
                     : !strcmp(name, "data-dir")   ? c->data_dir
                     : !strcmp(name, "volume-dir") ? c->volume_dir
+                    : !strcmp(name, "state-dir")  ? c->state_dir
                                                   : c->public_host;
         size_t cap = !strcmp(name, "bind")         ? sizeof c->bind
                      : !strcmp(name, "data-dir")   ? sizeof c->data_dir
                      : !strcmp(name, "volume-dir") ? sizeof c->volume_dir
+                     : !strcmp(name, "state-dir")  ? sizeof c->state_dir
                                                    : sizeof c->public_host;
         if (strlen(val) >= cap) {
             snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
@@ -272,9 +282,12 @@ static void shutdown_all(srv *s, int nstarted)
     srv_http_stop(s);
     srv_uploads_fini(s); /* the loaders finish what they read */
     srv_worker_stop(s);
+    srv_durable_save_all(
+        s); /* SIGTERM loses nothing: every kept session saved, no worker running */
     srv_ws_stop(s);
     srv_worker_free(s);
     srv_sessions_fini(s);
+    srv_durable_fini();
     stop_scenes(nstarted);
     sim_backend_destroy(s->backend);
 }
@@ -340,7 +353,8 @@ int main(int argc, char **argv)
     s.on_event = srv_worker_poke;
     s.on_news = srv_ws_news;
     /* WebSocket, then the workers it pokes, then HTTP, through which sessions appear. */
-    if (srv_sessions_init(&s) != 0 || srv_uploads_init(&s, err, sizeof err) != 0 ||
+    if (srv_sessions_init(&s) != 0 || srv_durable_init(&s, err, sizeof err) != 0 ||
+        srv_durable_restore_all(&s) < 0 || srv_uploads_init(&s, err, sizeof err) != 0 ||
         srv_builders_start(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
         srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");
@@ -348,7 +362,12 @@ int main(int argc, char **argv)
         return 1;
     }
     srv_session *first = NULL;
-    if (s.cfg.default_session) {
+    if (s.cfg.default_session) { /* one kept from before, or a new one */
+        for (int i = 0; !first && i < s.cfg.max_sessions; i++)
+            if (s.slots[i] && s.slots[i]->keep)
+                first = s.slots[i];
+    }
+    if (s.cfg.default_session && !first) {
         int status;
         first = srv_session_create(&s, srv_scene_default(), NULL, "", err, sizeof err, &status);
         if (!first)

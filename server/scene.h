@@ -15,6 +15,7 @@
 #include "protocol/proto.h"
 #include "protocol/proto_event.h"
 #include "server.h"
+#include "sim/core/sc_blob.h"
 
 /* What a session shows: its objects this frame, as the object encoder takes them
  * (protocol/proto.h): local positions, a transform, elements with a topology version, box,
@@ -106,6 +107,20 @@ struct srv_scene_i {
     const sim_param_desc *(*params_table)(int *n);
     /// Facts fixed at creation, for REST and state messages (any thread).
     void (*describe)(const void *scene, cJSON *j);
+    /* Durability and recordings (durable.c): a scene's whole changing state as bytes, so
+     * that the same scene built again from the same options (create, or create_file on the
+     * same file) and restored from them steps on exactly as the original would have: the
+     * same frames, the same hashes, on the same backend and thread count. Worker thread, or
+     * when no worker runs the session. NULL in a scene whose sessions are not kept. */
+    /// Append the state to out: 0, or -1 with err.
+    int (*save)(void *scene, sc_blob *out, char *err, size_t err_sz);
+    /// Put back a state save wrote (a scene just built, not yet stepped): 0, or -1 with err
+    /// (a damaged snapshot, or one of another scene or size), the scene then unchanged or
+    /// back at its start.
+    int (*restore)(void *scene, const void *data, size_t n, char *err, size_t err_sz);
+    /// The bitwise hash of what moves (positions and velocities), to check a restore or a
+    /// replay against the original.
+    uint64_t (*hash)(void *scene);
     /* A scene whose sessions can start from a user's file (the volume: a CT uploaded or in
      * --volume-dir, upload.c); NULL in the others. */
     /// Check a file by what its first bytes say (HTTP thread): its kind, its header against

@@ -898,9 +898,42 @@ static size_t vol_bytes(const void *scene)
     return b + (v->own_model ? sim_volume_model_bytes(v->model) : 0);
 }
 
+/* Kept across restarts (durable.c): the sim's state, and whether the driver was told that
+ * its pull stops at the box (the probe and the surfaces follow from the state at the next
+ * step). */
+static int vol_save(void *scene, sc_blob *out, char *err, size_t err_sz)
+{
+    vol_scene *v = scene;
+    sc_blob_tag(out, "VSRV", 1);
+    SC_PUT(out, v->clamp_noticed);
+    return sim_volume_state_save(v->state, out, err, err_sz) == SIM_OK ? 0 : -1;
+}
+
+static int vol_restore(void *scene, const void *data, size_t n, char *err, size_t err_sz)
+{
+    vol_scene *v = scene;
+    sc_reader r = sc_reader_of(data, n);
+    sc_reader_tag(&r, "VSRV", 1);
+    SC_GET(&r, v->clamp_noticed);
+    if (r.failed) {
+        snprintf(err, err_sz, "%s", r.why);
+        return -1;
+    }
+    return sim_volume_state_restore(v->state, r.p + r.at, r.n - r.at, err, err_sz) == SIM_OK ? 0
+                                                                                             : -1;
+}
+
+static uint64_t vol_hash(void *scene)
+{
+    return sim_volume_state_hash(((vol_scene *)scene)->state);
+}
+
 const srv_scene_i srv_scene_volume = {
     .name = "volume",
     .bytes = vol_bytes,
+    .save = vol_save,
+    .restore = vol_restore,
+    .hash = vol_hash,
     .usage =
         "  --volume FILE|DIR|ZIP         the default scene's CT: NIfTI (.nii, .nii.gz), or a "
         "DICOM\n"

@@ -129,6 +129,7 @@ static void apply_taken(wctx *c, const unsigned char *b, int n, taken *t)
             const srv_event_desc *d = &ss->scene->events[h.kind - SRV_ITEM_SCENE];
             d->apply(&c->pub, ss->scene_data, &ev);
         }
+        srv_durable_record(ss, &h, b + sizeof h); /* replayed after a restart (durable.c) */
         if (!(h.flags & SRV_EV_QUERY)) {
             t->last_seq = h.seq;
             t->driven = 1;
@@ -249,6 +250,8 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     ctx_init(&c, s, ss, driver);
     taken t;
     apply_taken(&c, wk->batch, n, &t);
+    /* In the log before any frame that acknowledges them goes out. */
+    srv_durable_commit(s, ss);
     pthread_mutex_lock(&ss->lock);
     if (t.driven)
         ss->last_seq = t.last_seq;
@@ -258,6 +261,7 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     double step_ms = 0;
     int moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);
     ss->frame_no++;
+    srv_durable_after_step(s, ss);
     int news = publish_state(ss, c.pub.params_changed, t.state_changed, paused);
     /* A paused session sends nothing new (its events wait in the inbox for resume); a
      * joiner still gets its snapshot. A settled scene encodes nothing: the encoder keys

@@ -54,6 +54,9 @@ typedef struct srv_config {
     int http_timeout_s;           ///< an HTTP connection idle this long is closed
     char api_key[128];            ///< creating sessions needs it ("" = anyone may), --api-key-file
     int memory_budget_mib;        ///< what all sessions' scenes may hold (0: no budget)
+    char state_dir[512];          ///< sessions kept here across restarts ("" = none, durable.c)
+    int snapshot_interval_s;      ///< a moving session's state saved this often
+    int fsync_interval_ms;        ///< the event logs reach the disk this often
 } srv_config;
 
 srv_config srv_default_config(void);
@@ -231,6 +234,12 @@ typedef struct srv_session {
     uint64_t frame_no;
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
     int stepping;              /* a worker steps it now (sched.c's lock guards it) */
+
+    /* Durability (durable.c): how to build it again (its options as JSON, set by its maker
+     * before it is ready; NULL: made from a file, not kept), and its log and snapshots
+     * (NULL: not kept). The worker's, once ready. */
+    char *origin;
+    struct srv_durable *durable;
 } srv_session;
 
 typedef struct srv srv;
@@ -251,6 +260,20 @@ int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz);
 /// until srv_session_loaded. NULL with err and *http_status (429) when it cannot be had.
 srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, const char *owner,
                                         char *err, size_t err_sz, int *http_status);
+/// What a session kept in --state-dir comes back with (durable.c).
+typedef struct srv_session_saved {
+    const srv_scene_i *scene;
+    const char *id, *control_token, *view_token, *owner;
+    int keep, paused;
+    uint64_t frame;
+    uint32_t last_seq;
+} srv_session_saved;
+/// A session restored at start (main thread, before any other starts): in its old slot with
+/// its id and tokens, its scene built and restored; its bytes charged to the budget. NULL
+/// with err (its slot is past --max-sessions or taken, the budget is spent); scene_data is
+/// then still the caller's.
+srv_session *srv_session_adopt(srv *s, const srv_session_saved *sv, void *scene_data, char *err,
+                               size_t err_sz);
 /// One more reference to a session the caller holds one of (any thread).
 void srv_session_hold(srv *s, srv_session *ss);
 /// Close a session whose build failed for a caller who is told so (its creator's request):
@@ -373,6 +396,36 @@ int srv_builders_start(srv *s);
 int srv_build_submit(srv *s, void (*run)(void *arg), void *arg);
 /// Build what is queued, then join the builders (before HTTP stops: their requests wait).
 void srv_builders_stop(srv *s);
+
+/* durable.c: sessions kept in --state-dir across restarts (nothing when it is not given) */
+typedef struct srv_durable srv_durable;
+/// Make the directory and take its lock (one server per directory). 0, or -1 with err.
+int srv_durable_init(srv *s, char *err, size_t err_sz);
+void srv_durable_fini(void);
+/// Bring back every session kept there (main thread, before the other threads start), each
+/// said on stderr; one that cannot come back is moved to DIR/failed, saying why. Returns how
+/// many came back.
+int srv_durable_restore_all(srv *s);
+/// The session is ready (its maker's thread, before a worker may step it): keep it, from its
+/// origin. 0, or -1 (said on stderr; the session runs, not kept).
+int srv_durable_begin(srv *s, srv_session *ss);
+/// An item the worker applies now (worker): into this frame's log records.
+void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload);
+/// This frame's records into the log, before its frame goes out; flushed to disk as
+/// --fsync-interval says (worker).
+void srv_durable_commit(srv *s, srv_session *ss);
+/// After the step (worker): a snapshot when --snapshot-interval has passed and it moved.
+void srv_durable_after_step(srv *s, srv_session *ss);
+/// Save the state now (worker, or at shutdown once the workers stopped): 0, with its hash,
+/// or -1 (said on stderr).
+int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash);
+/// The scene's state hash (0 when it has none).
+uint64_t srv_durable_hash(srv_session *ss);
+/// At shutdown, the workers stopped: snapshot every ready kept session, forget the closing.
+void srv_durable_save_all(srv *s);
+/// Deleted or expired: its directory goes (the reaper), then srv_durable_close.
+void srv_durable_remove(srv_session *ss);
+void srv_durable_close(srv_session *ss);
 
 /* text.c: what clients read */
 /// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,

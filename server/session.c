@@ -12,6 +12,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "scene.h"
 #include "sim/core/sc_base.h"
 
@@ -102,6 +104,8 @@ static void session_free(srv_session *ss)
     proto_encoder_destroy(ss->enc);
     if (ss->scene && ss->scene_data)
         ss->scene->destroy(ss->scene_data);
+    srv_durable_close(ss);
+    free(ss->origin);
     free(ss->params_json);
     free(ss->load_error);
     srv_frame_unref(ss->latest);
@@ -215,19 +219,12 @@ int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz)
     return rc;
 }
 
-/* A session of the scene without its scene data yet: tokens and encoder. */
-static srv_session *session_new(srv *s, const srv_scene_i *scene, const char *owner, char *err,
-                                size_t err_sz, int *http_status)
+/* A session of the scene with its encoder, without tokens or scene data (NULL: no memory). */
+static srv_session *session_alloc(srv *s, const srv_scene_i *scene, const char *owner)
 {
-    *http_status = srv_session_room(s, owner, err, err_sz);
-    if (*http_status) /* checked again when a slot is taken; this only spares the build */
-        return NULL;
-    *http_status = 500;
     srv_session *ss = calloc(1, sizeof *ss);
-    if (!ss) {
-        snprintf(err, err_sz, "out of memory");
+    if (!ss)
         return NULL;
-    }
     pthread_mutex_init(&ss->lock, NULL);
     ss->scene = scene;
     snprintf(ss->owner, sizeof ss->owner, "%s", owner ? owner : "");
@@ -236,16 +233,31 @@ static srv_session *session_new(srv *s, const srv_scene_i *scene, const char *ow
     ss->drive_tokens = s->cfg.max_events_per_s;
     ss->view_tokens = s->cfg.max_view_events_per_s;
     ss->drive_refill_ms = ss->view_refill_ms = srv_now_ms();
-    if (srv_random_hex(ss->control_token, 16) || srv_random_hex(ss->view_token, 16)) {
-        *http_status = 503;
-        snprintf(err, err_sz, "no random source for the session's tokens");
-        session_free(ss);
-        return NULL;
-    }
     proto_encoder_options eo = proto_default_encoder_options();
     eo.key_every = (uint32_t)s->cfg.keyframe_every;
     if (proto_encoder_create(&ss->enc, &eo) != PROTO_OK) {
+        session_free(ss);
+        return NULL;
+    }
+    return ss;
+}
+
+/* A new session of the scene without its scene data yet: tokens and encoder. */
+static srv_session *session_new(srv *s, const srv_scene_i *scene, const char *owner, char *err,
+                                size_t err_sz, int *http_status)
+{
+    *http_status = srv_session_room(s, owner, err, err_sz);
+    if (*http_status) /* checked again when a slot is taken; this only spares the build */
+        return NULL;
+    *http_status = 500;
+    srv_session *ss = session_alloc(s, scene, owner);
+    if (!ss) {
         snprintf(err, err_sz, "out of memory");
+        return NULL;
+    }
+    if (srv_random_hex(ss->control_token, 16) || srv_random_hex(ss->view_token, 16)) {
+        *http_status = 503;
+        snprintf(err, err_sz, "no random source for the session's tokens");
         session_free(ss);
         return NULL;
     }
@@ -300,12 +312,67 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
         snprintf(err, err_sz, "out of memory");
         goto fail;
     }
+    ss->origin = opts ? cJSON_PrintUnformatted(opts) : strdup("null");
     *http_status = session_insert(s, ss, 0, err, err_sz);
-    if (*http_status == 201)
+    if (*http_status == 201) {
+        (void)srv_durable_begin(s, ss); /* before any worker sees it */
         return ss;
+    }
 fail:
     session_free(ss);
     return NULL;
+}
+
+srv_session *srv_session_adopt(srv *s, const srv_session_saved *sv, void *scene_data, char *err,
+                               size_t err_sz)
+{
+    unsigned slot, gen;
+    if (sscanf(sv->id, "s%u-%u-", &slot, &gen) != 2 || strlen(sv->id) >= SRV_ID_LEN ||
+        strlen(sv->control_token) >= SRV_TOKEN_LEN || strlen(sv->view_token) >= SRV_TOKEN_LEN) {
+        snprintf(err, err_sz, "not a session id with its tokens");
+        return NULL;
+    }
+    if (slot >= (unsigned)s->cfg.max_sessions) {
+        snprintf(err, err_sz, "its slot %u is past --max-sessions %d", slot, s->cfg.max_sessions);
+        return NULL;
+    }
+    srv_session *ss = session_alloc(s, sv->scene, sv->owner);
+    char *pj = ss ? sv->scene->params_json(scene_data) : NULL;
+    if (!pj) {
+        snprintf(err, err_sz, "out of memory");
+        if (ss)
+            session_free(ss);
+        return NULL;
+    }
+    snprintf(ss->id, sizeof ss->id, "%s", sv->id);
+    snprintf(ss->control_token, sizeof ss->control_token, "%s", sv->control_token);
+    snprintf(ss->view_token, sizeof ss->view_token, "%s", sv->view_token);
+    ss->keep = sv->keep;
+    ss->params_json = pj;
+    ss->frame_no = sv->frame;
+    ss->paused = sv->paused;
+    ss->last_seq = sv->last_seq;
+    pthread_mutex_lock(&s->lock);
+    int rc = s->slots[slot] ? -1 : 0;
+    if (rc)
+        snprintf(err, err_sz, "its slot %u is taken by %s", slot, s->slots[slot]->id);
+    else if (charge_locked(s, ss, sv->scene->bytes ? sv->scene->bytes(scene_data) : 0, err, err_sz))
+        rc = -1;
+    if (rc == 0) {
+        ss->scene_data = scene_data;
+        ss->slot = slot;
+        ss->generation = gen;
+        if (s->generation[slot] < gen)
+            s->generation[slot] = gen;
+        s->slots[slot] = ss;
+        s->nsessions++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        session_free(ss); /* scene_data stays the caller's */
+        return NULL;
+    }
+    return ss;
 }
 
 srv_session *srv_session_create_loading(srv *s, const srv_scene_i *scene, const char *owner,
@@ -366,6 +433,8 @@ int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *er
         ss->scene->destroy(scene_data);
         scene_data = NULL;
     }
+    if (pj) /* kept across restarts from now on: before a worker may step it */
+        (void)srv_durable_begin(s, ss);
     pthread_mutex_lock(&ss->lock);
     ss->scene_data = scene_data;
     ss->params_json = pj;
@@ -644,7 +713,9 @@ void srv_sessions_reap(srv *s)
             }
         }
         pthread_mutex_unlock(&s->lock);
-        if (dead)
+        if (dead) {
+            srv_durable_remove(dead); /* deleted or expired: it does not come back */
             session_free(dead);
+        }
     }
 }

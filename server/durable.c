@@ -1,0 +1,737 @@
+/* durable.c: sessions that survive a restart (--state-dir DIR).
+ *
+ * DIR/sessions/<id>/ holds one session:
+ *   meta.json  how to build it again: id, tokens, scene, owner, the options it was made with
+ *              (written once, when it turns ready; 0600, the tokens are its secrets)
+ *   snapshot   its state at a frame: a header (frame, paused, last seq, the first log record
+ *              it does not hold), the scene's save() bytes compressed with zstd, a checksum;
+ *              written whole to snapshot.tmp, flushed, then renamed over the old one
+ *   log        what was applied since: each record its number, frame, kind, client, seq and
+ *              payload (the parsed event, as the inbox held it) and a checksum; and a tick
+ *              every second saying how far the session has stepped
+ *
+ * A restart builds each session from meta.json, restores the snapshot, and replays the log's
+ * records past it as the worker applied them: the events of frame F, then its step, frame by
+ * frame (a paused frame steps nothing), so the scene comes back where it was (scenes step
+ * the same on the same backend and thread count). A record cut short by a crash ends the log
+ * there. Policy (server/README.md, "Limits and durability"):
+ *   - SIGTERM: every session is snapshotted after the workers stop: nothing is lost.
+ *   - the process killed (SIGKILL, a crash): the log is written (write(2)) in the frame that
+ *     applies its events, before the frame that acknowledges them goes out, so nothing
+ *     acknowledged is lost; the motion since the last tick (at most a second) is replayed
+ *     from that tick on, not from where it was.
+ *   - the machine lost: the log reaches the disk every --fsync-interval ms (fdatasync), so
+ *     at most that much of each session's events, at most --max-events-per-s a second.
+ * Worker thread for a session's log and snapshots; main thread at start and at shutdown. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <zstd.h>
+
+#include "scene.h"
+#include "sim/core/sc_base.h"
+
+#define META_FORMAT   1
+#define SNAP_MAGIC    "SCSNAP1\n"
+#define REC_MAGIC     0x56454353u /* "SCEV" */
+#define REC_TICK      0xffffu     /* a record that only says how far the session stepped */
+#define TICK_EVERY_MS 1000.0
+
+struct srv_durable {
+    char dir[768];
+    int log_fd;
+    uint64_t next_lsn; /* the next record's number */
+    sc_blob pending;   /* this frame's records, not yet written */
+    size_t unsynced;   /* bytes written since the last fdatasync */
+    double synced_ms, ticked_ms, snapshot_ms;
+    uint64_t ticked_frame; /* frame of the last tick */
+    uint64_t snapshot_frame;
+    int broken; /* a write failed: said once, the session is no longer kept */
+};
+
+/* One log record's header (the payload and an 8-byte checksum follow). */
+typedef struct rec_head {
+    uint32_t magic, size;
+    uint64_t lsn, frame;
+    uint32_t kind, flags, client, seq;
+} rec_head;
+
+/* The snapshot's header (the compressed state and an 8-byte checksum follow). */
+typedef struct snap_head {
+    char magic[8];
+    uint64_t next_lsn, frame;
+    uint32_t paused, last_seq;
+    uint64_t raw_bytes, z_bytes, hash;
+} snap_head;
+
+static int g_lock_fd = -1; /* DIR/lock, held while the server runs (one server per DIR) */
+
+static int enabled(const srv *s)
+{
+    return s->cfg.state_dir[0] != 0;
+}
+
+static void session_dir(const srv *s, const char *id, char *out, size_t n)
+{
+    if (snprintf(out, n, "%s/sessions/%s", s->cfg.state_dir, id) >= (int)n)
+        out[0] = 0;
+}
+
+/* ------------------------------------------------------------- small files */
+
+/* a/b into out: 0, or -1 when it does not fit (never a cut path). */
+static int path_join(char *out, size_t n, const char *a, const char *b)
+{
+    int len = snprintf(out, n, "%s/%s", a, b);
+    return len >= 0 && (size_t)len < n ? 0 : -1;
+}
+
+/* Flush a directory, so that a rename or a new file in it survives the machine. */
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* path gets parts (n of them) whole or not at all: tmp, flushed, renamed. 0 or -1. */
+static int write_file_atomic(const char *dir, const char *name, const void *const *part,
+                             const size_t *len, int n)
+{
+    char tmp[900], path[900];
+    if (snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name) >= (int)sizeof tmp)
+        return -1;
+    (void)path_join(path, sizeof path, dir, name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int rc = 0;
+    for (int k = 0; k < n && rc == 0; k++)
+        rc = write_all(fd, part[k], len[k]);
+    if (rc == 0)
+        rc = fdatasync(fd);
+    close(fd);
+    if (rc == 0)
+        rc = rename(tmp, path);
+    if (rc != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    sync_dir(dir);
+    return 0;
+}
+
+/* The whole file, malloc'd (NULL when absent or over max bytes). */
+static uint8_t *read_file(const char *path, size_t max, size_t *n)
+{
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size <= max)
+        buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (buf && got != (size_t)st.st_size) {
+        free(buf);
+        return NULL;
+    }
+    if (buf)
+        buf[got] = 0;
+    *n = got;
+    return buf;
+}
+
+/* ------------------------------------------------------------------ start */
+
+int srv_durable_init(srv *s, char *err, size_t err_sz)
+{
+    if (!enabled(s))
+        return 0;
+    char path[900];
+    (void)path_join(path, sizeof path, s->cfg.state_dir, "sessions");
+    if ((mkdir(s->cfg.state_dir, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(path, 0700) != 0 && errno != EEXIST)) {
+        snprintf(err, err_sz, "--state-dir %s: cannot make it: %s", s->cfg.state_dir,
+                 strerror(errno));
+        return -1;
+    }
+    (void)path_join(path, sizeof path, s->cfg.state_dir, "lock");
+    g_lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (g_lock_fd < 0) {
+        snprintf(err, err_sz, "--state-dir %s: cannot write there: %s", s->cfg.state_dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (flock(g_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, err_sz, "--state-dir %s: another server uses it", s->cfg.state_dir);
+        close(g_lock_fd);
+        g_lock_fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+void srv_durable_fini(void)
+{
+    if (g_lock_fd >= 0)
+        close(g_lock_fd);
+    g_lock_fd = -1;
+}
+
+/* The session's durable half, its log open for appending (NULL, and errno, on failure). */
+static srv_durable *durable_open(const char *dir)
+{
+    srv_durable *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    snprintf(d->dir, sizeof d->dir, "%s", dir);
+    char path[900];
+    (void)path_join(path, sizeof path, dir, "log");
+    d->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (d->log_fd < 0) {
+        free(d);
+        return NULL;
+    }
+    d->synced_ms = d->ticked_ms = d->snapshot_ms = srv_now_ms();
+    return d;
+}
+
+int srv_durable_begin(srv *s, srv_session *ss)
+{
+    if (!enabled(s) || !ss->origin || !ss->scene->save)
+        return 0;
+    char dir[768];
+    session_dir(s, ss->id, dir, sizeof dir);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "format", META_FORMAT);
+    cJSON_AddStringToObject(m, "id", ss->id);
+    cJSON_AddStringToObject(m, "scene", ss->scene->name);
+    cJSON_AddStringToObject(m, "control_token", ss->control_token);
+    cJSON_AddStringToObject(m, "view_token", ss->view_token);
+    cJSON_AddStringToObject(m, "owner", ss->owner);
+    cJSON_AddBoolToObject(m, "keep", ss->keep);
+    cJSON *opts = cJSON_Parse(ss->origin);
+    cJSON_AddItemToObject(m, "options", opts ? opts : cJSON_CreateNull());
+    char *text = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    int rc = -1;
+    if (text && (mkdir(dir, 0700) == 0 || errno == EEXIST)) {
+        const void *part[1] = {text};
+        size_t len[1] = {strlen(text)};
+        rc = write_file_atomic(dir, "meta.json", part, len, 1);
+    }
+    free(text);
+    srv_durable *d = rc == 0 ? durable_open(dir) : NULL;
+    if (!d) {
+        fprintf(stderr, "softcast-server: session %s: not kept across restarts: %s: %s\n", ss->id,
+                dir, strerror(errno));
+        return -1;
+    }
+    char sessions[900];
+    (void)path_join(sessions, sizeof sessions, s->cfg.state_dir, "sessions");
+    sync_dir(sessions);
+    ss->durable = d;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the worker */
+
+static void append_record(srv_durable *d, const rec_head *h, const void *payload)
+{
+    uint64_t sum = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, h, sizeof *h), payload, h->size);
+    sc_blob_put(&d->pending, h, sizeof *h);
+    sc_blob_put(&d->pending, payload, h->size);
+    SC_PUT(&d->pending, sum);
+}
+
+void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload)
+{
+    srv_durable *d = ss->durable;
+    if (!d || d->broken || (h->flags & SRV_EV_QUERY))
+        return; /* a query changes nothing: nothing to replay */
+    rec_head r = {REC_MAGIC, h->size,  d->next_lsn++, ss->frame_no,
+                  h->kind,   h->flags, h->client,     h->seq};
+    append_record(d, &r, payload);
+}
+
+/* A write that failed: the session goes on, no longer kept (said once). */
+static void broken(srv_session *ss, const char *what)
+{
+    srv_durable *d = ss->durable;
+    if (!d->broken)
+        fprintf(stderr,
+                "softcast-server: session %s: %s failed (%s): its state is no longer kept\n",
+                ss->id, what, strerror(errno));
+    d->broken = 1;
+}
+
+void srv_durable_commit(srv *s, srv_session *ss)
+{
+    srv_durable *d = ss->durable;
+    if (!d || d->broken)
+        return;
+    double now = srv_now_ms();
+    if (now - d->ticked_ms >= TICK_EVERY_MS && ss->frame_no > d->ticked_frame) {
+        rec_head r = {REC_MAGIC, 0, d->next_lsn++, ss->frame_no, REC_TICK, 0, 0, 0};
+        append_record(d, &r, NULL);
+        d->ticked_ms = now;
+        d->ticked_frame = ss->frame_no;
+    }
+    if (d->pending.failed) {
+        errno = ENOMEM;
+        broken(ss, "the log");
+        return;
+    }
+    if (d->pending.n) {
+        if (write_all(d->log_fd, d->pending.p, d->pending.n) != 0) {
+            broken(ss, "writing the log");
+            return;
+        }
+        d->unsynced += d->pending.n;
+        d->pending.n = 0;
+    }
+    if (d->unsynced && now - d->synced_ms >= s->cfg.fsync_interval_ms) {
+        if (fdatasync(d->log_fd) != 0)
+            broken(ss, "flushing the log");
+        d->unsynced = 0;
+        d->synced_ms = now;
+    }
+}
+
+uint64_t srv_durable_hash(srv_session *ss)
+{
+    return ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
+}
+
+int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash)
+{
+    srv_durable *d = ss->durable;
+    if (!d || d->broken)
+        return -1;
+    srv_durable_commit(s, ss); /* nothing pending stays behind the snapshot */
+    char err[256] = "";
+    sc_blob raw = {0};
+    if (ss->scene->save(ss->scene_data, &raw, err, sizeof err) != 0 || raw.failed) {
+        fprintf(stderr, "softcast-server: session %s: snapshot: %s\n", ss->id,
+                err[0] ? err : "out of memory");
+        sc_blob_free(&raw);
+        return -1;
+    }
+    size_t bound = ZSTD_compressBound(raw.n);
+    uint8_t *z = malloc(bound ? bound : 1);
+    size_t zn = z ? ZSTD_compress(z, bound, raw.p, raw.n, 1) : 0;
+    int rc = -1;
+    if (z && !ZSTD_isError(zn)) {
+        snap_head h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.magic, SNAP_MAGIC, 8);
+        h.next_lsn = d->next_lsn;
+        h.frame = ss->frame_no;
+        pthread_mutex_lock(&ss->lock);
+        h.paused = (uint32_t)ss->paused;
+        h.last_seq = ss->last_seq;
+        pthread_mutex_unlock(&ss->lock);
+        h.raw_bytes = raw.n;
+        h.z_bytes = zn;
+        h.hash = srv_durable_hash(ss);
+        uint64_t sum = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, &h, sizeof h), z, zn);
+        const void *part[3] = {&h, z, &sum};
+        size_t len[3] = {sizeof h, zn, sizeof sum};
+        rc = write_file_atomic(d->dir, "snapshot", part, len, 3);
+        if (rc == 0) { /* everything in the log is in the snapshot now */
+            (void)ftruncate(d->log_fd, 0);
+            d->snapshot_frame = ss->frame_no;
+            if (hash)
+                *hash = h.hash;
+        } else {
+            broken(ss, "writing its snapshot");
+        }
+    }
+    free(z);
+    sc_blob_free(&raw);
+    d->snapshot_ms = srv_now_ms();
+    return rc;
+}
+
+void srv_durable_after_step(srv *s, srv_session *ss)
+{
+    srv_durable *d = ss->durable;
+    if (d && !d->broken && ss->frame_no != d->snapshot_frame &&
+        srv_now_ms() - d->snapshot_ms >= 1000.0 * s->cfg.snapshot_interval_s)
+        (void)srv_durable_snapshot(s, ss, NULL);
+}
+
+static void durable_free(srv_durable *d)
+{
+    if (!d)
+        return;
+    if (d->log_fd >= 0)
+        close(d->log_fd);
+    sc_blob_free(&d->pending);
+    free(d);
+}
+
+void srv_durable_close(srv_session *ss)
+{
+    durable_free(ss->durable);
+    ss->durable = NULL;
+}
+
+void srv_durable_remove(srv_session *ss)
+{
+    srv_durable *d = ss->durable;
+    if (!d)
+        return;
+    static const char *const files[] = {"log", "snapshot", "snapshot.tmp", "meta.json",
+                                        "meta.json.tmp"};
+    char path[900];
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        (void)path_join(path, sizeof path, d->dir, files[k]);
+        unlink(path);
+    }
+    char dir[768];
+    snprintf(dir, sizeof dir, "%s", d->dir);
+    srv_durable_close(ss);
+    rmdir(dir);
+}
+
+/* --------------------------------------------------------------- shutdown */
+
+void srv_durable_save_all(srv *s)
+{
+    for (int i = 0; enabled(s) && i < s->cfg.max_sessions; i++) {
+        srv_session *ss = s->slots[i];
+        if (!ss || !ss->durable)
+            continue;
+        pthread_mutex_lock(&ss->lock);
+        int closing = ss->closing, ready = ss->load_state == SRV_READY;
+        pthread_mutex_unlock(&ss->lock);
+        if (closing || !ready) {
+            srv_durable_remove(ss); /* deleted: it does not come back */
+            continue;
+        }
+        double t0 = srv_now_ms();
+        uint64_t hash = 0;
+        if (srv_durable_snapshot(s, ss, &hash) == 0)
+            fprintf(stderr,
+                    "softcast-server: session %s saved: frame %llu, state hash %016llx (%.0f ms)\n",
+                    ss->id, (unsigned long long)ss->frame_no, (unsigned long long)hash,
+                    srv_now_ms() - t0);
+    }
+}
+
+/* ---------------------------------------------------------------- restart */
+
+/* What a session is replayed with: its scene, and where the worker had it. */
+typedef struct replay {
+    srv *s;
+    const srv_scene_i *scene;
+    void *data;
+    uint64_t frame;
+    int paused;
+    uint32_t last_seq;
+    uint64_t next_lsn;  /* the first record not yet in the state */
+    int events, ticks;  /* replayed */
+    size_t valid_bytes; /* of the log, up to its first torn record */
+} replay;
+
+static void quiet_text(srv_scene_ctx *c, uint32_t client, const char *text)
+{
+    (void)c, (void)client, (void)text; /* its replies went out before the restart */
+}
+static void quiet_frame(srv_scene_ctx *c, uint32_t client, const uint8_t *b, size_t n)
+{
+    (void)c, (void)client, (void)b, (void)n;
+}
+static void quiet_error(srv_scene_ctx *c, uint32_t client, uint32_t seq, const char *error,
+                        const char *detail)
+{
+    (void)c, (void)client, (void)seq, (void)error, (void)detail;
+}
+
+static void replay_ctx(replay *r, srv_scene_ctx *c, const char *id)
+{
+    memset(c, 0, sizeof *c);
+    c->backend = r->s->backend;
+    c->threads = r->s->cfg.threads ? r->s->cfg.threads : sim_backend_threads(r->s->backend);
+    c->frame = r->frame;
+    c->sim_time_s = (double)r->frame / r->s->cfg.rate_hz;
+    c->session_id = id;
+    c->reply_text = quiet_text;
+    c->reply_frame = quiet_frame;
+    c->error = quiet_error;
+}
+
+/* Step as the worker did up to frame (a paused frame counts, and steps nothing). */
+static void replay_to(replay *r, uint64_t frame, const char *id)
+{
+    while (r->frame < frame) {
+        if (!r->paused) {
+            srv_scene_ctx c;
+            replay_ctx(r, &c, id);
+            double ms;
+            (void)r->scene->step(&c, r->data, &ms);
+        }
+        r->frame++;
+    }
+}
+
+/* One record, as apply_taken (sched.c) applied it. */
+static void replay_record(replay *r, const rec_head *h, const uint8_t *payload, const char *id)
+{
+    replay_to(r, h->frame, id);
+    if (h->kind == REC_TICK) {
+        r->ticks++;
+        return;
+    }
+    if (h->kind == SRV_ITEM_PAUSE || h->kind == SRV_ITEM_RESUME) {
+        r->paused = h->kind == SRV_ITEM_PAUSE;
+    } else {
+        _Alignas(8) unsigned char data[SRV_EVENT_MAX];
+        memcpy(data, payload, h->size);
+        srv_event ev = {h->client, h->seq, data, h->size};
+        srv_scene_ctx c;
+        replay_ctx(r, &c, id);
+        r->scene->events[h->kind - SRV_ITEM_SCENE].apply(&c, r->data, &ev);
+    }
+    if (!(h->flags & SRV_EV_QUERY))
+        r->last_seq = h->seq;
+    r->events++;
+}
+
+/* The log's records past the snapshot, in order, up to the first that is cut short or
+ * damaged (a crash in the middle of a write): where the log is valid goes in r. */
+static void replay_log(replay *r, const uint8_t *log, size_t n, const char *id)
+{
+    size_t at = 0;
+    while (n - at >= sizeof(rec_head) + sizeof(uint64_t)) {
+        rec_head h;
+        memcpy(&h, log + at, sizeof h);
+        size_t len = sizeof h + (size_t)h.size + sizeof(uint64_t);
+        int known =
+            h.kind == REC_TICK || h.kind == SRV_ITEM_PAUSE || h.kind == SRV_ITEM_RESUME ||
+            (h.kind >= SRV_ITEM_SCENE && h.kind < SRV_ITEM_SCENE + (uint32_t)r->scene->nevents);
+        if (h.magic != REC_MAGIC || h.size > SRV_EVENT_MAX || len > n - at || !known)
+            break;
+        uint64_t sum, want = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, &h, sizeof h),
+                                           log + at + sizeof h, h.size);
+        memcpy(&sum, log + at + sizeof h + h.size, sizeof sum);
+        if (sum != want || (h.lsn >= r->next_lsn && h.frame < r->frame))
+            break;
+        if (h.lsn >= r->next_lsn) {
+            replay_record(r, &h, log + at + sizeof h, id);
+            r->next_lsn = h.lsn + 1;
+        }
+        at += len;
+    }
+    r->valid_bytes = at;
+}
+
+/* The snapshot in dir (if any) into r's scene: 0 (none, or restored), or -1 with err. */
+static int restore_snapshot(replay *r, const char *dir, char *err, size_t err_sz)
+{
+    char path[900];
+    (void)path_join(path, sizeof path, dir, "snapshot");
+    size_t n;
+    uint8_t *file = read_file(path, (size_t)16 << 30, &n);
+    if (!file)
+        return access(path, F_OK) == 0 ? (snprintf(err, err_sz, "snapshot: unreadable"), -1) : 0;
+    snap_head h;
+    int rc = -1;
+    uint8_t *raw = NULL;
+    if (n < sizeof h + sizeof(uint64_t)) {
+        snprintf(err, err_sz, "snapshot: cut short (%zu bytes)", n);
+        goto out;
+    }
+    memcpy(&h, file, sizeof h);
+    uint64_t sum;
+    memcpy(&sum, file + n - sizeof sum, sizeof sum);
+    if (memcmp(h.magic, SNAP_MAGIC, 8) != 0 || h.z_bytes != n - sizeof h - sizeof sum ||
+        sum != sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, &h, sizeof h), file + sizeof h,
+                             (size_t)h.z_bytes)) {
+        snprintf(err, err_sz, "snapshot: damaged (its checksum or its length is wrong)");
+        goto out;
+    }
+    raw = malloc(h.raw_bytes ? (size_t)h.raw_bytes : 1);
+    size_t got =
+        raw ? ZSTD_decompress(raw, (size_t)h.raw_bytes, file + sizeof h, (size_t)h.z_bytes) : 0;
+    if (!raw || ZSTD_isError(got) || got != h.raw_bytes) {
+        snprintf(err, err_sz, "snapshot: cannot decompress it");
+        goto out;
+    }
+    char why[256] = "";
+    if (r->scene->restore(r->data, raw, got, why, sizeof why) != 0) {
+        snprintf(err, err_sz, "snapshot: %s", why);
+        goto out;
+    }
+    uint64_t hash = r->scene->hash ? r->scene->hash(r->data) : 0;
+    if (hash != h.hash) {
+        snprintf(err, err_sz, "snapshot: restored to state hash %016llx, saved at %016llx",
+                 (unsigned long long)hash, (unsigned long long)h.hash);
+        goto out;
+    }
+    r->frame = h.frame;
+    r->paused = (int)h.paused;
+    r->last_seq = h.last_seq;
+    r->next_lsn = h.next_lsn;
+    rc = 0;
+out:
+    free(raw);
+    free(file);
+    return rc;
+}
+
+/* meta.json's field as a string ("" when absent). */
+static const char *meta_str(const cJSON *m, const char *name)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(m, name);
+    return cJSON_IsString(j) ? j->valuestring : "";
+}
+
+/* Build, restore and replay one kept session, then put it in its slot. 0, or -1 with err. */
+static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, size_t err_sz)
+{
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(meta, "format");
+    const srv_scene_i *scene = srv_scene_find(meta_str(meta, "scene"));
+    if (!cJSON_IsNumber(fmt) || fmt->valueint != META_FORMAT)
+        return snprintf(err, err_sz, "meta.json: not format %d", META_FORMAT), -1;
+    if (!scene || !scene->restore)
+        return snprintf(err, err_sz, "scene \"%s\" is not kept", meta_str(meta, "scene")), -1;
+    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(meta, "options");
+    replay r;
+    memset(&r, 0, sizeof r);
+    r.s = s;
+    r.scene = scene;
+    int status = scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, &r.data, err, err_sz);
+    int rc = status == 201 ? restore_snapshot(&r, dir, err, err_sz) : -1;
+    char path[900];
+    (void)path_join(path, sizeof path, dir, "log");
+    size_t n = 0;
+    uint8_t *log = rc == 0 ? read_file(path, (size_t)1 << 30, &n) : NULL;
+    const char *id = meta_str(meta, "id");
+    if (rc == 0)
+        replay_log(&r, log, n, id);
+    free(log);
+    srv_session_saved sv = {scene,
+                            id,
+                            meta_str(meta, "control_token"),
+                            meta_str(meta, "view_token"),
+                            meta_str(meta, "owner"),
+                            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "keep")),
+                            r.paused,
+                            r.frame,
+                            r.last_seq};
+    srv_durable *d = rc == 0 ? durable_open(dir) : NULL;
+    if (rc == 0 && !d)
+        snprintf(err, err_sz, "its log: %s", strerror(errno));
+    srv_session *ss = d ? srv_session_adopt(s, &sv, r.data, err, err_sz) : NULL;
+    if (!ss) {
+        if (r.data)
+            scene->destroy(r.data);
+        durable_free(d);
+        return -1;
+    }
+    if (ftruncate(d->log_fd, (off_t)r.valid_bytes) != 0 && r.valid_bytes < n)
+        fprintf(stderr, "softcast-server: session %s: cannot cut its log's torn end\n", id);
+    d->next_lsn = r.next_lsn;
+    d->snapshot_frame = d->ticked_frame = r.frame;
+    ss->durable = d;
+    ss->origin = opts && !cJSON_IsNull(opts) ? cJSON_PrintUnformatted(opts) : strdup("null");
+    fprintf(stderr,
+            "softcast-server: session %s restored: frame %llu, state hash %016llx, %d events "
+            "replayed%s\n",
+            id, (unsigned long long)r.frame, (unsigned long long)srv_durable_hash(ss), r.events,
+            r.valid_bytes < n ? " (its log's torn end dropped)" : "");
+    return 0;
+}
+
+/* A session that cannot come back is kept aside for the operator, not retried. */
+static void set_aside(srv *s, const char *name, const char *dir)
+{
+    char failed[900], to[1100];
+    (void)path_join(failed, sizeof failed, s->cfg.state_dir, "failed");
+    (void)mkdir(failed, 0700);
+    (void)path_join(to, sizeof to, failed, name);
+    if (rename(dir, to) != 0)
+        fprintf(stderr, "softcast-server: cannot move %s aside: %s\n", dir, strerror(errno));
+}
+
+int srv_durable_restore_all(srv *s)
+{
+    if (!enabled(s))
+        return 0;
+    char top[900];
+    (void)path_join(top, sizeof top, s->cfg.state_dir, "sessions");
+    DIR *dp = opendir(top);
+    int restored = 0;
+    struct dirent *e;
+    while (dp && (e = readdir(dp)) != NULL) {
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= SRV_ID_LEN)
+            continue;
+        char dir[900], path[1000], err[512] = "";
+        (void)path_join(dir, sizeof dir, top, e->d_name);
+        (void)path_join(path, sizeof path, dir, "meta.json");
+        double t0 = srv_now_ms();
+        size_t n;
+        char *text = (char *)read_file(path, 1 << 20, &n);
+        cJSON *meta = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        int rc = -1;
+        if (!meta)
+            snprintf(err, sizeof err, "meta.json: missing or not JSON");
+        else if (strcmp(meta_str(meta, "id"), e->d_name) != 0)
+            snprintf(err, sizeof err, "meta.json: another session's");
+        else
+            rc = restore_one(s, dir, meta, err, sizeof err);
+        cJSON_Delete(meta);
+        if (rc == 0) {
+            restored++;
+            fprintf(stderr, "softcast-server: session %s back in %.0f ms\n", e->d_name,
+                    srv_now_ms() - t0);
+        } else {
+            fprintf(stderr,
+                    "softcast-server: session %s cannot come back: %s (moved to %s/failed)\n",
+                    e->d_name, err, s->cfg.state_dir);
+            set_aside(s, e->d_name, dir);
+        }
+    }
+    if (dp)
+        closedir(dp);
+    return restored;
+}

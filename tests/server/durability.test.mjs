@@ -1,0 +1,154 @@
+// Sessions that survive a restart (issue 12, item 5; server/durable.c): with --state-dir,
+// SIGTERM saves every session and a restart brings each back in its slot with its id, its
+// tokens, its links and its state (the state hash the server had when it stopped); SIGKILL
+// loses nothing acknowledged (the log is written before the frame that acknowledges it).
+// Judged from outside: the links and tokens the first server handed out, the seqs its frames
+// acknowledged, the shapes the client was sent.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, readdirSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startServer, api, Client, wsUrl, tick, withTimeout } from './harness.mjs';
+
+const DIMS = ['--dims', '24x24x16'];
+
+// A server on the ports of one before it (the links name them), with the same state dir.
+const restart = (first, dir, more = []) => startServer([...DIMS, '--state-dir', dir,
+  '--http-port', String(first.info.http_port), '--ws-port', String(first.info.ws_port), ...more]);
+
+// "session ID <what>: frame F, state hash H" from a server's stderr.
+function logged(srv, id, what) {
+  const m = srv.stderr().match(new RegExp(`session ${id} ${what}: frame (\\d+), state hash ([0-9a-f]{16})`));
+  assert.ok(m, `no "${what}" line for ${id} in:\n${srv.stderr()}`);
+  return { frame: Number(m[1]), hash: m[2] };
+}
+
+// A driver that grabs the block's side and drags it outward, a move each tick; returns the
+// last seq its frames acknowledged.
+async function drag(d, moves, seq0 = 1) {
+  d.send({ type: 'grab', seq: seq0, point: [12, 20, 8], radius: 3, space: 'lattice' });
+  for (let k = 1; k <= moves; k++) {
+    d.send({ type: 'move', seq: seq0 + k, point: [12, 20 + 0.25 * k, 8], space: 'lattice' });
+    await tick(20);
+  }
+  await d.until(() => d.frames.some((f) => f.lastSeq >= seq0 + moves), 10000, 'the drag acknowledged');
+  return Math.max(...d.frames.map((f) => f.lastSeq));
+}
+
+const acked = (c) => Math.max(0, ...c.frames.map((f) => f.lastSeq));
+
+test('SIGTERM mid-drag: the session comes back with the same state, links and tokens', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const s = (await api(a.base, 'POST', '/api/sessions', { preset: 'default' })).json;
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0, 10000, 'first frame');
+    await drag(d, 12);
+    for (let k = 0; k < 4; k++) d.send({ type: 'move', seq: 20 + k, point: [12, 24 + k, 8], space: 'lattice' });
+    await d.until(() => d.frames.some((f) => f.lastSeq >= 20), 10000, 'a move of the last burst');
+    const ackedBefore = acked(d);
+    assert.equal(await a.stop(), 0, a.stderr()); // mid-drag: the grab is still held
+    const saved = logged(a, s.id, 'saved');
+
+    const b = await restart(a, dir);
+    try {
+      const back = logged(b, s.id, 'restored');
+      assert.equal(back.hash, saved.hash, 'the state after the restart differs from the one saved');
+      assert.equal(back.frame, saved.frame);
+      const again = (await api(b.base, 'GET', `/api/sessions/${s.id}`)).json;
+      assert.equal(again.ws_url, s.ws_url, 'the session\'s link changed');
+      assert.equal(again.scene, 'volume');
+      // The links handed out before the restart still work: the driver's and a viewer's.
+      const d2 = await new Client(wsUrl(s, s.control_token)).open();
+      const v2 = await new Client(wsUrl(s, s.view_token)).open();
+      await d2.until(() => d2.frames.length > 0, 10000, 'a frame after the restart');
+      assert.ok(d2.frames[0].lastSeq >= ackedBefore,
+        `acknowledged seq ${ackedBefore} before the restart, ${d2.frames[0].lastSeq} after`);
+      assert.ok(d2.frames[0].frame >= saved.frame);
+      d2.send({ type: 'move', seq: 40, point: [12, 22, 8], space: 'lattice' }); // the grab held across
+      await d2.until(() => d2.frames.some((f) => f.lastSeq >= 40), 10000, 'a move after the restart');
+      await v2.until(() => v2.frames.length > 0, 10000, 'the viewer\'s frame');
+      // A token it never had is still refused.
+      const stranger = await new Client(wsUrl(s, 'f'.repeat(32))).open();
+      assert.equal(await stranger.closed, 1008);
+      assert.match(stranger.texts.find((t) => t.type === 'error').detail, /token/);
+      await d2.close();
+      await v2.close();
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('SIGKILL: every acknowledged event comes back from the log; a deleted session does not', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    const gone = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    const del = await api(a.base, 'DELETE', `/api/sessions/${gone.id}`, undefined, { authorization: `Bearer ${gone.control_token}` });
+    assert.equal(del.status, 204);
+    const rest = await new Client(wsUrl(s, s.view_token)).open(); // the shape before the drag
+    await rest.until(() => rest.frames.length > 0, 10000, 'first frame');
+    const skin0 = rest.q[0].slice();
+    await rest.close();
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0, 10000, 'first frame');
+    const ackedBefore = await drag(d, 16);
+    a.proc.kill('SIGKILL');
+    await withTimeout(once(a.proc, 'exit'), 10000, 'killed');
+
+    const b = await restart(a, dir);
+    try {
+      const m = b.stderr().match(new RegExp(`session ${s.id} restored: frame \\d+, state hash [0-9a-f]+, (\\d+) events replayed`));
+      assert.ok(m, b.stderr());
+      assert.ok(Number(m[1]) >= 17, `${m[1]} events replayed, 17 were acknowledged`);
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${gone.id}`)).status, 404, 'a deleted session came back');
+      const d2 = await new Client(wsUrl(s, s.control_token)).open();
+      await d2.until(() => d2.frames.length > 0, 10000, 'a frame after the restart');
+      assert.ok(d2.frames[0].lastSeq >= ackedBefore, `acknowledged ${ackedBefore}, back at ${d2.frames[0].lastSeq}`);
+      // The drag is in the shape the client is sent: the skin is not the one at rest.
+      const skin = d2.q[0];
+      assert.equal(skin.length, skin0.length);
+      let moved = 0;
+      for (let i = 0; i < skin.length; i++) moved = Math.max(moved, Math.abs(skin[i] - skin0[i]));
+      assert.ok(moved > 0, 'the skin came back at rest: the drag was lost');
+      await d2.close();
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a damaged snapshot is set aside with the reason; the server and the other sessions start', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const good = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    const bad = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    assert.equal(await a.stop(), 0, a.stderr());
+    const snap = join(dir, 'sessions', bad.id, 'snapshot');
+    const bytes = readFileSync(snap);
+    bytes[bytes.length >> 1] ^= 0xff;
+    writeFileSync(snap, bytes);
+    const b = await restart(a, dir);
+    try {
+      assert.match(b.stderr(), new RegExp(`session ${bad.id} cannot come back: snapshot: damaged`));
+      assert.ok(existsSync(join(dir, 'failed', bad.id, 'snapshot')), 'the damaged session was not kept aside');
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${bad.id}`)).status, 404);
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${good.id}`)).status, 200);
+      assert.deepEqual(readdirSync(join(dir, 'sessions')), [good.id]);
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
