@@ -483,6 +483,124 @@ static void cl_view(void *scene, uint64_t frame, const srv_view_budget *budget, 
     out->n = (uint32_t)c->nchar;
 }
 
+/* ------------------------------------------------------------ durability */
+
+/* The adapter's own part (what changes after create and shapes later views: the hand, the
+ * camera kept across a reset, the budget's spacing, each character's LOD shown, topology
+ * version and box), then the sim's (sim_cloth_scene_save) to the end. The view's arrays
+ * are rebuilt by every view; the triangles only on a LOD change, so restore fills them
+ * for the LOD shown. */
+#define CL_TAG     "CLSV"
+#define CL_VERSION 1u
+
+static void put_i32(sc_blob *b, int v)
+{
+    int32_t x = (int32_t)v;
+    SC_PUT(b, x);
+}
+
+static int cl_save(void *scene, sc_blob *out, char *err, size_t err_sz)
+{
+    cloth_srv *c = scene;
+    sc_blob_tag(out, CL_TAG, CL_VERSION);
+    put_i32(out, c->nchar);
+    put_i32(out, c->grabbed);
+    put_i32(out, c->has_camera);
+    sc_blob_put(out, c->camera, sizeof c->camera);
+    put_i32(out, c->slow);
+    SC_PUT(out, c->slow_at);
+    for (int i = 0; i < c->nchar; i++) {
+        const character_view *v = &c->cv[i];
+        put_i32(out, v->lod);
+        SC_PUT(out, v->topo);
+        put_i32(out, v->wide);
+        sc_blob_put(out, v->box, sizeof v->box);
+    }
+    return sim_cloth_scene_save(c->sim, out, err, err_sz) == SIM_OK ? 0 : -1;
+}
+
+/* What cl_restore reads of one character's view. */
+typedef struct view_state {
+    int lod, wide;
+    uint32_t topo;
+    float box[2][3];
+} view_state;
+
+static int get_in(sc_reader *r, const char *what, int lo, int hi)
+{
+    int32_t x;
+    SC_GET(r, x);
+    if (!r->failed && (x < lo || x > hi)) {
+        snprintf(r->why, sizeof r->why, "%s %d, not in %d to %d", what, (int)x, lo, hi);
+        r->failed = 1;
+    }
+    return r->failed ? lo : (int)x;
+}
+
+static int cl_restore(void *scene, const void *data, size_t n, char *err, size_t err_sz)
+{
+    cloth_srv *c = scene;
+    sc_reader r = sc_reader_of(data, n);
+    sc_reader_tag(&r, CL_TAG, CL_VERSION);
+    int nchar = get_in(&r, "characters", 1, MAX_CHARACTERS);
+    if (!r.failed && nchar != c->nchar) {
+        snprintf(r.why, sizeof r.why, "a snapshot of %d characters, the session has %d", nchar,
+                 c->nchar);
+        r.failed = 1;
+    }
+    int grabbed = get_in(&r, "held character", -1, nchar - 1);
+    int has_camera = get_in(&r, "has_camera", 0, 1);
+    float camera[3];
+    sc_reader_get(&r, camera, sizeof camera);
+    int slow = get_in(&r, "slow", 1, SLOW_MAX);
+    uint64_t slow_at;
+    SC_GET(&r, slow_at);
+    view_state *vs = r.failed ? NULL : calloc((size_t)nchar, sizeof *vs);
+    if (!vs && !r.failed) {
+        snprintf(err, err_sz, "out of memory");
+        return -1;
+    }
+    for (int i = 0; !r.failed && i < nchar; i++) {
+        vs[i].lod = get_in(&r, "LOD shown", -1, SIM_CLOTH_NLOD - 1);
+        SC_GET(&r, vs[i].topo);
+        vs[i].wide = get_in(&r, "wide frames", 0, WIDE_FRAMES);
+        sc_reader_get(&r, vs[i].box, sizeof vs[i].box);
+    }
+    if (r.failed) {
+        snprintf(err, err_sz, "cloth session snapshot: %s", r.why);
+        free(vs);
+        return -1;
+    }
+    if (sim_cloth_scene_restore(c->sim, r.p + r.at, r.n - r.at, err, err_sz) != SIM_OK) {
+        free(vs);
+        return -1;
+    }
+    c->grabbed = grabbed;
+    c->has_camera = has_camera;
+    memcpy(c->camera, camera, sizeof camera);
+    c->slow = slow;
+    c->slow_at = slow_at;
+    for (int i = 0; i < nchar; i++) {
+        character_view *v = &c->cv[i];
+        v->lod = vs[i].lod;
+        v->topo = vs[i].topo;
+        v->wide = vs[i].wide;
+        memcpy(v->box, vs[i].box, sizeof v->box);
+        if (v->lod >= 0 && v->lod == sim_cloth_lod(c->sim, i)) { /* else the next view's */
+            sim_cloth_character_mesh m;
+            sim_cloth_character_mesh_get(c->sim, c->model, i, v->pos, v->tri, &m);
+        }
+    }
+    free(vs);
+    return 0;
+}
+
+static uint64_t cl_hash(void *scene)
+{
+    const cloth_srv *c = scene;
+    return sim_cloth_hash(c->sim);
+}
+
 static void cl_describe(const void *scene, cJSON *j)
 {
     const cloth_srv *c = scene;
@@ -503,4 +621,7 @@ const srv_scene_i srv_scene_cloth = {
     .params_json = cl_params_json,
     .params_table = sim_cloth_params_table,
     .describe = cl_describe,
+    .save = cl_save,
+    .restore = cl_restore,
+    .hash = cl_hash,
 };

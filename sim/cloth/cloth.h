@@ -4,6 +4,7 @@
 #ifndef SIM_CLOTH_CLOTH_H
 #define SIM_CLOTH_CLOTH_H
 
+#include "../core/sc_blob.h"
 #include "../sim.h"
 
 #ifdef __cplusplus
@@ -200,6 +201,20 @@ void sim_cloth_character_mesh_get(const sim_cloth_scene *s, const sim_cloth_mode
                                   float *pos, uint32_t *tri, sim_cloth_character_mesh *out);
 /// Bitwise hash of every garment's positions and velocities.
 uint64_t sim_cloth_hash(const sim_cloth_scene *s);
+
+/* Snapshots (cloth_snapshot.c): the scene's whole changing state as bytes, so that a scene
+ * created again from the same model and character count and restored from them steps on
+ * exactly as this one would have (bitwise: positions, velocities, switches), mid-blend and
+ * with a held vertex included. The model and the backend are not in it. */
+/// Append the state at this frame boundary (queued events included) to out. SIM_ERR_NOMEM
+/// when out ran out of memory.
+sim_status sim_cloth_scene_save(sim_cloth_scene *s, sc_blob *out, char *err, size_t err_sz);
+/// Put back the n bytes save wrote. SIM_ERR_FORMAT, with err saying why, for a snapshot cut
+/// short, with bytes left over, of another scene or layout version, or of another size
+/// (characters, LODs, particles per LOD), or with a value out of range; SIM_ERR_NOMEM. On
+/// any error the scene is as it was.
+sim_status sim_cloth_scene_restore(sim_cloth_scene *s, const void *data, size_t n, char *err,
+                                   size_t err_sz);
 
 #ifdef __cplusplus
 }

@@ -124,6 +124,35 @@ static inline const sim_cloth_backend_i *cloth_backend_for(const sim_backend *b)
     return &cloth_cpu_backend;
 }
 
+/* Scratch for a switch or a blend: sized for the largest LOD. */
+typedef struct map_scratch {
+    float *xm, *vm, *xr, *vr;
+    uint8_t *valid;
+} map_scratch;
+
+/* The scene (cloth_scene.c; saved and restored by cloth_snapshot.c). */
+struct sim_cloth_scene {
+    const sim_cloth_model *m;
+    sim_backend *be;
+    const sim_cloth_backend_i *impl; /* this scene's solver on be */
+    sim_cloth_params prm;
+    int nchar;
+    cloth_character *ch;
+    float camera[3];
+    uint64_t frame;
+    sim_cloth_event *queue; /* (CLOTH_QUEUE_CAP) push_event's, allocated by the first push */
+    int qcount;
+    int threads;          /* 1 to be->threads */
+    map_scratch *scratch; /* (be->threads): one per thread of a step, made with the scene */
+};
+
+/* A garment at a LOD: x, v, xp zero, w the LOD's (0, or -1 out of memory, g then empty). */
+int cloth_garment_alloc(const sim_cloth_model *m, int lod, cloth_garment *g);
+void cloth_garment_free(cloth_garment *g);
+/* The checks every event passes (the scene's size and the model only). */
+sim_status cloth_check_event(const sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                             size_t err_sz);
+
 /* Shared by the backends (cloth_scene.c). */
 void cloth_body_at(const sim_cloth_model *m, const cloth_pose *p0, const cloth_pose *p1, float s,
                    cloth_body *out);

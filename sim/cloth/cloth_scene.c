@@ -82,27 +82,6 @@ sim_status sim_cloth_params_validate(const sim_cloth_params *p, char *err, size_
     return SIM_OK;
 }
 
-/* Scratch for a switch or a blend: sized for the largest LOD. */
-typedef struct map_scratch {
-    float *xm, *vm, *xr, *vr;
-    uint8_t *valid;
-} map_scratch;
-
-struct sim_cloth_scene {
-    const sim_cloth_model *m;
-    sim_backend *be;
-    const sim_cloth_backend_i *impl; /* this scene's solver on be */
-    sim_cloth_params prm;
-    int nchar;
-    cloth_character *ch;
-    float camera[3];
-    uint64_t frame;
-    sim_cloth_event *queue; /* (CLOTH_QUEUE_CAP) push_event's, allocated by the first push */
-    int qcount;
-    int threads;          /* 1 to be->threads */
-    map_scratch *scratch; /* (be->threads): one per thread of a step, made with the scene */
-};
-
 /* ------------------------------------------------------------------ the body */
 
 void cloth_to_world(const cloth_body *b, const float q[3], float out[3])
@@ -202,7 +181,7 @@ static void advance_pose(const cloth_character *c, float dt, float g, cloth_pose
 
 /* ------------------------------------------------------------------ garments */
 
-static void garment_free(cloth_garment *g)
+void cloth_garment_free(cloth_garment *g)
 {
     free(g->x);
     free(g->v);
@@ -212,7 +191,7 @@ static void garment_free(cloth_garment *g)
     memset(g, 0, sizeof *g);
 }
 
-static int garment_alloc(const sim_cloth_model *m, int lod, cloth_garment *g)
+int cloth_garment_alloc(const sim_cloth_model *m, int lod, cloth_garment *g)
 {
     const cloth_lod *l = &m->lod[lod];
     memset(g, 0, sizeof *g);
@@ -224,7 +203,7 @@ static int garment_alloc(const sim_cloth_model *m, int lod, cloth_garment *g)
     g->w = sc_calloc((size_t)l->n, sizeof(float));
     g->lambda = sc_calloc((size_t)l->ncons, sizeof(float));
     if (!g->x || !g->v || !g->xp || !g->w || !g->lambda) {
-        garment_free(g);
+        cloth_garment_free(g);
         return -1;
     }
     memcpy(g->w, l->w, (size_t)l->n * sizeof(float));
@@ -473,16 +452,16 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
     const sim_cloth_params *prm = &sc->prm;
     const cloth_pose *p = &c->pose;
     cloth_garment dst;
-    if (garment_alloc(m, to, &dst) != 0)
+    if (cloth_garment_alloc(m, to, &dst) != 0)
         return -1;
     float *vlast = sc_calloc((size_t)dst.n * 3, sizeof(float));
     if (!vlast) {
-        garment_free(&dst);
+        cloth_garment_free(&dst);
         return -1;
     }
     /* A switch during a blend finishes the blend first: the shown garment is the source. */
     if (c->blend) {
-        garment_free(&c->src);
+        cloth_garment_free(&c->src);
         c->blend = 0;
     }
     int invalid = map_into(m, prm, c, to, ms, &dst);
@@ -532,7 +511,7 @@ static int do_switch(sim_cloth_scene *sc, cloth_character *c, int to, map_scratc
         c->src = c->g;
         c->blend = 1;
     } else {
-        garment_free(&c->g);
+        cloth_garment_free(&c->g);
         c->last.e_pos_next = c->last.e_vel_next = -1.0f;
     }
     c->g = dst;
@@ -579,7 +558,7 @@ sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *
         c->pose.pos[0] = -2.5f * (float)(i / side);
         c->pose.pos[1] = 2.5f * (float)(i % side);
         c->hold = s->prm.lod_hold_frames;
-        if (garment_alloc(m, 0, &c->g) != 0)
+        if (cloth_garment_alloc(m, 0, &c->g) != 0)
             break;
         garment_to_animation(m, &c->g, &c->pose);
         memset(c->g.v, 0, (size_t)c->g.n * 3 * sizeof(float));
@@ -600,8 +579,8 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
     if (!s)
         return;
     for (int i = 0; s->ch && i < s->nchar; i++) {
-        garment_free(&s->ch[i].g);
-        garment_free(&s->ch[i].src);
+        cloth_garment_free(&s->ch[i].g);
+        cloth_garment_free(&s->ch[i].src);
         free(s->ch[i].v_last);
     }
     free(s->ch);
@@ -623,8 +602,8 @@ void sim_cloth_set_threads(sim_cloth_scene *s, int threads)
 }
 
 /* The checks every event passes, queued or applied at once; the scene is not touched. */
-static sim_status check_event(const sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
-                              size_t err_sz)
+sim_status cloth_check_event(const sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
+                             size_t err_sz)
 {
     int nl = s->m->nlod;
     if (ev->type != SIM_CLOTH_EV_CAMERA && ev->type != SIM_CLOTH_EV_WIND &&
@@ -670,7 +649,7 @@ static sim_status check_event(const sim_cloth_scene *s, const sim_cloth_event *e
 sim_status sim_cloth_push_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
                                 size_t err_sz)
 {
-    sim_status st = check_event(s, ev, err, err_sz);
+    sim_status st = cloth_check_event(s, ev, err, err_sz);
     if (st != SIM_OK)
         return st;
     if (s->qcount >= CLOTH_QUEUE_CAP)
@@ -687,7 +666,7 @@ static void apply_event(sim_cloth_scene *s, const sim_cloth_event *ev);
 sim_status sim_cloth_apply_event(sim_cloth_scene *s, const sim_cloth_event *ev, char *err,
                                  size_t err_sz)
 {
-    sim_status st = check_event(s, ev, err, err_sz);
+    sim_status st = cloth_check_event(s, ev, err, err_sz);
     if (st == SIM_OK)
         apply_event(s, ev);
     return st;
@@ -808,7 +787,7 @@ static void blend_step(const sim_cloth_scene *s, cloth_character *c, map_scratch
         r->e_vel_next = sqrtf(dv) > r->e_vel_next ? sqrtf(dv) : r->e_vel_next;
     }
     if (c->blend++ >= prm->blend_vel_frames) {
-        garment_free(&c->src);
+        cloth_garment_free(&c->src);
         c->blend = 0;
     }
 }
@@ -868,7 +847,7 @@ static int character_frame(sim_cloth_scene *s, cloth_character *c, map_scratch *
         (*nonfinite)++;
         garment_to_animation(m, &c->g, &p1);
         if (c->blend) {
-            garment_free(&c->src);
+            cloth_garment_free(&c->src);
             c->blend = 0;
         }
     }

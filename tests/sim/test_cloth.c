@@ -1,6 +1,7 @@
 /* test_cloth.c: the cloth scene. LOD handoff against ground truth (the run that did not
  * switch) and both naive switches, in six scenarios both ways; hysteresis, a long random run,
- * thread-count independence, the invalid mapping path, and bad input. */
+ * thread-count independence, the invalid mapping path, bad input, and snapshots (restored
+ * mid-blend with a vertex held, stepped beside the original; damaged ones refused). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,4 +534,265 @@ TEST(cloth_lod_switch_every_groups_switches)
     }
     CHECK(switched > 5);
     fixture_close(&fx);
+}
+
+/* ------------------------------------------------------------------ snapshots */
+
+/* The same frame's events for the original and the restored scene: character 1 held and
+ * dragged in a circle behind its hem on odd frames (the hand stays put on the others), the
+ * camera creeping, character 0 back to automatic at 50 (it waits out its hold to switch),
+ * character 2 back to automatic at 80, a gust, character 1 let go at 90. */
+static void snapshot_events(sim_cloth_scene *s, int f)
+{
+    sim_cloth_event ev;
+    if (f % 3 == 0) {
+        ev = event(SIM_CLOTH_EV_CAMERA);
+        ev.point[0] = 3.0f + 0.02f * (float)f, ev.point[1] = 1.0f, ev.point[2] = 1.5f;
+        push(s, ev);
+    }
+    if (f % 2 == 1 && f < 90) {
+        ev = event(SIM_CLOTH_EV_MOVE);
+        ev.character = 1;
+        float a = 0.2f * (float)f, root[3];
+        sim_cloth_root(s, 1, root, NULL);
+        ev.point[0] = root[0] - 0.4f + 0.08f * cosf(a);
+        ev.point[1] = root[1] + 0.3f + 0.08f * sinf(a);
+        ev.point[2] = root[2] + 0.55f;
+        push(s, ev);
+    }
+    if (f == 50 || f == 80) {
+        ev = event(SIM_CLOTH_EV_FORCE_LOD);
+        ev.character = f == 50 ? 0 : 2, ev.lod = -1;
+        push(s, ev);
+    }
+    if (f == 62) {
+        ev = event(SIM_CLOTH_EV_WIND);
+        ev.point[0] = 1.5f, ev.point[2] = 0.5f;
+        push(s, ev);
+    }
+    if (f == 90) {
+        ev = event(SIM_CLOTH_EV_RELEASE);
+        ev.character = 1;
+        push(s, ev);
+    }
+}
+
+/* Scene A's first 40 frames: walking and turning, parameters changed (a longer blend),
+ * character 2 forced to LOD 2 at frame 20, character 1 grabbed at frame 5 and dragged,
+ * character 0 forced to LOD 1 at frame 38 in a gust, so that frame 40 is mid-blend, its
+ * switch still watched as it settles, with a vertex held; and a gust queued, not yet
+ * stepped. */
+static int snapshot_prefix(sim_cloth_scene *s)
+{
+    char err[256];
+    sim_cloth_event ev = event(SIM_CLOTH_EV_MOTION);
+    ev.character = -1, ev.motion = SIM_MOTION_WALK;
+    push(s, ev);
+    ev.character = 2, ev.motion = SIM_MOTION_TURN;
+    push(s, ev);
+    for (int f = 0; f < 40; f++) {
+        if (f == 2) {
+            ev = event(SIM_CLOTH_EV_SET_PARAMS);
+            ev.params = sim_cloth_get_params(s);
+            ev.params.blend_pos_frames = 3, ev.params.blend_vel_frames = 8;
+            ev.params.damping *= 1.5f;
+            push(s, ev);
+        }
+        if (f == 5) {
+            int n;
+            float root[3];
+            sim_cloth_positions(s, 1, &n);
+            sim_cloth_root(s, 1, root, NULL);
+            ev = event(SIM_CLOTH_EV_GRAB); /* a bottom corner, taken back and up */
+            ev.character = 1, ev.vertex = n - 1;
+            ev.point[0] = root[0] - 0.4f, ev.point[1] = root[1] + 0.3f;
+            ev.point[2] = root[2] + 0.55f;
+            push(s, ev);
+        }
+        if (f >= 6)
+            snapshot_events(s, f);
+        if (f == 20 || f == 38) {
+            ev = event(SIM_CLOTH_EV_FORCE_LOD);
+            ev.character = f == 20 ? 2 : 0, ev.lod = f == 20 ? 2 : 1;
+            push(s, ev);
+        }
+        if (f == 38) { /* a gust with the switch: it is still settling at the snapshot */
+            ev = event(SIM_CLOTH_EV_WIND);
+            ev.point[0] = -3.0f;
+            push(s, ev);
+        }
+        if (sim_cloth_step(s, NULL, err, sizeof err) != SIM_OK)
+            return -1;
+    }
+    ev = event(SIM_CLOTH_EV_WIND);
+    ev.point[1] = -0.7f;
+    return push(s, ev) == SIM_OK ? 0 : -1;
+}
+
+static int same_switch(const sim_cloth_switch *a, const sim_cloth_switch *b)
+{
+    return a->frame == b->frame && a->character == b->character && a->from == b->from &&
+           a->to == b->to && a->strategy == b->strategy && a->e_pos == b->e_pos &&
+           a->e_vel == b->e_vel && a->e_pos_next == b->e_pos_next &&
+           a->e_vel_next == b->e_vel_next && a->settle_frames == b->settle_frames &&
+           a->max_penetration == b->max_penetration && a->invalid_mappings == b->invalid_mappings;
+}
+
+static int same_floats(const float *a, const float *b, int n)
+{
+    return n == 0 || !memcmp(a, b, (size_t)n * sizeof(float));
+}
+
+static int same_garment(const cloth_garment *a, const cloth_garment *b)
+{
+    return a->lod == b->lod && a->n == b->n && same_floats(a->x, b->x, a->n * 3) &&
+           same_floats(a->v, b->v, a->n * 3) && same_floats(a->w, b->w, a->n);
+}
+
+/* Every field a later frame reads, bitwise, the restored scene against the original: what
+ * a frame's hash and switches would show only much later (the hold, the acceleration
+ * history, the settle watch) shows here at once. Returns what differs first, or NULL. */
+static const char *state_differs(const sim_cloth_scene *a, const sim_cloth_scene *b)
+{
+    if (a->frame != b->frame || !same_floats(a->camera, b->camera, 3))
+        return "frame or camera";
+    if (memcmp(&a->prm, &b->prm, sizeof a->prm) || a->qcount != b->qcount)
+        return "parameters or queue";
+    for (int i = 0; i < a->qcount; i++)
+        if (a->queue[i].type != b->queue[i].type ||
+            !same_floats(a->queue[i].point, b->queue[i].point, 3))
+            return "a queued event";
+    for (int i = 0; i < a->nchar; i++) {
+        const cloth_character *p = &a->ch[i], *q = &b->ch[i];
+        if (p->motion != q->motion || p->t != q->t || memcmp(&p->pose, &q->pose, sizeof p->pose))
+            return "motion, time or pose";
+        if (p->forced_lod != q->forced_lod || p->hold != q->hold)
+            return "forced LOD or hold";
+        if (!same_garment(&p->g, &q->g) || p->blend != q->blend ||
+            (p->blend && !same_garment(&p->src, &q->src)))
+            return "garment or blend";
+        if (p->grab_vertex != q->grab_vertex || !same_floats(p->grab_point, q->grab_point, 3))
+            return "hand";
+        if (!same_floats(p->accel, q->accel, CLOTH_ACCEL_HIST) ||
+            !same_floats(p->v_last, q->v_last, p->g.n * 3))
+            return "acceleration history or last velocities";
+        if (p->has_switch != q->has_switch || !same_switch(&p->last, &q->last) ||
+            p->accel_base != q->accel_base || p->watching != q->watching)
+            return "switch record or its watch";
+    }
+    return NULL;
+}
+
+/* A snapshot taken mid-blend with a vertex held, restored into a scene built again, steps
+ * on bitwise as the original does: the same hash, LODs, switches and metrics (and state)
+ * on each of 60 frames of the same events, judged against the original run going on. */
+TEST(cloth_snapshot_restores_mid_blend_and_held_bitwise)
+{
+    fixture fa, fb;
+    REQUIRE(fixture_open(&fa, 1, 3));
+    sim_cloth_scene *a = fa.s, *b = NULL;
+    char err[256];
+    REQUIRE(snapshot_prefix(a) == 0);
+    /* The state the test is about, or it proves less than it says. */
+    REQUIRE(a->ch[0].blend > 1 && a->ch[0].src.n > 0 && a->ch[0].g.lod == 1);
+    REQUIRE(a->ch[0].watching > 0 && a->ch[1].grab_vertex >= 0 && a->ch[2].forced_lod == 2);
+    REQUIRE(a->qcount == 1);
+    sc_blob blob = {0};
+    REQUIRE(sim_cloth_scene_save(a, &blob, err, sizeof err) == SIM_OK);
+    th_note("cloth snapshot of 3 characters: %zu bytes", blob.n);
+    REQUIRE(fixture_open(&fb, 2, 3)); /* a thread count of its own: results do not depend on it */
+    b = fb.s;
+    CHECK(sim_cloth_hash(b) != sim_cloth_hash(a));
+    CHECKF(sim_cloth_scene_restore(b, blob.p, blob.n, err, sizeof err) == SIM_OK, "%s", err);
+    const char *what = state_differs(a, b);
+    CHECKF(!what, "restored: %s differs", what);
+    uint64_t prev = sim_cloth_hash(a);
+    int changed = 0, differ = 0, switches = 0;
+    for (int f = 40; f < 100; f++) {
+        snapshot_events(a, f);
+        snapshot_events(b, f);
+        sim_cloth_metrics ma, mb;
+        REQUIRE(sim_cloth_step(a, &ma, err, sizeof err) == SIM_OK);
+        REQUIRE(sim_cloth_step(b, &mb, err, sizeof err) == SIM_OK);
+        uint64_t ha = sim_cloth_hash(a), hb = sim_cloth_hash(b);
+        int same = ha == hb && ma.switches == mb.switches && ma.particles == mb.particles &&
+                   !memcmp(ma.lod_count, mb.lod_count, sizeof ma.lod_count);
+        for (int c = 0; c < 3; c++) {
+            sim_cloth_switch sa, sb;
+            int ka = sim_cloth_last_switch(a, c, &sa), kb = sim_cloth_last_switch(b, c, &sb);
+            same = same && ka == kb && (!ka || same_switch(&sa, &sb)) &&
+                   sim_cloth_lod(a, c) == sim_cloth_lod(b, c);
+        }
+        what = state_differs(a, b);
+        if ((!same || what) && differ++ == 0)
+            CHECKF(0, "frame %d: the restored scene left the original (hash %016llx, %016llx; %s)",
+                   f, (unsigned long long)ha, (unsigned long long)hb, what ? what : "state same");
+        changed += ha != prev;
+        switches += ma.switches;
+        prev = ha;
+    }
+    CHECKF(changed == 60, "the hash changed on %d of 60 frames", changed);
+    CHECKF(switches >= 2, "%d switches after the restore", switches);
+    sc_blob_free(&blob);
+    fixture_close(&fa);
+    fixture_close(&fb);
+}
+
+/* Restore one damaged snapshot: SIM_ERR_FORMAT with err naming want, the scene unchanged. */
+static void refused(sim_cloth_scene *s, const void *p, size_t n, const char *what, const char *want)
+{
+    char err[256] = "";
+    uint64_t h = sim_cloth_hash(s);
+    sim_status st = sim_cloth_scene_restore(s, p, n, err, sizeof err);
+    CHECKF(st == SIM_ERR_FORMAT && strstr(err, want), "%s: status %d, \"%s\" (wanted \"%s\")", what,
+           (int)st, err, want);
+    CHECKF(sim_cloth_hash(s) == h, "%s: the refused restore changed the scene", what);
+}
+
+/* Snapshots cut short anywhere, of another scene or layout version, with bytes left over,
+ * or of another crowd or model are refused by name; the scene is left as it was, and the
+ * whole snapshot still restores it after. */
+TEST(cloth_snapshot_refuses_damaged_foreign_and_other_sizes)
+{
+    fixture fa, fb;
+    REQUIRE(fixture_open(&fa, 1, 3) && fixture_open(&fb, 1, 3));
+    char err[256];
+    REQUIRE(snapshot_prefix(fa.s) == 0); /* mid-blend: the source garment is in it too */
+    sc_blob blob = {0};
+    REQUIRE(sim_cloth_scene_save(fa.s, &blob, err, sizeof err) == SIM_OK);
+    for (size_t cut = 0; cut < blob.n; cut += cut < 64 ? 1 : 997)
+        refused(fb.s, blob.p, cut, "cut short", "cut short");
+    refused(fb.s, blob.p, blob.n - 1, "one byte short", "cut short");
+    refused(fb.s, NULL, 0, "no bytes", "cut short");
+    uint8_t *copy = malloc(blob.n + 1);
+    REQUIRE(copy);
+    memcpy(copy, blob.p, blob.n);
+    copy[blob.n] = 0;
+    refused(fb.s, copy, blob.n + 1, "a byte over", "left after");
+    memcpy(copy, "VOLM", 4);
+    refused(fb.s, copy, blob.n, "another scene's tag", "expected part CLTH");
+    memcpy(copy, blob.p, blob.n);
+    copy[4] ^= 2; /* the version */
+    refused(fb.s, copy, blob.n, "another version", "version");
+    free(copy);
+    /* Other sizes: a crowd of 2, and a model whose LOD 1 is 12 x 17. */
+    sim_cloth_scene *two;
+    REQUIRE(sim_cloth_scene_create(&two, fa.m, fa.b, 2, err, sizeof err) == SIM_OK);
+    refused(two, blob.p, blob.n, "2 characters", "characters");
+    sim_cloth_scene_destroy(two);
+    sim_cloth_model_options mo = sim_cloth_default_model_options();
+    mo.rows[1] = 17;
+    sim_cloth_model *m17;
+    sim_cloth_scene *s17;
+    REQUIRE(sim_cloth_model_create(&m17, &mo, err, sizeof err) == SIM_OK);
+    REQUIRE(sim_cloth_scene_create(&s17, m17, fa.b, 3, err, sizeof err) == SIM_OK);
+    refused(s17, blob.p, blob.n, "LOD 1 of 12 x 17", "LOD 1");
+    sim_cloth_scene_destroy(s17);
+    sim_cloth_model_destroy(m17);
+    /* After all that, the whole snapshot restores. */
+    CHECKF(sim_cloth_scene_restore(fb.s, blob.p, blob.n, err, sizeof err) == SIM_OK, "%s", err);
+    CHECK(sim_cloth_hash(fb.s) == sim_cloth_hash(fa.s));
+    sc_blob_free(&blob);
+    fixture_close(&fa);
+    fixture_close(&fb);
 }
