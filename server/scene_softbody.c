@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "scene.h"
+#include "sim/core/sc_base.h"
 #include "sim/softbody/softbody.h"
 
 #define MAX_PARTICLES  20000 /* a surface session's "particles": 8 ms a frame on one core */
@@ -862,6 +863,92 @@ static void sb_describe(const void *scene, cJSON *j)
     cJSON_AddStringToObject(j, "units", "m");
 }
 
+/* ------------------------------------------------------------- durability */
+
+/* Part "SBSC": what the session changes besides its state (the tray's pose, the frames it
+ * has been still: a sleeping organ must sleep on), the tray's plane ids (fixed at create: a
+ * check), then the state's own part (sim_softbody_save) with its length. The body, the
+ * view's arrays and the tray's corners come from the options and are built again. */
+#define SB_SCENE_VERSION 1u
+static const char k_scene_tag[4] = {'S', 'B', 'S', 'C'};
+
+static int sb_save(void *scene, sc_blob *out, char *err, size_t err_sz)
+{
+    sb_scene *v = scene;
+    int32_t still = v->still, planes[NTRAY_PLANES];
+    for (int k = 0; k < NTRAY_PLANES; k++)
+        planes[k] = v->tray_plane[k];
+    sc_blob_tag(out, k_scene_tag, SB_SCENE_VERSION);
+    SC_PUT(out, v->tray_pos);
+    SC_PUT(out, v->tray_quat);
+    SC_PUT(out, planes);
+    SC_PUT(out, still);
+    size_t at = out->n;
+    uint64_t len = 0;
+    SC_PUT(out, len); /* filled in below */
+    if (sim_softbody_save(v->state, out, err, err_sz) != SIM_OK)
+        return -1;
+    if (out->failed) {
+        snprintf(err, err_sz, "softbody: out of memory");
+        return -1;
+    }
+    len = (uint64_t)(out->n - at - sizeof len);
+    memcpy(out->p + at, &len, sizeof len);
+    return 0;
+}
+
+/* Nothing changes until the state's part is restored: a refused snapshot leaves the scene
+ * as it was built. */
+static int sb_restore(void *scene, const void *data, size_t n, char *err, size_t err_sz)
+{
+    sb_scene *v = scene;
+    sc_reader r = sc_reader_of(data, n);
+    float pos[3], quat[4];
+    int32_t still, planes[NTRAY_PLANES];
+    uint64_t len;
+    sc_reader_tag(&r, k_scene_tag, SB_SCENE_VERSION);
+    SC_GET(&r, pos);
+    SC_GET(&r, quat);
+    SC_GET(&r, planes);
+    SC_GET(&r, still);
+    SC_GET(&r, len);
+    if (r.failed) {
+        snprintf(err, err_sz, "softbody snapshot: %s", r.why);
+        return -1;
+    }
+    if (len != r.n - r.at) {
+        snprintf(err, err_sz, "softbody snapshot: the state's part is %llu bytes, %zu left",
+                 (unsigned long long)len, r.n - r.at);
+        return -1;
+    }
+    float q2 = quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3];
+    int ok =
+        still >= 0 && isfinite(q2) && fabsf(sqrtf(q2) - 1.0f) < 2e-3f; /* as on_tray takes it */
+    for (int k = 0; k < 3; k++)
+        ok = ok && fabsf(pos[k]) <= TRAY_REACH_M;
+    for (int k = 0; k < NTRAY_PLANES; k++)
+        ok = ok && planes[k] == v->tray_plane[k];
+    if (!ok) {
+        snprintf(err, err_sz, "softbody snapshot: the tray's pose or planes are damaged");
+        return -1;
+    }
+    if (sim_softbody_restore(v->state, r.p + r.at, (size_t)len, err, err_sz) != SIM_OK)
+        return -1;
+    memcpy(v->tray_pos, pos, sizeof v->tray_pos);
+    memcpy(v->tray_quat, quat, sizeof v->tray_quat);
+    v->still = still;
+    return 0;
+}
+
+/* The state's positions and velocities, and the tray's pose the view carries. */
+static uint64_t sb_hash(void *scene)
+{
+    const sb_scene *v = scene;
+    uint64_t h = sim_softbody_hash(v->state);
+    h = sc_hash_bytes(h, v->tray_pos, sizeof v->tray_pos);
+    return sc_hash_bytes(h, v->tray_quat, sizeof v->tray_quat);
+}
+
 const srv_scene_i srv_scene_softbody = {
     .name = "softbody",
     .usage =
@@ -885,4 +972,7 @@ const srv_scene_i srv_scene_softbody = {
     .params_json = sb_params_json,
     .params_table = sim_softbody_params_table,
     .describe = sb_describe,
+    .save = sb_save,
+    .restore = sb_restore,
+    .hash = sb_hash,
 };

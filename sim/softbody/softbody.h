@@ -12,6 +12,7 @@
 #ifndef SIM_SOFTBODY_SOFTBODY_H
 #define SIM_SOFTBODY_SOFTBODY_H
 
+#include "../core/sc_blob.h"
 #include "../sim.h"
 
 #ifdef __cplusplus
@@ -281,6 +282,19 @@ const float *sim_softbody_surface(const sim_softbody_state *s, int *n);
 int sim_softbody_guard_resets(const sim_softbody_state *s);
 /// Bitwise hash of positions and velocities.
 uint64_t sim_softbody_hash(const sim_softbody_state *s);
+
+/* Snapshots (sb_snapshot.c): a state as bytes, so that a state made again from the same
+ * model and restored from them steps on bitwise as the original would have. */
+/// Append s's changing state to out (part "SBST"): positions, velocities, parameters, the
+/// parent's pose and its pending carry, planes, the grab (particles, offsets, hand), pins,
+/// shape matching's warm start, the guard's count. SIM_ERR_NOMEM when out failed.
+sim_status sim_softbody_save(const sim_softbody_state *s, sc_blob *out, char *err, size_t err_sz);
+/// Put back what sim_softbody_save wrote (exactly n bytes) into a state of the same model.
+/// Refuses (SIM_ERR_ARG, err saying why), leaving s unchanged: bytes cut short or left over,
+/// another part or version, a state of another model kind, size or rest shape, values out of
+/// range. The thread count is the caller's and is kept.
+sim_status sim_softbody_restore(sim_softbody_state *s, const void *data, size_t n, char *err,
+                                size_t err_sz);
 
 #ifdef __cplusplus
 }
