@@ -246,8 +246,14 @@ int srv_durable_begin(srv *s, srv_session *ss)
     cJSON_AddStringToObject(m, "view_token", ss->view_token);
     cJSON_AddStringToObject(m, "owner", ss->owner);
     cJSON_AddBoolToObject(m, "keep", ss->keep);
-    cJSON *opts = cJSON_Parse(ss->origin);
-    cJSON_AddItemToObject(m, "options", opts ? opts : cJSON_CreateNull());
+    cJSON *origin = cJSON_Parse(ss->origin), *item;
+    if (!origin) {
+        cJSON_Delete(m);
+        return -1;
+    }
+    while ((item = origin->child) != NULL) /* options, or the file */
+        cJSON_AddItemToObject(m, item->string, cJSON_DetachItemViaPointer(origin, item));
+    cJSON_Delete(origin);
     char *text = cJSON_PrintUnformatted(m);
     cJSON_Delete(m);
     int rc = -1;
@@ -268,6 +274,73 @@ int srv_durable_begin(srv *s, srv_session *ss)
     sync_dir(sessions);
     ss->durable = d;
     return 0;
+}
+
+char *srv_origin_options(const cJSON *opts)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "options", opts ? cJSON_Duplicate(opts, 1) : cJSON_CreateNull());
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+/* Copy from into a new file to (0600): 0, or -1 (nothing left behind). */
+static int copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC), rc = -1;
+    int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    char buf[1 << 16];
+    ssize_t r = 0;
+    while (out >= 0 && (r = read(in, buf, sizeof buf)) > 0 && write_all(out, buf, (size_t)r) == 0)
+        ;
+    if (out >= 0 && r == 0 && fdatasync(out) == 0)
+        rc = 0;
+    if (in >= 0)
+        close(in);
+    if (out >= 0) {
+        close(out);
+        if (rc)
+            unlink(to);
+    }
+    return rc;
+}
+
+char *srv_origin_file(srv *s, const char *id, const char *path, const char *name, int temp)
+{
+    char kept[900] = "", files[700];
+    if (enabled(s) && temp) {
+        (void)path_join(files, sizeof files, s->cfg.state_dir, "files");
+        (void)mkdir(files, 0700);
+        const char *dot = strrchr(path, '/');
+        char base[128];
+        snprintf(base, sizeof base, "%s-%s", id, dot ? dot + 1 : path);
+        if (path_join(kept, sizeof kept, files, base) != 0 ||
+            (link(path, kept) != 0 && copy_file(path, kept) != 0)) {
+            fprintf(stderr, "softcast-server: session %s: its file cannot be kept in %s: %s\n", id,
+                    files, strerror(errno));
+            return NULL;
+        }
+        sync_dir(files);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", kept[0] ? kept : path);
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddBoolToObject(o, "kept", kept[0] != 0);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+void srv_origin_forget(srv_session *ss)
+{
+    cJSON *o = ss->origin ? cJSON_Parse(ss->origin) : NULL;
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "kept")) && cJSON_IsString(file))
+        unlink(file->valuestring); /* the upload kept for it (DIR/files) */
+    cJSON_Delete(o);
+    free(ss->origin);
+    ss->origin = NULL;
 }
 
 /* ------------------------------------------------------------ the worker */
@@ -429,6 +502,7 @@ void srv_durable_remove(srv_session *ss)
     snprintf(dir, sizeof dir, "%s", d->dir);
     srv_durable_close(ss);
     rmdir(dir);
+    srv_origin_forget(ss);
 }
 
 /* --------------------------------------------------------------- shutdown */
@@ -624,6 +698,43 @@ static const char *meta_str(const cJSON *m, const char *name)
     return cJSON_IsString(j) ? j->valuestring : "";
 }
 
+static void no_stage(void *ctx, const char *stage)
+{
+    (void)ctx, (void)stage;
+}
+
+/* The scene built again as its maker built it: from its options, or from its file. */
+static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **data, char *err,
+                 size_t err_sz)
+{
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(meta, "file");
+    if (!file) {
+        const cJSON *opts = cJSON_GetObjectItemCaseSensitive(meta, "options");
+        return scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
+    }
+    if (!cJSON_IsString(file) || !scene->create_file)
+        return snprintf(err, err_sz, "meta.json: a file this scene cannot read"), 400;
+    if (access(file->valuestring, R_OK) != 0)
+        return snprintf(err, err_sz, "its file %s: %s", file->valuestring, strerror(errno)), 404;
+    return scene->create_file(s->backend, file->valuestring, meta_str(meta, "name"), no_stage, NULL,
+                              data, err, err_sz);
+}
+
+/* meta.json's origin again (what srv_origin_options or srv_origin_file made). */
+static char *origin_of(const cJSON *meta)
+{
+    cJSON *o = cJSON_CreateObject();
+    static const char *const keys[] = {"options", "file", "name", "kept"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(meta, keys[k]);
+        if (j)
+            cJSON_AddItemToObject(o, keys[k], cJSON_Duplicate(j, 1));
+    }
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
 /* Build, restore and replay one kept session, then put it in its slot. 0, or -1 with err. */
 static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, size_t err_sz)
 {
@@ -633,12 +744,11 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
         return snprintf(err, err_sz, "meta.json: not format %d", META_FORMAT), -1;
     if (!scene || !scene->restore)
         return snprintf(err, err_sz, "scene \"%s\" is not kept", meta_str(meta, "scene")), -1;
-    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(meta, "options");
     replay r;
     memset(&r, 0, sizeof r);
     r.s = s;
     r.scene = scene;
-    int status = scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, &r.data, err, err_sz);
+    int status = build(s, scene, meta, &r.data, err, err_sz);
     int rc = status == 201 ? restore_snapshot(&r, dir, err, err_sz) : -1;
     char path[900];
     (void)path_join(path, sizeof path, dir, "log");
@@ -672,7 +782,7 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
     d->next_lsn = r.next_lsn;
     d->snapshot_frame = d->ticked_frame = r.frame;
     ss->durable = d;
-    ss->origin = opts && !cJSON_IsNull(opts) ? cJSON_PrintUnformatted(opts) : strdup("null");
+    ss->origin = origin_of(meta);
     fprintf(stderr,
             "softcast-server: session %s restored: frame %llu, state hash %016llx, %d events "
             "replayed%s\n",

@@ -269,7 +269,7 @@ static void build_job(void *arg)
     void *data = NULL;
     j->status = j->kind->create(s->backend, j->opts, &data, j->err, sizeof j->err);
     /* How to build it again after a restart (durable.c): the options it was made with. */
-    j->ss->origin = j->opts ? cJSON_PrintUnformatted(j->opts) : strdup("null");
+    j->ss->origin = srv_origin_options(j->opts);
     cJSON_Delete(j->opts);
     j->opts = NULL;
     if (j->status != 201 && data) {

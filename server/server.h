@@ -235,9 +235,9 @@ typedef struct srv_session {
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
     int stepping;              /* a worker steps it now (sched.c's lock guards it) */
 
-    /* Durability (durable.c): how to build it again (its options as JSON, set by its maker
-     * before it is ready; NULL: made from a file, not kept), and its log and snapshots
-     * (NULL: not kept). The worker's, once ready. */
+    /* Durability (durable.c): how to build it again (srv_origin_options or srv_origin_file,
+     * set by its maker before it is ready; NULL: not kept), and its log and snapshots (NULL:
+     * not kept). The worker's, once ready. */
     char *origin;
     struct srv_durable *durable;
 } srv_session;
@@ -423,6 +423,15 @@ int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash);
 uint64_t srv_durable_hash(srv_session *ss);
 /// At shutdown, the workers stopped: snapshot every ready kept session, forget the closing.
 void srv_durable_save_all(srv *s);
+/// A session's origin made with these options (NULL: none), malloc'd: {"options": ...}.
+char *srv_origin_options(const struct cJSON *opts);
+/// A session's origin read from a file (loader thread, before it is ready), malloc'd:
+/// {"file", "name", "kept"}. With --state-dir, an upload (temp: removed once read) is kept
+/// in DIR/files first, so that a restart reads it again; a --volume-dir file is the
+/// operator's and stays where it is. NULL when it cannot be kept (said on stderr).
+char *srv_origin_file(srv *s, const char *id, const char *path, const char *name, int temp);
+/// The session does not come back (deleted, expired, or never ready): its kept upload goes.
+void srv_origin_forget(srv_session *ss);
 /// Deleted or expired: its directory goes (the reaper), then srv_durable_close.
 void srv_durable_remove(srv_session *ss);
 void srv_durable_close(srv_session *ss);

@@ -312,7 +312,7 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
         snprintf(err, err_sz, "out of memory");
         goto fail;
     }
-    ss->origin = opts ? cJSON_PrintUnformatted(opts) : strdup("null");
+    ss->origin = srv_origin_options(opts);
     *http_status = session_insert(s, ss, 0, err, err_sz);
     if (*http_status == 201) {
         (void)srv_durable_begin(s, ss); /* before any worker sees it */
@@ -433,6 +433,8 @@ int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *er
         ss->scene->destroy(scene_data);
         scene_data = NULL;
     }
+    if (!pj) /* never ready: nothing of it is kept */
+        srv_origin_forget(ss);
     if (pj) /* kept across restarts from now on: before a worker may step it */
         (void)srv_durable_begin(s, ss);
     pthread_mutex_lock(&ss->lock);

@@ -140,6 +140,8 @@ static void *loader_main(void *arg)
     char path[1024];
     snprintf(path, sizeof path, "%s", l->path);
     srv_session_stage(l->ss, "reading");
+    /* Before the upload goes: how to read it again after a restart (durable.c). */
+    l->ss->origin = srv_origin_file(l->s, l->ss->id, path, l->name, l->temp);
     int status = l->scene->create_file(l->s->backend, path, l->name, loader_stage, l, &scene, err,
                                        sizeof err);
     if (l->temp && l->path[0])

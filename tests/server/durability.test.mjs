@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync, readdirSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, api, Client, wsUrl, tick, withTimeout } from './harness.mjs';
+import { startServer, api, Client, wsUrl, tick, withTimeout, writeNifti1 } from './harness.mjs';
 
 const DIMS = ['--dims', '24x24x16'];
 
@@ -148,6 +148,56 @@ test('a damaged snapshot is set aside with the reason; the server and the other 
     } finally {
       assert.equal(await b.stop(), 0, b.stderr());
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('an uploaded CT comes back after a restart, read again from the copy kept for it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const file = join(dir, 'phantom.nii');
+    writeNifti1(file, {
+      dims: [20, 20, 12], spacing: [2, 2, 3], type: 'int16', sform: true,
+      voxel: (x, y) => (Math.hypot(x - 10, y - 10) < 7 ? 40 : -1000), // a soft cylinder in air
+    });
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const up = await fetch(`${a.base}/api/volumes?name=cylinder.nii`, {
+      method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: readFileSync(file),
+    });
+    const text = await up.text();
+    assert.equal(up.status, 202, text);
+    const s = JSON.parse(text);
+    for (const deadline = Date.now() + 30000; ;) { // a session takes clients once it is ready
+      const st = (await api(a.base, 'GET', `/api/sessions/${s.id}`)).json;
+      if (st.state === 'ready') { s.dims = st.dims; break; }
+      assert.equal(st.state, 'loading', JSON.stringify(st));
+      assert.ok(Date.now() < deadline, 'the upload is still loading after 30 s');
+      await tick(20);
+    }
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0, 30000, 'the upload loaded and framed').catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(d.texts)}`); });
+    d.send({ type: 'grab', seq: 1, point: [10, 16, 6], radius: 2, space: 'lattice' });
+    d.send({ type: 'move', seq: 2, point: [10, 18, 6], space: 'lattice' });
+    await d.until(() => d.frames.some((f) => f.lastSeq >= 2), 10000, 'the pull framed');
+    assert.equal(await a.stop(), 0, a.stderr());
+    const saved = logged(a, s.id, 'saved');
+    assert.equal(readdirSync(join(dir, 'files')).length, 1, 'the upload was not kept');
+
+    const b = await restart(a, dir);
+    try {
+      assert.equal(logged(b, s.id, 'restored').hash, saved.hash);
+      const again = (await api(b.base, 'GET', `/api/sessions/${s.id}`)).json;
+      assert.equal(again.state, 'ready');
+      assert.equal(again.dataset.name, 'cylinder.nii');
+      assert.deepEqual(again.dims, s.dims);
+      const del = await api(b.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+      assert.equal(del.status, 204);
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+    assert.deepEqual(readdirSync(join(dir, 'files')), [], 'the deleted session\'s upload stayed');
+    assert.deepEqual(readdirSync(join(dir, 'sessions')), []);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
