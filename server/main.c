@@ -282,8 +282,7 @@ static void shutdown_all(srv *s, int nstarted)
     srv_http_stop(s);
     srv_uploads_fini(s); /* the loaders finish what they read */
     srv_worker_stop(s);
-    srv_durable_save_all(
-        s); /* SIGTERM loses nothing: every kept session saved, no worker running */
+    srv_durable_save_all(s); /* SIGTERM loses nothing: saved with no worker running */
     srv_ws_stop(s);
     srv_worker_free(s);
     srv_sessions_fini(s);

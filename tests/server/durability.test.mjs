@@ -202,3 +202,35 @@ test('an uploaded CT comes back after a restart, read again from the copy kept f
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('every scene comes back: the cloth and the soft body too, moving, at the state they stopped in', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const made = [];
+    for (const body of [{ scene: 'cloth' }, { scene: 'softbody' }]) {
+      const r = await api(a.base, 'POST', '/api/sessions', body);
+      assert.equal(r.status, 201, r.text);
+      const c = await new Client(wsUrl(r.json, r.json.view_token)).open(); // watched: it steps
+      await c.until(() => c.frames.length >= 5, 20000, `${body.scene} frames`);
+      made.push({ s: r.json, c });
+    }
+    assert.equal(await a.stop(), 0, a.stderr());
+    const b = await restart(a, dir);
+    try {
+      for (const { s } of made) {
+        const saved = logged(a, s.id, 'saved'), back = logged(b, s.id, 'restored');
+        assert.equal(back.hash, saved.hash, `${s.scene}: the state after the restart differs`);
+        assert.ok(saved.frame >= 5);
+        const c = await new Client(wsUrl(s, s.view_token)).open();
+        await c.until(() => c.frames.length > 0, 20000, `${s.scene} frames after the restart`);
+        assert.ok(c.frames[0].frame >= saved.frame);
+        await c.close();
+      }
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
