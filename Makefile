@@ -278,7 +278,7 @@ format:
 # Serve the default volume scene on http://127.0.0.1:8080 (WebSocket on 8081) with one
 # session ready; its links are printed. Ctrl-C stops it cleanly.
 run: all
-	$(BUILD)/softcast-server --http-port 8080 --ws-port 8081 --default-session
+	$(BUILD)/softcast-server --http-port 8080 --ws-port 8081 --default-session --state-dir $(BUILD)/state
 
 # Pull at the reference size with 2 and 1 threads; softcast-load's drag loop at 64^3 (the
 # slowest steps set a server's input-to-frame latency); the same small pull on a homogeneous

@@ -91,8 +91,16 @@ static void session_dir(const srv *s, const char *id, char *out, size_t n)
 /* a/b into out: 0, or -1 when it does not fit (never a cut path). */
 static int path_join(char *out, size_t n, const char *a, const char *b)
 {
-    int len = snprintf(out, n, "%s/%s", a, b);
-    return len >= 0 && (size_t)len < n ? 0 : -1;
+    size_t la = strlen(a), lb = strlen(b);
+    if (la + 1 + lb >= n) {
+        if (n)
+            out[0] = 0;
+        return -1;
+    }
+    memcpy(out, a, la);
+    out[la] = '/';
+    memcpy(out + la + 1, b, lb + 1);
+    return 0;
 }
 
 /* Flush a directory, so that a rename or a new file in it survives the machine. */
