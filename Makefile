@@ -184,7 +184,8 @@ FUZZ_TARGETS = frame event delta ws
 FUZZ_SRC_frame = $(PROTO_C)
 FUZZ_SRC_delta = $(PROTO_C)
 FUZZ_SRC_event = $(PROTO_C) $(SCENE_C) $(SIM_C)
-FUZZ_SRC_ws = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c
+FUZZ_SRC_ws = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c server/durable.c \
+              server/recording.c server/builder.c
 .PHONY: fuzz fuzz-seeds fuzz-smoke fuzz-bin
 fuzz-bin: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_C) $(SCENE_C) $(SIM_C) $(wildcard server/*.c server/*.h tests/fuzz/*.h)
