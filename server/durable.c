@@ -43,7 +43,7 @@
 #define META_FORMAT   1
 #define SNAP_MAGIC    "SCSNAP1\n"
 #define REC_MAGIC     0x56454353u /* "SCEV" */
-#define REC_TICK      0xffffu     /* a record that only says how far the session stepped */
+#define REC_TICK      SRV_REC_TICK
 #define TICK_EVERY_MS 1000.0
 
 struct srv_durable {
@@ -57,13 +57,6 @@ struct srv_durable {
     uint64_t snapshot_frame;
     int broken; /* a write failed: said once, the session is no longer kept */
 };
-
-/* One log record's header (the payload and an 8-byte checksum follow). */
-typedef struct rec_head {
-    uint32_t magic, size;
-    uint64_t lsn, frame;
-    uint32_t kind, flags, client, seq;
-} rec_head;
 
 /* The snapshot's header (the compressed state and an 8-byte checksum follow). */
 typedef struct snap_head {
@@ -353,12 +346,35 @@ void srv_origin_forget(srv_session *ss)
 
 /* ------------------------------------------------------------ the worker */
 
-static void append_record(srv_durable *d, const rec_head *h, const void *payload)
+void srv_record_put(sc_blob *b, const srv_record *h, const void *payload)
 {
-    uint64_t sum = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, h, sizeof *h), payload, h->size);
-    sc_blob_put(&d->pending, h, sizeof *h);
-    sc_blob_put(&d->pending, payload, h->size);
-    SC_PUT(&d->pending, sum);
+    srv_record r = *h;
+    r.magic = REC_MAGIC;
+    uint64_t sum = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, &r, sizeof r), payload, r.size);
+    sc_blob_put(b, &r, sizeof r);
+    sc_blob_put(b, payload, r.size);
+    SC_PUT(b, sum);
+}
+
+int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *scene, srv_record *r,
+                   const uint8_t **payload)
+{
+    if (n < *at || n - *at < sizeof *r + sizeof(uint64_t))
+        return -1;
+    memcpy(r, p + *at, sizeof *r);
+    size_t len = sizeof *r + (size_t)r->size + sizeof(uint64_t);
+    int known = r->kind == REC_TICK || (r->kind < SRV_ITEM_SCENE && r->kind != SRV_ITEM_SEEK) ||
+                r->kind - SRV_ITEM_SCENE < (uint32_t)scene->nevents;
+    if (r->magic != REC_MAGIC || r->size > SRV_EVENT_MAX || len > n - *at || !known)
+        return -1;
+    uint64_t sum, want = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, r, sizeof *r),
+                                       p + *at + sizeof *r, r->size);
+    memcpy(&sum, p + *at + sizeof *r + r->size, sizeof sum);
+    if (sum != want)
+        return -1;
+    *payload = p + *at + sizeof *r;
+    *at += len;
+    return 0;
 }
 
 void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload)
@@ -366,9 +382,9 @@ void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload)
     srv_durable *d = ss->durable;
     if (!d || d->broken || (h->flags & SRV_EV_QUERY))
         return; /* a query changes nothing: nothing to replay */
-    rec_head r = {REC_MAGIC, h->size,  d->next_lsn++, ss->frame_no,
-                  h->kind,   h->flags, h->client,     h->seq};
-    append_record(d, &r, payload);
+    srv_record r = {REC_MAGIC, h->size,  d->next_lsn++, ss->frame_no,
+                    h->kind,   h->flags, h->client,     h->seq};
+    srv_record_put(&d->pending, &r, payload);
 }
 
 /* A write that failed: the session goes on, no longer kept (said once). */
@@ -389,8 +405,8 @@ void srv_durable_commit(srv *s, srv_session *ss)
         return;
     double now = srv_now_ms();
     if (now - d->ticked_ms >= TICK_EVERY_MS && ss->frame_no > d->ticked_frame) {
-        rec_head r = {REC_MAGIC, 0, d->next_lsn++, ss->frame_no, REC_TICK, 0, 0, 0};
-        append_record(d, &r, NULL);
+        srv_record r = {REC_MAGIC, 0, d->next_lsn++, ss->frame_no, REC_TICK, 0, 0, 0};
+        srv_record_put(&d->pending, &r, NULL);
         d->ticked_ms = now;
         d->ticked_frame = ss->frame_no;
     }
@@ -567,17 +583,22 @@ static void quiet_error(srv_scene_ctx *c, uint32_t client, uint32_t seq, const c
     (void)c, (void)client, (void)seq, (void)error, (void)detail;
 }
 
-static void replay_ctx(replay *r, srv_scene_ctx *c, const char *id)
+void srv_quiet_ctx(srv *s, srv_scene_ctx *c, uint64_t frame, const char *id)
 {
     memset(c, 0, sizeof *c);
-    c->backend = r->s->backend;
-    c->threads = r->s->cfg.threads ? r->s->cfg.threads : sim_backend_threads(r->s->backend);
-    c->frame = r->frame;
-    c->sim_time_s = (double)r->frame / r->s->cfg.rate_hz;
+    c->backend = s->backend;
+    c->threads = s->cfg.threads ? s->cfg.threads : sim_backend_threads(s->backend);
+    c->frame = frame;
+    c->sim_time_s = (double)frame / s->cfg.rate_hz;
     c->session_id = id;
     c->reply_text = quiet_text;
     c->reply_frame = quiet_frame;
     c->error = quiet_error;
+}
+
+static void replay_ctx(replay *r, srv_scene_ctx *c, const char *id)
+{
+    srv_quiet_ctx(r->s, c, r->frame, id);
 }
 
 /* Step as the worker did up to frame (a paused frame counts, and steps nothing). */
@@ -595,7 +616,7 @@ static void replay_to(replay *r, uint64_t frame, const char *id)
 }
 
 /* One record, as apply_taken (sched.c) applied it. */
-static void replay_record(replay *r, const rec_head *h, const uint8_t *payload, const char *id)
+static void replay_record(replay *r, const srv_record *h, const uint8_t *payload, const char *id)
 {
     replay_to(r, h->frame, id);
     if (h->kind == REC_TICK) {
@@ -604,6 +625,8 @@ static void replay_record(replay *r, const rec_head *h, const uint8_t *payload, 
     }
     if (h->kind == SRV_ITEM_PAUSE || h->kind == SRV_ITEM_RESUME) {
         r->paused = h->kind == SRV_ITEM_PAUSE;
+    } else if (h->kind < SRV_ITEM_SCENE) {
+        /* a recording's start or stop: a recording does not outlive the process */
     } else {
         _Alignas(8) unsigned char data[SRV_EVENT_MAX];
         memcpy(data, payload, h->size);
@@ -621,26 +644,17 @@ static void replay_record(replay *r, const rec_head *h, const uint8_t *payload, 
  * damaged (a crash in the middle of a write): where the log is valid goes in r. */
 static void replay_log(replay *r, const uint8_t *log, size_t n, const char *id)
 {
-    size_t at = 0;
-    while (n - at >= sizeof(rec_head) + sizeof(uint64_t)) {
-        rec_head h;
-        memcpy(&h, log + at, sizeof h);
-        size_t len = sizeof h + (size_t)h.size + sizeof(uint64_t);
-        int known =
-            h.kind == REC_TICK || h.kind == SRV_ITEM_PAUSE || h.kind == SRV_ITEM_RESUME ||
-            (h.kind >= SRV_ITEM_SCENE && h.kind < SRV_ITEM_SCENE + (uint32_t)r->scene->nevents);
-        if (h.magic != REC_MAGIC || h.size > SRV_EVENT_MAX || len > n - at || !known)
-            break;
-        uint64_t sum, want = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, &h, sizeof h),
-                                           log + at + sizeof h, h.size);
-        memcpy(&sum, log + at + sizeof h + h.size, sizeof sum);
-        if (sum != want || (h.lsn >= r->next_lsn && h.frame < r->frame))
-            break;
+    size_t at = 0, next = 0;
+    srv_record h;
+    const uint8_t *payload;
+    while (srv_record_get(log, n, &next, r->scene, &h, &payload) == 0) {
+        if (h.lsn >= r->next_lsn && h.frame < r->frame)
+            break; /* out of order: not this log's */
         if (h.lsn >= r->next_lsn) {
-            replay_record(r, &h, log + at + sizeof h, id);
+            replay_record(r, &h, payload, id);
             r->next_lsn = h.lsn + 1;
         }
-        at += len;
+        at = next;
     }
     r->valid_bytes = at;
 }

@@ -47,6 +47,7 @@ typedef struct request {
     /* POST /api/volumes: the file goes to upload.c, not into body. */
     int is_upload;
     srv_upload *up;
+    int is_recording;  /* POST /api/recordings: a body up to --upload-limit */
     unsigned refused;  /* the status it was refused with (the rest of the body ignored) */
     char refusal[512]; /* and why, when it could not be answered at once */
     create_job *job;   /* POST /api/sessions waiting for its build (suspended) */
@@ -118,6 +119,8 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
     cJSON_AddBoolToObject(j, "paused", ss->paused);
+    srv_replay_describe(ss, j);
+    cJSON_AddBoolToObject(j, "has_recording", ss->recording != NULL);
     pthread_mutex_unlock(&ss->lock);
     snprintf(buf, sizeof buf, "ws://%s:%d/?session=%s", host_of(s), s->ws_port, ss->id);
     cJSON_AddStringToObject(j, "ws_url", buf);
@@ -601,10 +604,78 @@ static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char 
     return send_json(conn, 200, j);
 }
 
+/* The bearer token of a request (or its ?token=). */
+static const char *bearer(struct MHD_Connection *conn)
+{
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    return auth && !strncmp(auth, "Bearer ", 7)
+               ? auth + 7
+               : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
+}
+
+/* GET /api/sessions/{id}/recording: the last recording's file, for the control token. */
+static enum MHD_Result download_recording(srv *s, struct MHD_Connection *conn, const char *id)
+{
+    srv_session *ss = srv_session_get(s, id);
+    if (!ss)
+        return send_error(conn, 404, "unknown session", id);
+    int mine = srv_token_equal(bearer(conn), ss->control_token);
+    uint8_t *file = NULL;
+    size_t n = 0;
+    int have = mine && srv_session_recording(ss, &file, &n) == 0;
+    srv_session_put(s, ss);
+    if (!mine)
+        return send_error(conn, 403, "forbidden", "the control token is required");
+    if (!have)
+        return send_error(conn, 404, "no recording", "record_start, then record_stop, first");
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, file, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(file);
+        return MHD_NO;
+    }
+    char disp[96];
+    snprintf(disp, sizeof disp, "attachment; filename=\"%s.screc\"", id);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+    MHD_add_response_header(r, "Content-Disposition", disp);
+    enum MHD_Result ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* POST /api/recordings (the file as the body): a replay session, loading at once. */
+static enum MHD_Result upload_recording(srv *s, struct MHD_Connection *conn, request *rq)
+{
+    if (!operator_ok(s, conn))
+        return refuse_operator(conn);
+    const char *type =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!type || strncmp(type, "application/octet-stream", 24) != 0)
+        return send_error(conn, 415, "unsupported media type",
+                          "a recording is sent as application/octet-stream");
+    char owner[48], err[512] = "";
+    client_address(conn, owner, sizeof owner);
+    int status;
+    uint8_t *file = (uint8_t *)rq->body;
+    rq->body = NULL; /* the replay's now */
+    srv_session *ss = srv_replay_create(s, file, rq->len, owner, &status, err, sizeof err);
+    if (!ss)
+        return send_error(conn, (unsigned)status, status_error(status), err);
+    cJSON *j = session_json(s, ss, 1);
+    srv_session_put(s, ss);
+    return send_json(conn, 202, j);
+}
+
 /* /api/sessions/{id}: delete it (the control token as a bearer token) or describe it. */
 static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const char *method,
                                    const char *id)
 {
+    const char *slash = strchr(id, '/');
+    if (slash && !strcmp(slash, "/recording") && !strcmp(method, "GET")) {
+        char sid[SRV_ID_LEN];
+        snprintf(sid, sizeof sid, "%.*s", (int)(slash - id) < SRV_ID_LEN ? (int)(slash - id) : 0,
+                 id);
+        return download_recording(s, conn, sid);
+    }
     if (!strcmp(method, "DELETE")) {
         const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
         const char *tok = auth && !strncmp(auth, "Bearer ", 7)
@@ -709,6 +780,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *con_cls = rq;
         if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
             return upload_begin(s, conn, rq);
+        rq->is_recording = !strcmp(url, "/api/recordings") && !strcmp(method, "POST");
         return MHD_YES;
     }
     if (rq->is_upload)
@@ -716,7 +788,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (rq->job)
         return finish_build(s, conn, rq);
     if (*upload_size) {
-        if (rq->len + *upload_size > BODY_MAX) {
+        size_t max = rq->is_recording ? (size_t)s->cfg.upload_limit : BODY_MAX;
+        if (rq->too_big || rq->len + *upload_size > max) {
             rq->too_big = 1;
         } else {
             char *b = realloc(rq->body, rq->len + *upload_size + 1);
@@ -730,7 +803,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return MHD_YES;
     }
     if (rq->too_big)
-        return send_error(conn, 413, "body too large", "request bodies are limited to 64 KiB");
+        return send_error(conn, 413, "body too large",
+                          rq->is_recording ? "a recording is limited to --upload-limit"
+                                           : "request bodies are limited to 64 KiB");
+    if (rq->is_recording)
+        return upload_recording(s, conn, rq);
     if (!strcmp(url, "/api/health") && !strcmp(method, "GET")) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "status", "ok");

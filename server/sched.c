@@ -119,10 +119,18 @@ static void apply_taken(wctx *c, const unsigned char *b, int n, taken *t)
     for (int i = 0; i < n; i++) {
         srv_item h;
         memcpy(&h, b, sizeof h);
+        srv_record_note(ss, &h, b + sizeof h);
         if (h.kind == SRV_ITEM_PAUSE || h.kind == SRV_ITEM_RESUME) {
             pthread_mutex_lock(&ss->lock);
             ss->paused = h.kind == SRV_ITEM_PAUSE;
             pthread_mutex_unlock(&ss->lock);
+            t->state_changed = 1;
+        } else if (h.kind == SRV_ITEM_RECORD_START) {
+            srv_record_start(ss, &c->pub, h.client, h.seq);
+        } else if (h.kind == SRV_ITEM_RECORD_STOP) {
+            srv_record_stop(c->s, ss, &c->pub, h.client, h.seq);
+        } else if (h.kind == SRV_ITEM_SEEK) {
+            srv_replay_seek(c->s, ss, &c->pub, &h, b + sizeof h);
             t->state_changed = 1;
         } else {
             srv_event ev = {h.client, h.seq, b + sizeof h, h.size};
@@ -259,10 +267,15 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     int paused = ss->paused;
     pthread_mutex_unlock(&ss->lock);
     double step_ms = 0;
-    int moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);
-    ss->frame_no++;
+    int moved, ended = 0;
+    if (ss->replay) { /* its frames are the recording's: numbered, applied and stepped there */
+        moved = !paused && srv_replay_frame(s, ss, &c.pub, &step_ms, &ended);
+    } else {
+        moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);
+        ss->frame_no++;
+    }
     srv_durable_after_step(s, ss);
-    int news = publish_state(ss, c.pub.params_changed, t.state_changed, paused);
+    int news = publish_state(ss, c.pub.params_changed, t.state_changed || ended, paused);
     /* A paused session sends nothing new (its events wait in the inbox for resume); a
      * joiner still gets its snapshot. A settled scene encodes nothing: the encoder keys
      * objects itself (new, re-shaped, or a delta costlier than a key; --keyframe-every as

@@ -92,9 +92,16 @@ void srv_frame_unref(srv_frame *f);
     0x2u /* applies even while the session is paused: it changes nothing shown before the \
             next step (the cloth's camera) */
 
-/* What an inbox item is: the server's pause and resume, or event SRV_ITEM_SCENE + i of the
- * session's scene table. */
-enum { SRV_ITEM_PAUSE = 0, SRV_ITEM_RESUME = 1, SRV_ITEM_SCENE = 2 };
+/* What an inbox item is: the server's own (pause, resume, recordings, a replay's seek), or
+ * event SRV_ITEM_SCENE + i of the session's scene table. */
+enum {
+    SRV_ITEM_PAUSE = 0,
+    SRV_ITEM_RESUME = 1,
+    SRV_ITEM_RECORD_START = 2, /* the driver starts a recording (recording.c) */
+    SRV_ITEM_RECORD_STOP = 3,
+    SRV_ITEM_SEEK = 4, /* a replay's driver moves it to a frame (payload: uint64_t) */
+    SRV_ITEM_SCENE = 5
+};
 
 /* One inbox item: this header, then `size` bytes of payload (the scene's own compact
  * struct, or nothing), the whole rounded up to 8 bytes. An item costs what it carries:
@@ -188,6 +195,7 @@ typedef struct srv_session {
     int chain_head, nchain;
     size_t chain_bytes;
     uint64_t chain_lost; /* the newest structural frame dropped from the ring (0: none) */
+    uint32_t epoch;      /* bumped when frame numbers start again lower (srv_session_rewind) */
     int nclients;
     uint32_t driver; /* client id holding control (0: none) */
     int paused;
@@ -240,6 +248,13 @@ typedef struct srv_session {
      * not kept). The worker's, once ready. */
     char *origin;
     struct srv_durable *durable;
+    /* Recordings (recording.c): the one being made (worker only), the last one made (its
+     * file, for download; the lock), and a replay session's script (worker only, but for
+     * its ended/same flags: the lock). */
+    struct srv_recorder *recorder;
+    uint8_t *recording;
+    size_t recording_n;
+    struct srv_replay *replay;
 } srv_session;
 
 typedef struct srv srv;
@@ -307,6 +322,10 @@ int srv_session_take_queries(srv_session *ss, unsigned char *out, int max);
 /// Publish an object frame (worker; takes f): the latest, kept in the chain when
 /// structural, the snapshot when it is one.
 void srv_session_publish(srv_session *ss, srv_frame *f);
+/// Frames start again at an earlier number (a replay's seek back; worker): the frames kept
+/// are dropped, the encoder starts afresh, and every client starts again at the next
+/// snapshot (the epoch changes).
+void srv_session_rewind(srv_session *ss);
 /// Publish a snapshot of the latest frame's state (worker; takes f).
 void srv_session_publish_snapshot(srv_session *ss, srv_frame *f);
 /// Mail a reply for one client (worker): a binary frame (owned) or a text (copied).
@@ -435,6 +454,51 @@ void srv_origin_forget(srv_session *ss);
 /// Deleted or expired: its directory goes (the reaper), then srv_durable_close.
 void srv_durable_remove(srv_session *ss);
 void srv_durable_close(srv_session *ss);
+
+/* A record of an applied item, in a session's log and in recordings (durable.c): its
+ * number, the frame it was applied in (before that frame's step), what it was; its payload
+ * and a checksum follow it in the bytes. */
+#define SRV_REC_TICK 0xffffu /* a record that only says how far the session stepped */
+typedef struct srv_record {
+    uint32_t magic, size;
+    uint64_t lsn, frame;
+    uint32_t kind, flags, client, seq;
+} srv_record;
+struct sc_blob;
+struct srv_scene_ctx;
+/// Append r (its magic set here), payload (r->size bytes) and their checksum.
+void srv_record_put(struct sc_blob *b, const srv_record *r, const void *payload);
+/// The record at *at of p (n bytes) into r, its payload in *payload; *at moves past it. 0,
+/// or -1 at the end or at a record cut short, damaged or of a kind the scene lacks.
+int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *scene, srv_record *r,
+                   const uint8_t **payload);
+/// A context whose replies go nowhere (a replay's: they went out the first time).
+void srv_quiet_ctx(srv *s, struct srv_scene_ctx *c, uint64_t frame, const char *id);
+
+/* recording.c: recordings and their replays */
+/// record_start, record_stop (worker, at the frame boundary; replies through c).
+void srv_record_start(srv_session *ss, struct srv_scene_ctx *c, uint32_t client, uint32_t seq);
+void srv_record_stop(srv *s, srv_session *ss, struct srv_scene_ctx *c, uint32_t client,
+                     uint32_t seq);
+/// An item the worker applies now: into the recording, when one runs.
+void srv_record_note(srv_session *ss, const srv_item *h, const void *payload);
+/// The last recording's file, a copy (HTTP): 0, or -1 when there is none.
+int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n);
+/// A replay session from a recording's file (HTTP thread; file is taken): loading at once
+/// (202 in *status), built by a builder; the caller holds a reference. NULL with *status
+/// (400: not a recording this server reads, 429, ...) and err.
+srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owner, int *status,
+                               char *err, size_t err_sz);
+/// A replay's frame (worker, not paused): the records of this frame, then its step. Returns
+/// 1 when the view changed; *ended set when it reached its last frame (it pauses there).
+int srv_replay_frame(srv *s, srv_session *ss, struct srv_scene_ctx *c, double *ms, int *ended);
+/// A replay's seek (worker): to the frame in the item's payload (uint64_t).
+void srv_replay_seek(srv *s, srv_session *ss, struct srv_scene_ctx *c, const srv_item *h,
+                     const void *payload);
+/// "replay": {start_frame, end_frame, ended, same_state} into j (the session lock held).
+void srv_replay_describe(srv_session *ss, struct cJSON *j);
+/// What a session's recordings hold, freed (session_free).
+void srv_recording_free(srv_session *ss);
 
 /* text.c: what clients read */
 /// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,

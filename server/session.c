@@ -105,6 +105,7 @@ static void session_free(srv_session *ss)
     if (ss->scene && ss->scene_data)
         ss->scene->destroy(ss->scene_data);
     srv_durable_close(ss);
+    srv_recording_free(ss);
     free(ss->origin);
     free(ss->params_json);
     free(ss->load_error);
@@ -559,6 +560,27 @@ void srv_session_publish(srv_session *ss, srv_frame *f)
     srv_frame_unref(oldsnap);
     for (int i = 0; drop[i]; i++)
         srv_frame_unref(drop[i]);
+}
+
+void srv_session_rewind(srv_session *ss)
+{
+    srv_frame *drop[SRV_CHAIN + 2] = {NULL};
+    int n = 0;
+    pthread_mutex_lock(&ss->lock);
+    drop[n++] = ss->latest;
+    drop[n++] = ss->snapshot;
+    for (int i = 0; i < ss->nchain; i++)
+        drop[n++] = ss->chain[(ss->chain_head + i) % SRV_CHAIN];
+    ss->latest = ss->snapshot = NULL;
+    ss->nchain = ss->chain_head = 0;
+    ss->chain_bytes = 0;
+    ss->chain_lost = 0;
+    ss->epoch++;
+    pthread_mutex_unlock(&ss->lock);
+    for (int i = 0; i < n; i++)
+        srv_frame_unref(drop[i]);
+    proto_encoder_reset(ss->enc); /* the next frame keys everything: where clients start */
+    ss->encoded_any = 0;
 }
 
 void srv_session_publish_snapshot(srv_session *ss, srv_frame *f)

@@ -43,6 +43,7 @@ struct srv_client {
     char token[SRV_TOKEN_LEN + 16];
     uint64_t at;         /* the number of the last object frame sent (the state it holds) */
     int synced;          /* it holds a snapshot and every structural frame since */
+    uint32_t epoch;      /* the session's epoch its frames are of (srv_session_rewind) */
     uint32_t sent_state; /* session state_version last sent */
     int got_state;
     size_t unsent; /* bytes handed to lws since the socket last drained (its WRITEABLE) */
@@ -244,6 +245,7 @@ static char *state_text(srv_client *c)
     }
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddBoolToObject(j, "paused", ss->paused);
+    srv_replay_describe(ss, j);
     if (ss->driver == c->id) /* the driver may share the viewer link */
         cJSON_AddStringToObject(j, "view_token", ss->view_token);
     cJSON_AddRawToObject(j, "params", ss->params_json);
@@ -279,6 +281,9 @@ static void push_control(ws_ctx *w, srv_client *c, const proto_envelope *env, in
     h.client = c->id;
     h.seq = env->seq;
     h.kind = (uint8_t)kind;
+    /* A recording starts and stops at the next boundary, paused or not. */
+    if (kind == SRV_ITEM_RECORD_START || kind == SRV_ITEM_RECORD_STOP)
+        h.flags = SRV_EV_UNPAUSED;
     if (srv_session_push(w->s, c->ss, &h, NULL) != 0)
         queue_error(w, c, env->seq, "busy", "the session's inbox is full");
 }
@@ -291,6 +296,37 @@ static void on_pause(ws_ctx *w, srv_client *c, const proto_envelope *env)
 static void on_resume(ws_ctx *w, srv_client *c, const proto_envelope *env)
 {
     push_control(w, c, env, SRV_ITEM_RESUME);
+}
+
+static void on_record_start(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    push_control(w, c, env, SRV_ITEM_RECORD_START);
+}
+
+static void on_record_stop(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    push_control(w, c, env, SRV_ITEM_RECORD_STOP);
+}
+
+/* A replay to frame N (its worker checks N against the recording). */
+static void on_seek(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    char err[160];
+    double f;
+    if (proto_read_number(env->msg, "frame", 0, 9.0e15, &f, err, sizeof err) != PROTO_OK) {
+        queue_error(w, c, env->seq, "bad message", err);
+        return;
+    }
+    uint64_t frame = (uint64_t)f;
+    srv_item h;
+    memset(&h, 0, sizeof h);
+    h.client = c->id;
+    h.seq = env->seq;
+    h.kind = SRV_ITEM_SEEK;
+    h.flags = SRV_EV_UNPAUSED; /* a paused replay seeks */
+    h.size = sizeof frame;
+    if (srv_session_push(w->s, c->ss, &h, &frame) != 0)
+        queue_error(w, c, env->seq, "busy", "the session's inbox is full");
 }
 
 static void on_ping(ws_ctx *w, srv_client *c, const proto_envelope *env)
@@ -353,9 +389,14 @@ static const struct {
     int driver_only;
     void (*handle)(ws_ctx *w, srv_client *c, const proto_envelope *env);
 } k_server_events[] = {
-    {"ping", 0, on_ping},         {"request_control", 0, on_request_control},
-    {"handover", 1, on_handover}, {"pause", 1, on_pause},
+    {"ping", 0, on_ping},
+    {"request_control", 0, on_request_control},
+    {"handover", 1, on_handover},
+    {"pause", 1, on_pause},
     {"resume", 1, on_resume},
+    {"record_start", 1, on_record_start},
+    {"record_stop", 1, on_record_stop},
+    {"seek", 1, on_seek},
 };
 #define NSERVER_EVENTS ((int)(sizeof k_server_events / sizeof k_server_events[0]))
 
@@ -389,6 +430,11 @@ static void scene_event(ws_ctx *w, srv_client *c, const proto_envelope *env, int
     const srv_event_desc *d = &c->ss->scene->events[i];
     if (!(d->flags & SRV_EV_QUERY) && !is_driver(c)) { /* a viewer may look, not touch */
         queue_error(w, c, env->seq, "not the driver", "this client watches; events need control");
+        return;
+    }
+    if (!(d->flags & SRV_EV_QUERY) && c->ss->replay) { /* its events are the recording's */
+        queue_error(w, c, env->seq, "a replay",
+                    "a replay takes pause, resume and seek; its events are the recording's");
         return;
     }
     _Alignas(8) unsigned char payload[SRV_EVENT_MAX];
@@ -516,6 +562,11 @@ static int write_out(ws_ctx *w, srv_client *c)
  * newest structural frame (the worker makes one within a frame when asked). */
 static srv_frame *due_frame(srv_client *c, srv_session *ss)
 {
+    if (c->epoch != ss->epoch) { /* frames start again lower: from a snapshot, as a joiner */
+        c->epoch = ss->epoch;
+        c->synced = 0;
+        c->at = 0;
+    }
     if (!c->synced || c->at < ss->chain_lost) {
         uint64_t newest =
             ss->nchain ? ss->chain[(ss->chain_head + ss->nchain - 1) % SRV_CHAIN]->frame : 0;

@@ -60,4 +60,22 @@ export default [
     test: '$BUILD/softcast-tests volume_snapshot_mid_drag',
     caught_by: 'volume_snapshot_mid_drag_steps_on_as_the_original',
   },
+  {
+    name: 'a replay that applies none of the recorded events (it only steps)',
+    file: 'server/recording.c',
+    find: '        } else if (h.kind >= SRV_ITEM_SCENE) {',
+    replace: '        } else if (0 && h.kind >= SRV_ITEM_SCENE) {',
+    build: server,
+    test: 'node --test tests/server/recording.test.mjs',
+    caught_by: 'recording: a recorded drag replays frame for frame, ends at the same state, pauses and seeks',
+  },
+  {
+    name: 'a seek back without starting the clients again (frame numbers go back, nobody is sent them)',
+    file: 'server/recording.c',
+    find: '        srv_session_rewind(ss);',
+    replace: '        (void)srv_session_rewind;',
+    build: server,
+    test: 'node --test tests/server/recording.test.mjs',
+    caught_by: 'recording: ... pauses and seeks',
+  },
 ];

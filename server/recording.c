@@ -1,0 +1,496 @@
+/* recording.c: recordings and their replays (issue 12, item 6).
+ *
+ * The driver starts a recording (record_start): the worker saves the scene (its save hook,
+ * as a snapshot) and from then on keeps every item it applies as a record (the log's format,
+ * durable.c), until record_stop, when the recording becomes one file the driver downloads
+ * (GET /api/sessions/ID/recording with the control token):
+ *   "SCREC01\n", a header (uint32 length, then JSON: format, scene, the options the session
+ *   was made with, backend, rate, first and last frame, the state hash at both ends, sizes),
+ *   the starting state (zstd), the records, a checksum of all before it.
+ * Uploading it (POST /api/recordings) makes a replay session: its scene built from the same
+ * options, the state restored, its frames numbered as the original's; each frame applies
+ * the records of that frame and steps, so viewers see the frames the original showed (the
+ * same backend and thread count; the scenes step the same: sim/test_*snapshot*). It starts
+ * paused; its driver resumes, pauses, and seeks (a seek back restores the start and steps
+ * forward unseen). At the last frame it stops and says whether its state hash is the
+ * recorded one. Worker thread, but for the file's parsing (HTTP) and building (a builder). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <zstd.h>
+
+#include "scene.h"
+#include "sim/core/sc_base.h"
+
+#define REC_FILE_MAGIC  "SCREC01\n"
+#define REC_FORMAT      1
+#define REC_MAX_RECORDS ((size_t)32 << 20) /* a recording's events: ~800,000 moves */
+
+typedef struct srv_recorder {
+    sc_blob start;   /* the scene's state when it started */
+    sc_blob records; /* what was applied since */
+    uint64_t start_frame, start_hash, lsn;
+    int start_paused, events;
+    uint32_t start_seq;
+} srv_recorder;
+
+typedef struct srv_replay {
+    uint8_t *start; /* the starting state (seeks back restore it) */
+    size_t start_n;
+    uint8_t *records;
+    size_t records_n, at; /* the next record */
+    uint64_t start_frame, end_frame, end_hash;
+    int start_paused, scene_paused; /* the original's pause, as recorded */
+    int ended, same;                /* at the end: whether the state hash is the recorded one */
+} srv_replay;
+
+static void say(srv_scene_ctx *c, uint32_t client, const char *fmt, ...) SC_PRINTF(3, 4);
+static void say(srv_scene_ctx *c, uint32_t client, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    c->reply_text(c, client, text);
+}
+
+/* ------------------------------------------------------------ recording */
+
+void srv_record_start(srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32_t seq)
+{
+    const char *why = ss->replay         ? "a replay is not recorded again"
+                      : ss->recorder     ? "a recording runs already"
+                      : !ss->scene->save ? "this scene cannot be recorded"
+                      : !ss->origin      ? "this session cannot be built again"
+                      : strstr(ss->origin, "\"file\"")
+                          ? "a session made from a file cannot be recorded yet (its recording "
+                            "would have to carry the file)"
+                          : NULL;
+    if (why) {
+        c->error(c, client, seq, "cannot record", why);
+        return;
+    }
+    srv_recorder *r = calloc(1, sizeof *r);
+    char err[256] = "";
+    if (!r || ss->scene->save(ss->scene_data, &r->start, err, sizeof err) != 0 || r->start.failed) {
+        c->error(c, client, seq, "cannot record", err[0] ? err : "out of memory");
+        if (r)
+            sc_blob_free(&r->start);
+        free(r);
+        return;
+    }
+    r->start_frame = ss->frame_no;
+    r->start_hash = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
+    pthread_mutex_lock(&ss->lock);
+    r->start_paused = ss->paused;
+    r->start_seq = ss->last_seq;
+    pthread_mutex_unlock(&ss->lock);
+    ss->recorder = r;
+    say(c, client, "{\"type\":\"recording\",\"state\":\"recording\",\"seq\":%u,\"frame\":%llu}",
+        seq, (unsigned long long)ss->frame_no);
+}
+
+void srv_record_note(srv_session *ss, const srv_item *h, const void *payload)
+{
+    srv_recorder *r = ss->recorder;
+    if (!r || (h->flags & SRV_EV_QUERY) || h->kind == SRV_ITEM_RECORD_START ||
+        h->kind == SRV_ITEM_RECORD_STOP || r->records.n > REC_MAX_RECORDS)
+        return;
+    srv_record rec = {0, h->size, r->lsn++, ss->frame_no, h->kind, h->flags, h->client, h->seq};
+    srv_record_put(&r->records, &rec, payload);
+    r->events++;
+}
+
+/* The recording as its file (malloc'd, *n bytes), NULL when out of memory. */
+static uint8_t *recording_file(srv *s, srv_session *ss, srv_recorder *r, uint64_t end_hash,
+                               size_t *n)
+{
+    size_t bound = ZSTD_compressBound(r->start.n);
+    uint8_t *z = malloc(bound);
+    size_t zn = z ? ZSTD_compress(z, bound, r->start.p, r->start.n, 3) : 0;
+    cJSON *h = cJSON_CreateObject();
+    char hex[2][17];
+    snprintf(hex[0], sizeof hex[0], "%016llx", (unsigned long long)r->start_hash);
+    snprintf(hex[1], sizeof hex[1], "%016llx", (unsigned long long)end_hash);
+    cJSON_AddNumberToObject(h, "format", REC_FORMAT);
+    cJSON_AddStringToObject(h, "scene", ss->scene->name);
+    cJSON_AddStringToObject(h, "session", ss->id);
+    cJSON *origin = cJSON_Parse(ss->origin);
+    cJSON *opts = cJSON_DetachItemFromObjectCaseSensitive(origin, "options");
+    cJSON_Delete(origin);
+    cJSON_AddItemToObject(h, "options", opts ? opts : cJSON_CreateNull());
+    cJSON_AddStringToObject(h, "backend", sim_backend_name(s->backend));
+    cJSON_AddNumberToObject(h, "rate_hz", s->cfg.rate_hz);
+    cJSON_AddNumberToObject(h, "start_frame", (double)r->start_frame);
+    cJSON_AddNumberToObject(h, "end_frame", (double)ss->frame_no);
+    cJSON_AddBoolToObject(h, "start_paused", r->start_paused);
+    cJSON_AddNumberToObject(h, "start_seq", r->start_seq);
+    cJSON_AddStringToObject(h, "start_hash", hex[0]);
+    cJSON_AddStringToObject(h, "end_hash", hex[1]);
+    cJSON_AddNumberToObject(h, "events", r->events);
+    cJSON_AddNumberToObject(h, "start_bytes", (double)r->start.n);
+    cJSON_AddNumberToObject(h, "start_z", (double)zn);
+    cJSON_AddNumberToObject(h, "records_bytes", (double)r->records.n);
+    char *json = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    sc_blob f = {0};
+    if (z && json && !ZSTD_isError(zn)) {
+        uint32_t jn = (uint32_t)strlen(json);
+        sc_blob_put(&f, REC_FILE_MAGIC, 8);
+        SC_PUT(&f, jn);
+        sc_blob_put(&f, json, jn);
+        sc_blob_put(&f, z, zn);
+        sc_blob_put(&f, r->records.p, r->records.n);
+        uint64_t sum = sc_hash_bytes(SC_HASH_SEED, f.p, f.n);
+        SC_PUT(&f, sum);
+    }
+    free(z);
+    free(json);
+    if (f.failed || !f.n) {
+        sc_blob_free(&f);
+        return NULL;
+    }
+    *n = f.n;
+    return f.p;
+}
+
+static void recorder_free(srv_recorder *r)
+{
+    if (!r)
+        return;
+    sc_blob_free(&r->start);
+    sc_blob_free(&r->records);
+    free(r);
+}
+
+void srv_record_stop(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32_t seq)
+{
+    srv_recorder *r = ss->recorder;
+    if (!r) {
+        c->error(c, client, seq, "not recording", "record_start first");
+        return;
+    }
+    ss->recorder = NULL;
+    uint64_t end_hash = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
+    size_t n = 0;
+    uint8_t *file = r->records.failed ? NULL : recording_file(s, ss, r, end_hash, &n);
+    if (!file) {
+        c->error(c, client, seq, "cannot record", "out of memory");
+    } else {
+        pthread_mutex_lock(&ss->lock);
+        free(ss->recording);
+        ss->recording = file;
+        ss->recording_n = n;
+        pthread_mutex_unlock(&ss->lock);
+        say(c, client,
+            "{\"type\":\"recording\",\"state\":\"stopped\",\"seq\":%u,\"start_frame\":%llu,"
+            "\"end_frame\":%llu,\"events\":%d,\"bytes\":%zu,\"full\":%s,"
+            "\"download\":\"/api/sessions/%s/recording\"}",
+            seq, (unsigned long long)r->start_frame, (unsigned long long)ss->frame_no, r->events, n,
+            r->records.n > REC_MAX_RECORDS ? "true" : "false", ss->id);
+    }
+    recorder_free(r);
+}
+
+int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n)
+{
+    pthread_mutex_lock(&ss->lock);
+    *out = ss->recording ? malloc(ss->recording_n) : NULL;
+    if (*out)
+        memcpy(*out, ss->recording, ss->recording_n);
+    *n = ss->recording_n;
+    pthread_mutex_unlock(&ss->lock);
+    return *out ? 0 : -1;
+}
+
+void srv_recording_free(srv_session *ss)
+{
+    recorder_free(ss->recorder);
+    ss->recorder = NULL;
+    free(ss->recording);
+    ss->recording = NULL;
+    if (ss->replay) {
+        free(ss->replay->start);
+        free(ss->replay->records);
+        free(ss->replay);
+        ss->replay = NULL;
+    }
+}
+
+/* --------------------------------------------------------------- replays */
+
+/* A recording file read and checked (HTTP thread): its header, and where its parts are. */
+typedef struct rec_file {
+    cJSON *head;
+    const srv_scene_i *scene;
+    const uint8_t *z, *records;
+    size_t z_n, records_n, start_n;
+} rec_file;
+
+static double head_num(const cJSON *h, const char *name)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(h, name);
+    return cJSON_IsNumber(j) ? j->valuedouble : -1;
+}
+
+static uint64_t head_hash(const cJSON *h, const char *name)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(h, name);
+    return cJSON_IsString(j) ? strtoull(j->valuestring, NULL, 16) : 0;
+}
+
+/* 0, or 400 with err saying what is wrong with the file. */
+static int read_file_parts(const uint8_t *p, size_t n, rec_file *f, char *err, size_t err_sz)
+{
+    memset(f, 0, sizeof *f);
+    uint32_t jn;
+    uint64_t sum;
+    if (n < 8 + 4 + 8 || memcmp(p, REC_FILE_MAGIC, 8) != 0)
+        return snprintf(err, err_sz, "not a Softcast recording (SCREC01)"), 400;
+    memcpy(&sum, p + n - 8, 8);
+    if (sum != sc_hash_bytes(SC_HASH_SEED, p, n - 8))
+        return snprintf(err, err_sz, "the recording is damaged (its checksum is wrong)"), 400;
+    memcpy(&jn, p + 8, 4);
+    if (jn > n - 20)
+        return snprintf(err, err_sz, "the recording's header is cut short"), 400;
+    char *json = malloc(jn + 1);
+    if (!json)
+        return snprintf(err, err_sz, "out of memory"), 500;
+    memcpy(json, p + 12, jn);
+    json[jn] = 0;
+    f->head = cJSON_Parse(json);
+    free(json);
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(f->head, "scene");
+    f->scene = cJSON_IsString(sc) ? srv_scene_find(sc->valuestring) : NULL;
+    double z = head_num(f->head, "start_z"), rb = head_num(f->head, "records_bytes");
+    size_t body = n - 20 - jn;
+    if (head_num(f->head, "format") != REC_FORMAT || !f->scene || !f->scene->restore || z < 0 ||
+        rb < 0 || (size_t)z + (size_t)rb != body ||
+        head_num(f->head, "end_frame") < head_num(f->head, "start_frame")) {
+        cJSON_Delete(f->head);
+        f->head = NULL;
+        return snprintf(err, err_sz, "not a recording this server reads (format %d)", REC_FORMAT),
+               400;
+    }
+    f->z = p + 12 + jn;
+    f->z_n = (size_t)z;
+    f->records = f->z + f->z_n;
+    f->records_n = (size_t)rb;
+    f->start_n = (size_t)head_num(f->head, "start_bytes");
+    return 0;
+}
+
+typedef struct replay_job {
+    srv *s;
+    srv_session *ss;
+    rec_file f;
+    uint8_t *file; /* the upload, the job's */
+} replay_job;
+
+/* The scene at the recording's start, and its script (a builder). */
+static void build_replay(void *arg)
+{
+    replay_job *j = arg;
+    srv *s = j->s;
+    char err[512] = "";
+    void *data = NULL;
+    srv_replay *rp = calloc(1, sizeof *rp);
+    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(j->f.head, "options");
+    int status = rp ? j->f.scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, &data, err,
+                                         sizeof err)
+                    : 500;
+    if (status == 201) {
+        rp->start = malloc(j->f.start_n ? j->f.start_n : 1);
+        rp->records = malloc(j->f.records_n ? j->f.records_n : 1);
+        size_t got = rp->start ? ZSTD_decompress(rp->start, j->f.start_n, j->f.z, j->f.z_n) : 0;
+        if (!rp->records || ZSTD_isError(got) || got != j->f.start_n)
+            status = 400, snprintf(err, sizeof err, "the recording's state does not decompress");
+        else
+            rp->start_n = got;
+    }
+    if (status == 201 && j->f.scene->restore(data, rp->start, rp->start_n, err, sizeof err) != 0)
+        status = 400;
+    if (status == 201 && j->f.scene->hash &&
+        j->f.scene->hash(data) != head_hash(j->f.head, "start_hash"))
+        status = 400, snprintf(err, sizeof err,
+                               "this server does not build the recorded scene as it was (the "
+                               "state hash at the start differs: another build or backend?)");
+    if (status == 201) {
+        memcpy(rp->records, j->f.records, j->f.records_n);
+        rp->records_n = j->f.records_n;
+        rp->start_frame = (uint64_t)head_num(j->f.head, "start_frame");
+        rp->end_frame = (uint64_t)head_num(j->f.head, "end_frame");
+        rp->end_hash = head_hash(j->f.head, "end_hash");
+        rp->start_paused = rp->scene_paused =
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j->f.head, "start_paused"));
+        j->ss->replay = rp; /* before it is ready: no worker sees it yet */
+        j->ss->frame_no = rp->start_frame;
+        j->ss->paused = 1; /* its driver starts it */
+        j->ss->last_seq = (uint32_t)head_num(j->f.head, "start_seq");
+        rp = NULL;
+    } else if (data) {
+        j->f.scene->destroy(data);
+        data = NULL;
+    }
+    if (rp) {
+        free(rp->start);
+        free(rp->records);
+        free(rp);
+    }
+    srv_session_loaded(s, j->ss, data, err);
+    cJSON_Delete(j->f.head);
+    free(j->file);
+    free(j);
+}
+
+srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owner, int *status,
+                               char *err, size_t err_sz)
+{
+    replay_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        free(file);
+        *status = 500;
+        snprintf(err, err_sz, "out of memory");
+        return NULL;
+    }
+    *status = read_file_parts(file, n, &j->f, err, err_sz);
+    srv_session *ss =
+        *status ? NULL : srv_session_create_loading(s, j->f.scene, owner, err, err_sz, status);
+    if (!ss) {
+        cJSON_Delete(j->f.head);
+        free(file);
+        free(j);
+        return NULL;
+    }
+    j->s = s;
+    j->ss = ss;
+    j->file = file;
+    srv_session_hold(s, ss); /* the caller's, for its answer */
+    if (srv_build_submit(s, build_replay, j) != 0) {
+        srv_session_loaded(s, ss, NULL, "the server is stopping");
+        cJSON_Delete(j->f.head);
+        free(file);
+        free(j);
+    }
+    *status = 202;
+    return ss;
+}
+
+/* The records of this frame, applied as the worker applied them. */
+static void apply_records(srv *s, srv_session *ss, srv_replay *rp)
+{
+    srv_record h;
+    const uint8_t *payload;
+    size_t at = rp->at;
+    while (srv_record_get(rp->records, rp->records_n, &at, ss->scene, &h, &payload) == 0 &&
+           h.frame <= ss->frame_no) {
+        rp->at = at;
+        if (h.kind == SRV_ITEM_PAUSE || h.kind == SRV_ITEM_RESUME) {
+            rp->scene_paused = h.kind == SRV_ITEM_PAUSE;
+        } else if (h.kind >= SRV_ITEM_SCENE) {
+            _Alignas(8) unsigned char data[SRV_EVENT_MAX];
+            memcpy(data, payload, h.size);
+            srv_event ev = {h.client, h.seq, data, h.size};
+            srv_scene_ctx c;
+            srv_quiet_ctx(s, &c, ss->frame_no, ss->id);
+            ss->scene->events[h.kind - SRV_ITEM_SCENE].apply(&c, ss->scene_data, &ev);
+        }
+        if (!(h.flags & SRV_EV_QUERY)) {
+            pthread_mutex_lock(&ss->lock);
+            ss->last_seq = h.seq;
+            pthread_mutex_unlock(&ss->lock);
+        }
+    }
+}
+
+/* The last frame reached: paused there, its state hash against the recorded one. */
+static void replay_end(srv_session *ss, srv_replay *rp)
+{
+    uint64_t h = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
+    pthread_mutex_lock(&ss->lock);
+    rp->ended = 1;
+    rp->same = h == rp->end_hash;
+    ss->paused = 1;
+    ss->state_version++;
+    pthread_mutex_unlock(&ss->lock);
+    fprintf(stderr,
+            "softcast-server: replay %s ended at frame %llu: state hash %016llx, recorded "
+            "%016llx (%s)\n",
+            ss->id, (unsigned long long)ss->frame_no, (unsigned long long)h,
+            (unsigned long long)rp->end_hash, rp->same ? "the same" : "DIFFERENT");
+}
+
+int srv_replay_frame(srv *s, srv_session *ss, srv_scene_ctx *c, double *ms, int *ended)
+{
+    srv_replay *rp = ss->replay;
+    *ms = 0;
+    if (rp->ended)
+        return 0;
+    apply_records(s, ss, rp);
+    if (ss->frame_no >= rp->end_frame) {
+        replay_end(ss, rp); /* no frame past the last: a client sees each number once */
+        *ended = 1;
+        return 0;
+    }
+    int moved = !rp->scene_paused && ss->scene->step(c, ss->scene_data, ms);
+    ss->frame_no++;
+    return moved || !rp->scene_paused;
+}
+
+void srv_replay_seek(srv *s, srv_session *ss, srv_scene_ctx *c, const srv_item *h,
+                     const void *payload)
+{
+    srv_replay *rp = ss->replay;
+    uint64_t to;
+    memcpy(&to, payload, sizeof to);
+    if (!rp || to < rp->start_frame || to > rp->end_frame) {
+        char d[160];
+        snprintf(d, sizeof d,
+                 rp ? "frame %llu is outside this replay's %llu to %llu" : "only a replay seeks",
+                 (unsigned long long)to, (unsigned long long)(rp ? rp->start_frame : 0),
+                 (unsigned long long)(rp ? rp->end_frame : 0));
+        c->error(c, h->client, h->seq, "bad seek", d);
+        return;
+    }
+    if (to < ss->frame_no || rp->ended) { /* back to the start, then forward */
+        char err[256];
+        if (ss->scene->restore(ss->scene_data, rp->start, rp->start_n, err, sizeof err) != 0) {
+            c->error(c, h->client, h->seq, "bad seek", err);
+            return;
+        }
+        ss->frame_no = rp->start_frame;
+        srv_session_rewind(ss);
+        rp->at = 0;
+        rp->scene_paused = rp->start_paused;
+        pthread_mutex_lock(&ss->lock);
+        rp->ended = 0;
+        pthread_mutex_unlock(&ss->lock);
+    }
+    double ms;
+    while (ss->frame_no < to && !rp->ended) {
+        srv_scene_ctx q;
+        srv_quiet_ctx(s, &q, ss->frame_no, ss->id);
+        int ended = 0;
+        (void)srv_replay_frame(s, ss, &q, &ms, &ended);
+    }
+    pthread_mutex_lock(&ss->lock);
+    ss->state_version++;
+    pthread_mutex_unlock(&ss->lock);
+}
+
+void srv_replay_describe(srv_session *ss, cJSON *j)
+{
+    srv_replay *rp = ss->replay;
+    if (!rp)
+        return;
+    cJSON *r = cJSON_AddObjectToObject(j, "replay");
+    cJSON_AddNumberToObject(r, "start_frame", (double)rp->start_frame);
+    cJSON_AddNumberToObject(r, "end_frame", (double)rp->end_frame);
+    cJSON_AddBoolToObject(r, "ended", rp->ended);
+    if (rp->ended)
+        cJSON_AddBoolToObject(r, "same_state", rp->same);
+}
