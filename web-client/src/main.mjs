@@ -66,6 +66,24 @@ async function lobby() {
   }).catch(() => {});
   // A CT of one's own: uploaded, loaded on the server, then opened to drive.
   uploadCard($('#upload'), { api, open: (s) => { location.href = `./${new URL(s.control_url).search}`; } });
+  // A recording: uploaded as a replay session, polled until ready, opened to drive.
+  $('#recording-file').addEventListener('change', async (e) => {
+    const f = e.target.files[0], status = $('#recording-status');
+    if (!f) return;
+    status.textContent = `sending ${f.name}...`;
+    const headers = { 'content-type': 'application/octet-stream' };
+    if (operatorKey()) headers.authorization = `Bearer ${operatorKey()}`;
+    const r = await fetch('/api/recordings', { method: 'POST', headers, body: f });
+    const s = await r.json().catch(() => null);
+    if (!r.ok) { status.textContent = s?.detail ?? `HTTP ${r.status}`; return; }
+    for (let st = s; ; await new Promise((res) => setTimeout(res, 200))) {
+      st = await api('GET', `/api/sessions/${s.id}`);
+      if (st.state === 'ready') break;
+      if (st.state === 'failed') { status.textContent = st.error; return; }
+      status.textContent = `building the replay: ${st.stage}`;
+    }
+    location.href = `./${new URL(s.control_url).search}`;
+  });
   // The create form: a scene, and the fields its module asks for.
   const sceneSelect = $('#create select[name=scene]');
   const fields = $('#scene-fields');
@@ -158,6 +176,7 @@ async function session(id, token) {
     st.shown.push([m.frame, m.decodedAt, performance.timeOrigin + performance.now()]);
     if (st.shown.length > 600) st.shown.splice(0, 300);
     conn.ack();
+    classroom.frame(m.frame);
     scene.objects?.(m);
   };
   document.addEventListener('visibilitychange', () => { if (document.hidden) applyObjects(); });
@@ -211,6 +230,7 @@ async function session(id, token) {
         return;
       }
       if (t.type === 'control_request') classroom.controlRequest(t.from);
+      else if (t.type === 'recording') classroom.recordingState(t);
       else if (t.type === 'notice') $('#hint3d').textContent = t.detail; // e.g. a pull that stops at the edge
       else if (t.type === 'error') panel.refused(t);
       scene?.text?.(t);
@@ -228,6 +248,7 @@ async function session(id, token) {
     viewerLink: () => `${location.origin}${location.pathname}?session=${encodeURIComponent(id)}` +
       `&token=${encodeURIComponent(st.state?.view_token ?? token)}`,
   });
+  Object.assign(classroom, { token, sessionId: id }); // the recording's download needs them
   const panel = new ParamPanel($('#params'), (p) => conn.send('set_params', { params: p }));
   const stats = new Stats($('#stats'), conn, st);
   conn.start();

@@ -2,7 +2,7 @@
 // control and handing it over) and the session's own buttons (reset, pause), the same in
 // every scene. Values come from the server's state messages; viewers see them disabled.
 // The markup is index.html's #panel (#role, #viewers, #copy-link, #request-control,
-// #requests, #reset, #pause).
+// #requests, #reset, #pause, #record, #download-recording, and #replay in a replay session).
 import { h } from './dom.mjs';
 
 export class Classroom {
@@ -25,6 +25,44 @@ export class Classroom {
       this.requestBtn.disabled = true;
     });
     this.requests = root.querySelector('#requests');
+    // Recording: the driver starts and stops it; the file comes with the control token.
+    this.recording = false;
+    this.recordBtn = root.querySelector('#record');
+    this.recordBtn.addEventListener('click', () => this.conn.send(this.recording ? 'record_stop' : 'record_start'));
+    this.downloadLink = root.querySelector('#download-recording');
+    this.downloadLink.addEventListener('click', (e) => { e.preventDefault(); this.download(); });
+    this.seek = root.querySelector('#seek');
+    this.seek.addEventListener('change', () => this.conn.send('seek', { frame: Number(this.seek.value) }));
+  }
+
+  /** A recording message: started, or stopped with its download. */
+  recordingState(t) {
+    this.recording = t.state === 'recording';
+    this.recordBtn.textContent = this.recording ? 'Stop recording' : 'Record';
+    if (t.state === 'stopped') {
+      this.downloadPath = t.download;
+      this.downloadLink.hidden = false;
+      this.downloadLink.textContent = `Download recording (${t.end_frame - t.start_frame} frames, ${(t.bytes / 1048576).toFixed(1)} MB)`;
+    }
+  }
+
+  async download() {
+    const r = await fetch(this.downloadPath, { headers: { authorization: `Bearer ${this.token}` } });
+    if (!r.ok) { this.downloadLink.textContent = `Download failed: HTTP ${r.status}`; return; }
+    const url = URL.createObjectURL(await r.blob());
+    const a = Object.assign(document.createElement('a'), { href: url, download: `${this.sessionId}.screc` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  /** The frame shown now (a replay's slider follows it). */
+  frame(n) {
+    if (this.replay && document.activeElement !== this.seek) {
+      this.seek.value = String(n);
+      this.root.querySelector('#replay-at').textContent = `frame ${n} of ${this.replay.start_frame}-${this.replay.end_frame}`;
+    }
   }
 
   /** A state message from the server. */
@@ -35,7 +73,17 @@ export class Classroom {
     const viewers = st.clients - (st.driver ? 1 : 0);
     this.root.querySelector('#role').textContent = this.driver ? 'You drive' : st.driver ? 'You watch' : 'Nobody drives';
     this.root.querySelector('#viewers').textContent = `${viewers} viewer${viewers === 1 ? '' : 's'}`;
-    for (const b of [this.root.querySelector('#reset'), this.pauseBtn]) b.disabled = !this.driver;
+    for (const b of [this.root.querySelector('#reset'), this.pauseBtn, this.recordBtn, this.seek]) b.disabled = !this.driver;
+    this.replay = st.replay ?? null;
+    this.root.querySelector('#replay').hidden = !this.replay;
+    this.recordBtn.hidden = !!this.replay;
+    this.root.querySelector('#reset').hidden = !!this.replay;
+    if (this.replay) {
+      this.seek.min = String(this.replay.start_frame);
+      this.seek.max = String(this.replay.end_frame);
+      this.root.querySelector('#replay-end').textContent = !this.replay.ended ? ''
+        : this.replay.same_state ? 'ended: the same state as the recording' : 'ended: the state differs from the recording';
+    }
     this.requestBtn.hidden = this.driver;
     if (this.driver) {
       this.requestBtn.textContent = 'Request control';
