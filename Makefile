@@ -74,7 +74,7 @@ SERVER_C := $(wildcard server/*.c)
 # and the event fuzzer link them.
 SCENE_C  := server/scene.c $(wildcard server/scene_*.c) server/text.c server/inbox.c
 # (fuzz_ws.c is the WebSocket handler with lws stubbed: libFuzzer only, never in the C tests)
-TEST_C   := $(filter-out tests/fuzz/fuzz_ws.c,$(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c \
+TEST_C   := $(filter-out tests/fuzz/fuzz_ws.c tests/fuzz/fuzz_http.c,$(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c \
               tests/server/*.c))
 TEST_CPP := $(wildcard tests/sim/*.cpp)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
@@ -180,32 +180,38 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fsanitize=fuzzer,address,undefined -I. -DFUZZ_MAIN
-FUZZ_TARGETS = frame event delta ws
+FUZZ_TARGETS = frame event delta ws http
+FUZZ_LIBS_http =
 FUZZ_SRC_frame = $(PROTO_C)
 FUZZ_SRC_delta = $(PROTO_C)
 FUZZ_SRC_event = $(PROTO_C) $(SCENE_C) $(SIM_C)
 FUZZ_SRC_ws = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c server/durable.c \
               server/recording.c server/builder.c
+FUZZ_SRC_http = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c server/durable.c \
+                server/recording.c
 .PHONY: fuzz fuzz-seeds fuzz-smoke fuzz-bin
 fuzz-bin: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_C) $(SCENE_C) $(SIM_C) $(wildcard server/*.c server/*.h tests/fuzz/*.h)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(PROTO_LIBS) -lpthread -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(PROTO_LIBS) $(FUZZ_LIBS_$*) -lpthread -lm
 # New interesting inputs land in tests/fuzz/corpus/ (commit the ones worth keeping).
 fuzz: fuzz-bin
 	for t in $(FUZZ_TARGETS); do \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
 	done
 # In make test: each target FUZZ_SMOKE_SECONDS from its committed corpus with a fixed seed;
-# what it finds goes to a scratch folder, never into the committed corpus.
+# what it finds goes to a scratch folder, never into the committed corpus. FUZZ_JOBS targets
+# at a time (one a core on a 2-core CI machine).
+FUZZ_JOBS ?= 2
+.PHONY: $(FUZZ_TARGETS:%=fuzz-smoke-%)
 fuzz-smoke: fuzz-bin
-	@for t in $(FUZZ_TARGETS); do \
-	  rm -rf $(BUILD)/fuzz/smoke-$$t && mkdir -p $(BUILD)/fuzz/smoke-$$t && \
-	  $(BUILD)/fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SMOKE_SECONDS) -max_len=65536 \
-	    -print_final_stats=1 $(BUILD)/fuzz/smoke-$$t tests/fuzz/corpus/$$t >$(BUILD)/fuzz/smoke-$$t.log 2>&1 || \
-	    { tail -n 40 $(BUILD)/fuzz/smoke-$$t.log; echo "fuzz-smoke: $$t found a crash"; exit 1; }; \
-	  echo "fuzz-smoke: $$t $$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/smoke-$$t.log) executions in $(FUZZ_SMOKE_SECONDS) s, no finding"; \
-	done
+	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) $(FUZZ_TARGETS:%=fuzz-smoke-%)
+$(FUZZ_TARGETS:%=fuzz-smoke-%): fuzz-smoke-%:
+	@rm -rf $(BUILD)/fuzz/smoke-$* && mkdir -p $(BUILD)/fuzz/smoke-$* && \
+	  $(BUILD)/fuzz/fuzz_$* -seed=1 -max_total_time=$(FUZZ_SMOKE_SECONDS) -max_len=65536 \
+	    -print_final_stats=1 $(BUILD)/fuzz/smoke-$* tests/fuzz/corpus/$* >$(BUILD)/fuzz/smoke-$*.log 2>&1 || \
+	    { tail -n 40 $(BUILD)/fuzz/smoke-$*.log; echo "fuzz-smoke: $* found a crash"; exit 1; }; \
+	  echo "fuzz-smoke: $* $$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/smoke-$*.log) executions in $(FUZZ_SMOKE_SECONDS) s, no finding"
 
 # The server under ThreadSanitizer, through its end-to-end tests. Built without OpenMP:
 # libgomp is not instrumented, so its barriers would read as races.

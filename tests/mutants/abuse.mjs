@@ -177,4 +177,22 @@ export default [
     test: '$BUILD/fuzz/fuzz_ws -runs=500 -seed=1 tests/fuzz/corpus/ws',
     caught_by: 'fuzz_ws (make fuzz-smoke): every text the handler writes is valid UTF-8',
   },
+  {
+    name: 'GET /api/sessions/ID keeps the session\'s reference (it can never be freed)',
+    file: 'server/http.c',
+    find: '    cJSON *j = session_json(s, ss, 0);\n    srv_session_put(s, ss);',
+    replace: '    cJSON *j = session_json(s, ss, 0);',
+    build: ['$BUILD/fuzz/fuzz_http'],
+    test: '$BUILD/fuzz/fuzz_http -runs=2000 -seed=1 tests/fuzz/corpus/http',
+    caught_by: 'fuzz_http (make fuzz-smoke): every reference a request takes is given back',
+  },
+  {
+    name: 'an HTTP error answered as plain text, not the JSON error',
+    file: 'server/http.c',
+    find: '    size_t n = srv_error_json(text, sizeof text, -1, error, detail ? detail : "");',
+    replace: '    size_t n = (size_t)snprintf(text, sizeof text, "%s: %s", error, detail ? detail : "");',
+    build: ['$BUILD/fuzz/fuzz_http'],
+    test: '$BUILD/fuzz/fuzz_http -runs=2000 -seed=1 tests/fuzz/corpus/http',
+    caught_by: 'fuzz_http (make fuzz-smoke): a JSON answer is valid JSON naming "error"',
+  },
 ];
