@@ -268,8 +268,12 @@ int srv_durable_begin(srv *s, srv_session *ss)
     if (!d) {
         fprintf(stderr, "softcast-server: session %s: not kept across restarts: %s: %s\n", ss->id,
                 dir, strerror(errno));
+        char meta[900];
+        if (rc == 0 && path_join(meta, sizeof meta, dir, "meta.json") == 0)
+            unlink(meta);
         return -1;
     }
+    sync_dir(dir); /* the log's name survives the machine too */
     char sessions[900];
     (void)path_join(sessions, sizeof sessions, s->cfg.state_dir, "sessions");
     sync_dir(sessions);
@@ -356,15 +360,16 @@ void srv_record_put(sc_blob *b, const srv_record *h, const void *payload)
     SC_PUT(b, sum);
 }
 
-int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *scene, srv_record *r,
-                   const uint8_t **payload)
+int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *scene, int ticks,
+                   srv_record *r, const uint8_t **payload)
 {
     if (n < *at || n - *at < sizeof *r + sizeof(uint64_t))
         return -1;
     memcpy(r, p + *at, sizeof *r);
     size_t len = sizeof *r + (size_t)r->size + sizeof(uint64_t);
-    int known = r->kind == REC_TICK || (r->kind < SRV_ITEM_SCENE && r->kind != SRV_ITEM_SEEK) ||
-                r->kind - SRV_ITEM_SCENE < (uint32_t)scene->nevents;
+    int known = (ticks && r->kind == REC_TICK) || r->kind == SRV_ITEM_PAUSE ||
+                r->kind == SRV_ITEM_RESUME ||
+                (r->kind >= SRV_ITEM_SCENE && r->kind - SRV_ITEM_SCENE < (uint32_t)scene->nevents);
     if (r->magic != REC_MAGIC || r->size > SRV_EVENT_MAX || len > n - *at || !known)
         return -1;
     uint64_t sum, want = sc_hash_bytes(sc_hash_bytes(SC_HASH_SEED, r, sizeof *r),
@@ -380,8 +385,9 @@ int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *sc
 void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload)
 {
     srv_durable *d = ss->durable;
-    if (!d || d->broken || (h->flags & SRV_EV_QUERY))
-        return; /* a query changes nothing: nothing to replay */
+    if (!d || d->broken || (h->flags & SRV_EV_QUERY) ||
+        (h->kind != SRV_ITEM_PAUSE && h->kind != SRV_ITEM_RESUME && h->kind < SRV_ITEM_SCENE))
+        return; /* a query changes nothing, nor a recording's start or stop: nothing to replay */
     srv_record r = {REC_MAGIC, h->size,  d->next_lsn++, ss->frame_no,
                     h->kind,   h->flags, h->client,     h->seq};
     srv_record_put(&d->pending, &r, payload);
@@ -391,10 +397,14 @@ void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload)
 static void broken(srv_session *ss, const char *what)
 {
     srv_durable *d = ss->durable;
-    if (!d->broken)
+    if (!d->broken) {
         fprintf(stderr,
                 "softcast-server: session %s: %s failed (%s): its state is no longer kept\n",
                 ss->id, what, strerror(errno));
+        char meta[900]; /* without it a restart does not bring back an older state */
+        if (path_join(meta, sizeof meta, d->dir, "meta.json") == 0)
+            unlink(meta);
+    }
     d->broken = 1;
 }
 
@@ -513,8 +523,10 @@ void srv_durable_close(srv_session *ss)
 void srv_durable_remove(srv_session *ss)
 {
     srv_durable *d = ss->durable;
-    if (!d)
+    if (!d) {
+        srv_origin_forget(ss); /* an upload kept for it, though its state was not */
         return;
+    }
     static const char *const files[] = {"log", "snapshot", "snapshot.tmp", "meta.json",
                                         "meta.json.tmp"};
     char path[900];
@@ -625,10 +637,8 @@ static void replay_record(replay *r, const srv_record *h, const uint8_t *payload
     }
     if (h->kind == SRV_ITEM_PAUSE || h->kind == SRV_ITEM_RESUME) {
         r->paused = h->kind == SRV_ITEM_PAUSE;
-    } else if (h->kind < SRV_ITEM_SCENE) {
-        /* a recording's start or stop: a recording does not outlive the process */
     } else {
-        _Alignas(8) unsigned char data[SRV_EVENT_MAX];
+        _Alignas(8) unsigned char data[SRV_EVENT_MAX] = {0};
         memcpy(data, payload, h->size);
         srv_event ev = {h->client, h->seq, data, h->size};
         srv_scene_ctx c;
@@ -647,7 +657,7 @@ static void replay_log(replay *r, const uint8_t *log, size_t n, const char *id)
     size_t at = 0, next = 0;
     srv_record h;
     const uint8_t *payload;
-    while (srv_record_get(log, n, &next, r->scene, &h, &payload) == 0) {
+    while (srv_record_get(log, n, &next, r->scene, 1, &h, &payload) == 0) {
         if (h.lsn >= r->next_lsn && h.frame < r->frame)
             break; /* out of order: not this log's */
         if (h.lsn >= r->next_lsn) {

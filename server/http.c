@@ -659,7 +659,8 @@ static enum MHD_Result upload_recording(srv *s, struct MHD_Connection *conn, req
     rq->body = NULL; /* the replay's now */
     srv_session *ss = srv_replay_create(s, file, rq->len, owner, &status, err, sizeof err);
     if (!ss)
-        return send_error(conn, (unsigned)status, status_error(status), err);
+        return send_error(conn, (unsigned)status,
+                          status == 400 ? "bad recording" : status_error(status), err);
     cJSON *j = session_json(s, ss, 1);
     srv_session_put(s, ss);
     return send_json(conn, 202, j);

@@ -33,7 +33,7 @@ typedef struct srv_recorder {
     sc_blob start;   /* the scene's state when it started */
     sc_blob records; /* what was applied since */
     uint64_t start_frame, start_hash, lsn;
-    int start_paused, events;
+    int start_paused, events, full;
     uint32_t start_seq;
 } srv_recorder;
 
@@ -43,6 +43,8 @@ typedef struct srv_replay {
     uint8_t *records;
     size_t records_n, at; /* the next record */
     uint64_t start_frame, end_frame, end_hash;
+    uint64_t seek_to; /* a seek on its way there (0: none) */
+    uint32_t start_seq;
     int start_paused, scene_paused; /* the original's pause, as recorded */
     int ended, same;                /* at the end: whether the state hash is the recorded one */
 } srv_replay;
@@ -97,9 +99,13 @@ void srv_record_start(srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32
 void srv_record_note(srv_session *ss, const srv_item *h, const void *payload)
 {
     srv_recorder *r = ss->recorder;
-    if (!r || (h->flags & SRV_EV_QUERY) || h->kind == SRV_ITEM_RECORD_START ||
-        h->kind == SRV_ITEM_RECORD_STOP || r->records.n > REC_MAX_RECORDS)
+    if (!r || (h->flags & SRV_EV_QUERY) ||
+        (h->kind != SRV_ITEM_PAUSE && h->kind != SRV_ITEM_RESUME && h->kind < SRV_ITEM_SCENE))
+        return; /* a query changes nothing; a recording's own start and stop are not in it */
+    if (r->records.n > REC_MAX_RECORDS) {
+        r->full = 1; /* record_stop's at the end of this take */
         return;
+    }
     srv_record rec = {0, h->size, r->lsn++, ss->frame_no, h->kind, h->flags, h->client, h->seq};
     srv_record_put(&r->records, &rec, payload);
     r->events++;
@@ -196,6 +202,11 @@ void srv_record_stop(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client,
     recorder_free(r);
 }
 
+int srv_record_full(const srv_session *ss)
+{
+    return ss->recorder && ss->recorder->full;
+}
+
 int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n)
 {
     pthread_mutex_lock(&ss->lock);
@@ -229,12 +240,40 @@ typedef struct rec_file {
     const srv_scene_i *scene;
     const uint8_t *z, *records;
     size_t z_n, records_n, start_n;
+    uint64_t start_frame, end_frame, start_seq;
 } rec_file;
 
-static double head_num(const cJSON *h, const char *name)
+#define REC_MAX_COUNT 9007199254740992.0 /* 2^53: a whole number a JSON double holds */
+#define REC_MAX_START ((size_t)1 << 30)  /* the starting state, decompressed */
+
+/* The header's field as a whole number in [0, max]: 0, or -1 (absent, fractional, out of
+ * range: the file is refused, never cast). */
+static int head_count(const cJSON *h, const char *name, double max, uint64_t *out)
 {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(h, name);
-    return cJSON_IsNumber(j) ? j->valuedouble : -1;
+    double v = cJSON_IsNumber(j) ? j->valuedouble : -1;
+    if (!(v >= 0 && v <= max) || v != (double)(uint64_t)v)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* The records, each checked (a kind the scene has, frames in order within the recording):
+ * 0, or -1 with err. */
+static int check_records(const rec_file *f, char *err, size_t err_sz)
+{
+    size_t at = 0;
+    uint64_t last = f->start_frame;
+    srv_record h;
+    const uint8_t *payload;
+    while (at < f->records_n) {
+        if (srv_record_get(f->records, f->records_n, &at, f->scene, 0, &h, &payload) != 0)
+            return snprintf(err, err_sz, "the recording's event at byte %zu is damaged", at), -1;
+        if (h.frame < last || h.frame > f->end_frame)
+            return snprintf(err, err_sz, "the recording's events are out of order"), -1;
+        last = h.frame;
+    }
+    return 0;
 }
 
 static uint64_t head_hash(const cJSON *h, const char *name)
@@ -244,7 +283,8 @@ static uint64_t head_hash(const cJSON *h, const char *name)
 }
 
 /* 0, or 400 with err saying what is wrong with the file. */
-static int read_file_parts(const uint8_t *p, size_t n, rec_file *f, char *err, size_t err_sz)
+static int read_file_parts(srv *s, const uint8_t *p, size_t n, rec_file *f, char *err,
+                           size_t err_sz)
 {
     memset(f, 0, sizeof *f);
     uint32_t jn;
@@ -266,22 +306,43 @@ static int read_file_parts(const uint8_t *p, size_t n, rec_file *f, char *err, s
     free(json);
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(f->head, "scene");
     f->scene = cJSON_IsString(sc) ? srv_scene_find(sc->valuestring) : NULL;
-    double z = head_num(f->head, "start_z"), rb = head_num(f->head, "records_bytes");
+    uint64_t format = 0, z, rb, start_n;
     size_t body = n - 20 - jn;
-    if (head_num(f->head, "format") != REC_FORMAT || !f->scene || !f->scene->restore || z < 0 ||
-        rb < 0 || (size_t)z + (size_t)rb != body ||
-        head_num(f->head, "end_frame") < head_num(f->head, "start_frame")) {
+    int bad = head_count(f->head, "format", 1e6, &format) || format != REC_FORMAT || !f->scene ||
+              !f->scene->restore || head_count(f->head, "start_z", (double)body, &z) ||
+              head_count(f->head, "records_bytes", (double)body, &rb) || z > body ||
+              rb != body - z ||
+              head_count(f->head, "start_bytes", (double)REC_MAX_START, &start_n) ||
+              head_count(f->head, "start_frame", REC_MAX_COUNT, &f->start_frame) ||
+              head_count(f->head, "end_frame", REC_MAX_COUNT, &f->end_frame) ||
+              head_count(f->head, "start_seq", 4294967295.0, &f->start_seq) ||
+              f->end_frame < f->start_frame;
+    if (!bad) {
+        f->z = p + 12 + jn;
+        f->z_n = (size_t)z;
+        f->records = f->z + f->z_n;
+        f->records_n = (size_t)rb;
+        f->start_n = (size_t)start_n;
+        /* What the starting state says it decompresses to, before any of it is allocated. */
+        bad = ZSTD_getFrameContentSize(f->z, f->z_n) != start_n;
+    }
+    const cJSON *be = cJSON_GetObjectItemCaseSensitive(f->head, "backend");
+    int rc =
+        bad ? (snprintf(err, err_sz, "not a recording this server reads (format %d)", REC_FORMAT),
+               400)
+        : !cJSON_IsString(be) || strcmp(be->valuestring, sim_backend_name(s->backend))
+            ? (snprintf(err, err_sz,
+                        "recorded on the %s backend; this server steps on %s, which would not "
+                        "show the same frames",
+                        cJSON_IsString(be) ? be->valuestring : "?", sim_backend_name(s->backend)),
+               400)
+        : check_records(f, err, err_sz) ? 400
+                                        : 0;
+    if (rc) {
         cJSON_Delete(f->head);
         f->head = NULL;
-        return snprintf(err, err_sz, "not a recording this server reads (format %d)", REC_FORMAT),
-               400;
     }
-    f->z = p + 12 + jn;
-    f->z_n = (size_t)z;
-    f->records = f->z + f->z_n;
-    f->records_n = (size_t)rb;
-    f->start_n = (size_t)head_num(f->head, "start_bytes");
-    return 0;
+    return rc;
 }
 
 typedef struct replay_job {
@@ -306,8 +367,10 @@ static void build_replay(void *arg)
     if (status == 201) {
         rp->start = malloc(j->f.start_n ? j->f.start_n : 1);
         rp->records = malloc(j->f.records_n ? j->f.records_n : 1);
-        size_t got = rp->start ? ZSTD_decompress(rp->start, j->f.start_n, j->f.z, j->f.z_n) : 0;
-        if (!rp->records || ZSTD_isError(got) || got != j->f.start_n)
+        size_t got = rp->start && rp->records
+                         ? ZSTD_decompress(rp->start, j->f.start_n, j->f.z, j->f.z_n)
+                         : 0;
+        if (!rp->start || !rp->records || ZSTD_isError(got) || got != j->f.start_n)
             status = 400, snprintf(err, sizeof err, "the recording's state does not decompress");
         else
             rp->start_n = got;
@@ -322,15 +385,18 @@ static void build_replay(void *arg)
     if (status == 201) {
         memcpy(rp->records, j->f.records, j->f.records_n);
         rp->records_n = j->f.records_n;
-        rp->start_frame = (uint64_t)head_num(j->f.head, "start_frame");
-        rp->end_frame = (uint64_t)head_num(j->f.head, "end_frame");
+        rp->start_frame = j->f.start_frame;
+        rp->end_frame = j->f.end_frame;
+        rp->start_seq = (uint32_t)j->f.start_seq;
         rp->end_hash = head_hash(j->f.head, "end_hash");
         rp->start_paused = rp->scene_paused =
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j->f.head, "start_paused"));
-        j->ss->replay = rp; /* before it is ready: no worker sees it yet */
+        pthread_mutex_lock(&j->ss->lock); /* before it is ready: no worker sees it yet */
+        j->ss->replay = rp;
         j->ss->frame_no = rp->start_frame;
         j->ss->paused = 1; /* its driver starts it */
-        j->ss->last_seq = (uint32_t)head_num(j->f.head, "start_seq");
+        j->ss->last_seq = rp->start_seq;
+        pthread_mutex_unlock(&j->ss->lock);
         rp = NULL;
     } else if (data) {
         j->f.scene->destroy(data);
@@ -357,7 +423,7 @@ srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owne
         snprintf(err, err_sz, "out of memory");
         return NULL;
     }
-    *status = read_file_parts(file, n, &j->f, err, err_sz);
+    *status = read_file_parts(s, file, n, &j->f, err, err_sz);
     srv_session *ss =
         *status ? NULL : srv_session_create_loading(s, j->f.scene, owner, err, err_sz, status);
     if (!ss) {
@@ -386,13 +452,13 @@ static void apply_records(srv *s, srv_session *ss, srv_replay *rp)
     srv_record h;
     const uint8_t *payload;
     size_t at = rp->at;
-    while (srv_record_get(rp->records, rp->records_n, &at, ss->scene, &h, &payload) == 0 &&
+    while (srv_record_get(rp->records, rp->records_n, &at, ss->scene, 0, &h, &payload) == 0 &&
            h.frame <= ss->frame_no) {
         rp->at = at;
         if (h.kind == SRV_ITEM_PAUSE || h.kind == SRV_ITEM_RESUME) {
             rp->scene_paused = h.kind == SRV_ITEM_PAUSE;
         } else if (h.kind >= SRV_ITEM_SCENE) {
-            _Alignas(8) unsigned char data[SRV_EVENT_MAX];
+            _Alignas(8) unsigned char data[SRV_EVENT_MAX] = {0};
             memcpy(data, payload, h.size);
             srv_event ev = {h.client, h.seq, data, h.size};
             srv_scene_ctx c;
@@ -424,12 +490,11 @@ static void replay_end(srv_session *ss, srv_replay *rp)
             (unsigned long long)rp->end_hash, rp->same ? "the same" : "DIFFERENT");
 }
 
-int srv_replay_frame(srv *s, srv_session *ss, srv_scene_ctx *c, double *ms, int *ended)
+/* One frame of the recording: its records, then its step (not at the last frame, where the
+ * replay ends). Returns 1 when the view changed. */
+static int frame_once(srv *s, srv_session *ss, srv_replay *rp, srv_scene_ctx *c, double *ms,
+                      int *ended)
 {
-    srv_replay *rp = ss->replay;
-    *ms = 0;
-    if (rp->ended)
-        return 0;
     apply_records(s, ss, rp);
     if (ss->frame_no >= rp->end_frame) {
         replay_end(ss, rp); /* no frame past the last: a client sees each number once */
@@ -441,9 +506,39 @@ int srv_replay_frame(srv *s, srv_session *ss, srv_scene_ctx *c, double *ms, int 
     return moved || !rp->scene_paused;
 }
 
+#define SEEK_SLICE_MS 30.0 /* a seek's frames a beat: its worker stays the others' too */
+
+/* A seek's frames, unseen, for at most SEEK_SLICE_MS. Returns 1 while it is on its way. */
+static int seek_on(srv *s, srv_session *ss, srv_replay *rp)
+{
+    double t0 = srv_now_ms(), ms;
+    int ended = 0;
+    while (ss->frame_no < rp->seek_to && !rp->ended && !atomic_load(&s->stop)) {
+        srv_scene_ctx q;
+        srv_quiet_ctx(s, &q, ss->frame_no, ss->id);
+        (void)frame_once(s, ss, rp, &q, &ms, &ended);
+        if (srv_now_ms() - t0 > SEEK_SLICE_MS)
+            return ss->frame_no < rp->seek_to && !rp->ended;
+    }
+    rp->seek_to = 0;
+    return 0;
+}
+
+int srv_replay_frame(srv *s, srv_session *ss, srv_scene_ctx *c, int paused, double *ms, int *ended)
+{
+    srv_replay *rp = ss->replay;
+    *ms = 0;
+    if (rp->seek_to) /* shown once there, paused or not */
+        return !seek_on(s, ss, rp);
+    if (paused || rp->ended)
+        return 0;
+    return frame_once(s, ss, rp, c, ms, ended);
+}
+
 void srv_replay_seek(srv *s, srv_session *ss, srv_scene_ctx *c, const srv_item *h,
                      const void *payload)
 {
+    (void)s;
     srv_replay *rp = ss->replay;
     uint64_t to;
     memcpy(&to, payload, sizeof to);
@@ -468,15 +563,10 @@ void srv_replay_seek(srv *s, srv_session *ss, srv_scene_ctx *c, const srv_item *
         rp->scene_paused = rp->start_paused;
         pthread_mutex_lock(&ss->lock);
         rp->ended = 0;
+        ss->last_seq = rp->start_seq;
         pthread_mutex_unlock(&ss->lock);
     }
-    double ms;
-    while (ss->frame_no < to && !rp->ended) {
-        srv_scene_ctx q;
-        srv_quiet_ctx(s, &q, ss->frame_no, ss->id);
-        int ended = 0;
-        (void)srv_replay_frame(s, ss, &q, &ms, &ended);
-    }
+    rp->seek_to = to > ss->frame_no ? to : 0; /* stepped there over the next beats */
     pthread_mutex_lock(&ss->lock);
     ss->state_version++;
     pthread_mutex_unlock(&ss->lock);

@@ -135,10 +135,15 @@ int srv_param_parse_one(const sim_param_desc *t, int n, const char *name, const 
     return (int)SRV_PARAM_SET_BYTES(out->n);
 }
 
-void srv_params_apply(const sim_param_desc *t, const srv_param_set *ps, void *params)
+void srv_params_apply(const sim_param_desc *t, int n, const srv_param_set *ps, void *params)
 {
-    for (uint32_t i = 0; i < ps->n; i++)
-        (void)sim_param_set(&t[ps->v[i].index], params, ps->v[i].value, NULL, 0);
+    /* Checked again here: a replayed recording's payloads come from a file, not a parse. */
+    uint32_t count = ps->n < PROTO_MAX_PARAMS ? ps->n : PROTO_MAX_PARAMS;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t k = ps->v[i].index;
+        if (k < (uint32_t)n && !t[k].internal) /* the range: sim_param_set's */
+            (void)sim_param_set(&t[k], params, ps->v[i].value, NULL, 0);
+    }
 }
 
 char *srv_params_json(const sim_param_desc *t, int n, const void *params)

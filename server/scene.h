@@ -179,8 +179,9 @@ int srv_params_parse(const sim_param_desc *t, int n, const cJSON *msg, srv_param
 /// A set of one parameter given by name (a choice by its name): set_condition's payload.
 int srv_param_parse_one(const sim_param_desc *t, int n, const char *name, const cJSON *value,
                         srv_param_set *out, const char **error, char *err, size_t err_sz);
-/// Apply a parsed set to params (a scene's parameter struct).
-void srv_params_apply(const sim_param_desc *t, const srv_param_set *ps, void *params);
+/// Apply a parsed set to params (a scene's parameter struct; t its table of n entries).
+/// Entries out of the table, internal or out of range are skipped.
+void srv_params_apply(const sim_param_desc *t, int n, const srv_param_set *ps, void *params);
 /// The values as one flat JSON object (choices by name), malloc'd.
 char *srv_params_json(const sim_param_desc *t, int n, const void *params);
 /// The schema clients render their panel from: [{name, type, min, max, default, unit,

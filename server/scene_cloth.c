@@ -322,7 +322,7 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
     const sim_param_desc *t = sim_cloth_params_table(&n);
     sim_cloth_event ev = sim_event(SIM_CLOTH_EV_SET_PARAMS, NULL);
     ev.params = sim_cloth_get_params(cs->sim);
-    srv_params_apply(t, e->data, &ev.params);
+    srv_params_apply(t, n, e->data, &ev.params);
     if (to_sim(c, cs, e, &ev) == 0)
         c->params_changed = 1;
 }

@@ -722,7 +722,7 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
     sim_softbody_params p = sim_softbody_get_params(v->state);
     char err[256];
     v->still = 0;
-    srv_params_apply(t, e->data, &p);
+    srv_params_apply(t, n, e->data, &p);
     if (sim_softbody_set_params(v->state, &p, err, sizeof err) != SIM_OK) {
         c->error(c, e->client, e->seq, "event refused", err);
         return;

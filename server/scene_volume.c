@@ -640,7 +640,7 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
     memset(&ev, 0, sizeof ev);
     ev.type = SIM_EV_SET_PARAMS;
     ev.params = sim_volume_get_params(v->state);
-    srv_params_apply(t, e->data, &ev.params);
+    srv_params_apply(t, n, e->data, &ev.params);
     int val, cap;
     const char *what = over_cap(&ev.params, &val, &cap);
     if (what) { /* the client hears which cap, and how to raise it */

@@ -146,6 +146,8 @@ static void apply_taken(wctx *c, const unsigned char *b, int n, taken *t)
             t->oldest_ms = h.arrived_ms;
         b += SRV_ITEM_BYTES(h.size);
     }
+    if (srv_record_full(ss)) /* no room for more: it ends here, and says so */
+        srv_record_stop(c->s, ss, &c->pub, c->pub.driver, 0);
 }
 
 /* A frame as the session's clients see it: the encoder's header flags say whether it is
@@ -252,8 +254,10 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     uint32_t driver = ss->driver;
     ss->want_snapshot = 0;
     pthread_mutex_unlock(&ss->lock);
-    if (nclients == 0 && n == 0)
-        return 0; /* nobody watches: the session sleeps */
+    if (nclients == 0 && n == 0) {
+        srv_durable_commit(s, ss); /* its last events reach the disk on time all the same */
+        return 0;                  /* nobody watches: the session sleeps */
+    }
     wctx c;
     ctx_init(&c, s, ss, driver);
     taken t;
@@ -269,7 +273,7 @@ static int run_session(srv *s, worker *wk, srv_session *ss)
     double step_ms = 0;
     int moved, ended = 0;
     if (ss->replay) { /* its frames are the recording's: numbered, applied and stepped there */
-        moved = !paused && srv_replay_frame(s, ss, &c.pub, &step_ms, &ended);
+        moved = srv_replay_frame(s, ss, &c.pub, paused, &step_ms, &ended);
     } else {
         moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);
         ss->frame_no++;

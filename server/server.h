@@ -469,9 +469,10 @@ struct srv_scene_ctx;
 /// Append r (its magic set here), payload (r->size bytes) and their checksum.
 void srv_record_put(struct sc_blob *b, const srv_record *r, const void *payload);
 /// The record at *at of p (n bytes) into r, its payload in *payload; *at moves past it. 0,
-/// or -1 at the end or at a record cut short, damaged or of a kind the scene lacks.
-int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *scene, srv_record *r,
-                   const uint8_t **payload);
+/// or -1 at the end or at a record cut short, damaged, or of a kind that is not a pause, a
+/// resume, one of the scene's events or (ticks: a log's) a tick.
+int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *scene, int ticks,
+                   srv_record *r, const uint8_t **payload);
 /// A context whose replies go nowhere (a replay's: they went out the first time).
 void srv_quiet_ctx(srv *s, struct srv_scene_ctx *c, uint64_t frame, const char *id);
 
@@ -482,6 +483,8 @@ void srv_record_stop(srv *s, srv_session *ss, struct srv_scene_ctx *c, uint32_t 
                      uint32_t seq);
 /// An item the worker applies now: into the recording, when one runs.
 void srv_record_note(srv_session *ss, const srv_item *h, const void *payload);
+/// The running recording holds all the events it may (it stops at the end of the take).
+int srv_record_full(const srv_session *ss);
 /// The last recording's file, a copy (HTTP): 0, or -1 when there is none.
 int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n);
 /// A replay session from a recording's file (HTTP thread; file is taken): loading at once
@@ -489,10 +492,13 @@ int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n);
 /// (400: not a recording this server reads, 429, ...) and err.
 srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owner, int *status,
                                char *err, size_t err_sz);
-/// A replay's frame (worker, not paused): the records of this frame, then its step. Returns
-/// 1 when the view changed; *ended set when it reached its last frame (it pauses there).
-int srv_replay_frame(srv *s, srv_session *ss, struct srv_scene_ctx *c, double *ms, int *ended);
-/// A replay's seek (worker): to the frame in the item's payload (uint64_t).
+/// A replay's frame (worker): a seek's next frames, unseen (paused or not), or, not paused,
+/// the records of this frame then its step. Returns 1 when the view changed; *ended set
+/// when it reached its last frame (it pauses there).
+int srv_replay_frame(srv *s, srv_session *ss, struct srv_scene_ctx *c, int paused, double *ms,
+                     int *ended);
+/// A replay's seek (worker): to the frame in the item's payload (uint64_t), back from its
+/// start; the frames there are stepped over the next beats, a slice a beat.
 void srv_replay_seek(srv *s, srv_session *ss, struct srv_scene_ctx *c, const srv_item *h,
                      const void *payload);
 /// "replay": {start_frame, end_frame, ended, same_state} into j (the session lock held).

@@ -314,9 +314,13 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
         goto fail;
     }
     ss->origin = srv_origin_options(opts);
+    ss->load_state = SRV_LOADING; /* no worker takes it until it is kept (durable.c) */
     *http_status = session_insert(s, ss, 0, err, err_sz);
     if (*http_status == 201) {
-        (void)srv_durable_begin(s, ss); /* before any worker sees it */
+        (void)srv_durable_begin(s, ss);
+        pthread_mutex_lock(&ss->lock);
+        ss->load_state = SRV_READY;
+        pthread_mutex_unlock(&ss->lock);
         return ss;
     }
 fail:

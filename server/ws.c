@@ -313,6 +313,10 @@ static void on_seek(ws_ctx *w, srv_client *c, const proto_envelope *env)
 {
     char err[160];
     double f;
+    if (!c->ss->replay) {
+        queue_error(w, c, env->seq, "bad seek", "only a replay seeks");
+        return;
+    }
     if (proto_read_number(env->msg, "frame", 0, 9.0e15, &f, err, sizeof err) != PROTO_OK) {
         queue_error(w, c, env->seq, "bad message", err);
         return;

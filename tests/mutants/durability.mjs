@@ -78,4 +78,13 @@ export default [
     test: 'node --test tests/server/recording.test.mjs',
     caught_by: 'recording: ... pauses and seeks',
   },
+  {
+    name: 'a log\'s tick taken in an uploaded recording (the replay would call past the scene\'s events)',
+    file: 'server/durable.c',
+    find: '    int known = (ticks && r->kind == REC_TICK) || r->kind == SRV_ITEM_PAUSE ||',
+    replace: '    int known = ((void)ticks, r->kind == REC_TICK) || r->kind == SRV_ITEM_PAUSE ||',
+    build: server,
+    test: 'node --test tests/server/recording.test.mjs',
+    caught_by: 'recording: ... crafted files: a tick ... refused',
+  },
 ];

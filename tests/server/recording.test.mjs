@@ -34,6 +34,39 @@ function compare(orig, replay, from, to) {
   return { same, missing };
 }
 
+// FNV-1a 64 (sc_hash_bytes): the file's and each record's checksum, to make crafted files
+// that only their contents refuse.
+function fnv64(bytes, h = 1469598103934665603n) { // SC_HASH_SEED
+  for (const b of bytes) h = BigInt.asUintN(64, (h ^ BigInt(b)) * 0x100000001b3n);
+  return h;
+}
+// A recording rebuilt with its header changed and bytes appended to its records.
+function craft(file, edit, extra = Buffer.alloc(0)) {
+  const jn = file.readUInt32LE(8);
+  const head = JSON.parse(file.subarray(12, 12 + jn).toString());
+  const rest = file.subarray(12 + jn, file.length - 8);
+  edit(head);
+  head.records_bytes += extra.length;
+  const json = Buffer.from(JSON.stringify(head));
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(json.length);
+  const body = Buffer.concat([file.subarray(0, 8), len, json, rest, extra]);
+  const sum = Buffer.alloc(8);
+  sum.writeBigUInt64LE(fnv64(body));
+  return Buffer.concat([body, sum]);
+}
+// One record (server.h's srv_record, then its payload and checksum).
+function record({ kind, frame, size = 0 }) {
+  const h = Buffer.alloc(40);
+  h.writeUInt32LE(0x56454353, 0); h.writeUInt32LE(size, 4);
+  h.writeBigUInt64LE(999n, 8); h.writeBigUInt64LE(BigInt(frame), 16);
+  h.writeUInt32LE(kind, 24);
+  const payload = Buffer.alloc(size);
+  const sum = Buffer.alloc(8);
+  sum.writeBigUInt64LE(fnv64(payload, fnv64(h)));
+  return Buffer.concat([h, payload, sum]);
+}
+
 const upload = (base, bytes) => fetch(`${base}/api/recordings`, {
   method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: bytes,
 }).then(async (r) => ({ status: r.status, text: await r.text() }));
@@ -104,6 +137,21 @@ test('a recorded drag replays frame for frame, ends at the same state, pauses an
     await v2.close();
     await d2.close();
 
+    // Crafted files: sizes that would wrap or read past the file, a tick (a log's record, no
+    // event of the scene), another backend: refused before anything is built.
+    const checkOk = await upload(srv.base, craft(file, () => {}));
+    assert.equal(checkOk.status, 202, `a file rebuilt unchanged is refused: ${checkOk.text}`);
+    for (const [what, bytes, why] of [
+      ['sizes that wrap', craft(file, (h) => { h.start_z = 18446744073709549568; }), /not a recording this server reads/],
+      ['a huge starting state', craft(file, (h) => { h.start_bytes = 2 ** 40; }), /not a recording this server reads/],
+      ['a tick', craft(file, () => {}, record({ kind: 0xffff, frame: stopped.end_frame })), /damaged/],
+      ['an event past the end', craft(file, () => {}, record({ kind: 0, frame: stopped.end_frame + 1 })), /out of order/],
+      ['another backend', craft(file, (h) => { h.backend = 'cuda'; }), /backend/],
+    ]) {
+      const r2 = await upload(srv.base, bytes);
+      assert.equal(r2.status, 400, `${what}: ${r2.text}`);
+      assert.match(JSON.parse(r2.text).detail, why, what);
+    }
     // Files that are not recordings, or damaged ones, are refused by name.
     const junk = await upload(srv.base, Buffer.from('hello'));
     assert.equal(junk.status, 400);

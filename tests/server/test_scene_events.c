@@ -180,11 +180,11 @@ TEST(scene_params_by_index_or_by_choice_name)
     REQUIRE(size == (int)SRV_PARAM_SET_BYTES(2));
     const sim_param_desc *vt = sim_volume_params_table(&n);
     sim_volume_params vp = sim_default_volume_params();
-    srv_params_apply(vt, (const srv_param_set *)out, &vp);
+    srv_params_apply(vt, n, (const srv_param_set *)out, &vp);
     CHECK(vp.condition == SIM_CONDITION_B && vp.tissue[SIM_TISSUE_BONE].b1 == 0.25f);
     REQUIRE(parse("volume", "{\"type\":\"set_params\",\"seq\":1,\"params\":{\"condition\":0}}", out,
                   &error, err) > 0);
-    srv_params_apply(vt, (const srv_param_set *)out, &vp);
+    srv_params_apply(vt, n, (const srv_param_set *)out, &vp);
     CHECK(vp.condition == SIM_CONDITION_A && vp.tissue[SIM_TISSUE_BONE].b1 == 0.25f);
     /* The cloth's strategy by name; a wrong name lists the choices. */
     REQUIRE(parse("cloth",
@@ -192,7 +192,7 @@ TEST(scene_params_by_index_or_by_choice_name)
                   out, &error, err) > 0);
     const sim_param_desc *ct = sim_cloth_params_table(&n);
     sim_cloth_params cp = sim_cloth_default_params();
-    srv_params_apply(ct, (const srv_param_set *)out, &cp);
+    srv_params_apply(ct, n, (const srv_param_set *)out, &cp);
     CHECK(cp.strategy == SIM_SWITCH_NAIVE_COPY);
     CHECK(parse("cloth", "{\"type\":\"set_params\",\"seq\":1,\"params\":{\"strategy\":\"fast\"}}",
                 out, &error, err) == -1 &&
