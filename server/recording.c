@@ -364,6 +364,13 @@ static void build_replay(void *arg)
     int status = rp ? j->f.scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, &data, err,
                                          sizeof err)
                     : 500;
+    /* A scene's state is about what the scene holds: a header that says more is a bomb. */
+    size_t most = j->f.scene->bytes && data ? 2 * j->f.scene->bytes(data) + ((size_t)1 << 20)
+                                            : (size_t)64 << 20;
+    if (status == 201 && j->f.start_n > most)
+        status = 400,
+        snprintf(err, sizeof err,
+                 "the recording's state says %zu bytes: more than this scene holds", j->f.start_n);
     if (status == 201) {
         rp->start = malloc(j->f.start_n ? j->f.start_n : 1);
         rp->records = malloc(j->f.records_n ? j->f.records_n : 1);
