@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { mkdtempSync, rmSync, readdirSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, api, Client, wsUrl, tick, withTimeout, writeNifti1 } from './harness.mjs';
+import { startServer, api, Client, wsUrl, tick, withTimeout, writeNifti1, waitReady } from './harness.mjs';
 
 const DIMS = ['--dims', '24x24x16'];
 
@@ -168,13 +168,7 @@ test('an uploaded CT comes back after a restart, read again from the copy kept f
     const text = await up.text();
     assert.equal(up.status, 202, text);
     const s = JSON.parse(text);
-    for (const deadline = Date.now() + 30000; ;) { // a session takes clients once it is ready
-      const st = (await api(a.base, 'GET', `/api/sessions/${s.id}`)).json;
-      if (st.state === 'ready') { s.dims = st.dims; break; }
-      assert.equal(st.state, 'loading', JSON.stringify(st));
-      assert.ok(Date.now() < deadline, 'the upload is still loading after 30 s');
-      await tick(20);
-    }
+    s.dims = (await waitReady(a.base, s.id)).dims;
     const d = await new Client(wsUrl(s, s.control_token)).open();
     await d.until(() => d.frames.length > 0, 30000, 'the upload loaded and framed').catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(d.texts)}`); });
     d.send({ type: 'grab', seq: 1, point: [10, 16, 6], radius: 2, space: 'lattice' });

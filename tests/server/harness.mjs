@@ -45,6 +45,18 @@ export async function startServer(args = []) {
   };
 }
 
+// The session's state once it leaves "loading" (a session takes clients once ready); a
+// bounded poll, failing on "failed" or after ms.
+export async function waitReady(base, id, ms = 30000) {
+  for (const deadline = Date.now() + ms; ;) {
+    const st = (await api(base, 'GET', `/api/sessions/${id}`)).json;
+    if (st.state === 'ready') return st;
+    if (st.state !== 'loading') throw new Error(`session ${id}: ${JSON.stringify(st)}`);
+    if (Date.now() > deadline) throw new Error(`session ${id}: still loading after ${ms} ms`);
+    await tick(20);
+  }
+}
+
 export function withTimeout(p, ms, what) {
   let t;
   return Promise.race([

@@ -5,19 +5,9 @@
 // viewer of the original against a viewer of the replay, never by the server's own word.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl, tick } from './harness.mjs';
+import { startServer, api, Client, wsUrl, tick, waitReady } from './harness.mjs';
 
 const stateOf = (c) => c.texts.filter((t) => t.type === 'state').at(-1);
-
-async function ready(base, id) {
-  for (const deadline = Date.now() + 30000; ;) { // a session takes clients once it is ready
-    const st = (await api(base, 'GET', `/api/sessions/${id}`)).json;
-    if (st.state === 'ready') return st;
-    assert.equal(st.state, 'loading', JSON.stringify(st));
-    assert.ok(Date.now() < deadline, 'still loading after 30 s');
-    await tick(20);
-  }
-}
 
 // Every frame both saw, shape for shape; how many were compared.
 function compare(orig, replay, from, to) {
@@ -108,7 +98,7 @@ test('a recorded drag replays frame for frame, ends at the same state, pauses an
     const up = await upload(srv.base, file);
     assert.equal(up.status, 202, up.text);
     const r = JSON.parse(up.text);
-    const st = await ready(srv.base, r.id);
+    const st = await waitReady(srv.base, r.id);
     assert.deepEqual([st.replay.start_frame, st.replay.end_frame], [stopped.start_frame, stopped.end_frame]);
     const v2 = await new Client(wsUrl(r, r.view_token)).open();
     const d2 = await new Client(wsUrl(r, r.control_token)).open();
