@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim/softbody/kernels.h"
 #include "sim/softbody/softbody.h"
@@ -183,7 +184,7 @@ TEST(softbody_loader_reads_off_and_obj)
     sim_softbody_mesh_free(&b);
     /* The same through a file. */
     char path[64];
-    snprintf(path, sizeof path, "/tmp/softbody_cube_%d.off", rand());
+    snprintf(path, sizeof path, "/tmp/softbody_cube_%ld.off", (long)getpid()); /* one a process */
     FILE *f = fopen(path, "w");
     REQUIRE(f);
     fputs(off, f);
@@ -891,9 +892,11 @@ TEST(softbody_bad_settings_are_refused_with_a_reason)
           strstr(err, "no such"));
     CHECK(sim_softbody_grab(fx.s, nanp) == -1);
     CHECK(sim_softbody_move_hand(fx.s, nanp, err, sizeof err) == SIM_ERR_ARG);
-    int n;
+    int n = 0;
+    const float *now = sim_softbody_positions(fx.s, &n); /* n set before it sizes the copy */
+    REQUIRE(n == 100);
     float *x = malloc(100 * 3 * sizeof(float));
-    memcpy(x, sim_softbody_positions(fx.s, &n), (size_t)n * 3 * sizeof(float));
+    memcpy(x, now, (size_t)n * 3 * sizeof(float));
     x[17] = INFINITY;
     CHECK(sim_softbody_set_positions(fx.s, x, NULL, err, sizeof err) == SIM_ERR_ARG &&
           strstr(err, "particle 5"));
