@@ -178,8 +178,10 @@ static void worker_loop(int task_fd, int result_fd, int out_fd)
 static int worker_start(th_worker *w)
 {
     int task[2], result[2];
-    char path[] = "/tmp/softcast-tests-XXXXXX";
-    int out = mkstemp(path);
+    const char *tmp = getenv("TMPDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/softcast-tests-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int out = mkstemp(path); /* unlinked at once: only the two processes hold it */
     if (out < 0 || pipe(task) != 0 || pipe(result) != 0)
         return -1;
     unlink(path);
