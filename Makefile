@@ -179,9 +179,11 @@ $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(TEST_CPP:%.cpp=$(TST)/%.cpp.
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZ_FLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -fsanitize=fuzzer,address,undefined -I. -DFUZZ_MAIN
+# The library sources are compiled once, instrumented (fuzzer-no-link), into build/fuzz/obj/
+# and shared by every target; each target's own file adds its main (FUZZ_MAIN).
+FUZZ_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -g -I.
+FUZZ_SAN = address,undefined
 FUZZ_TARGETS = frame event delta ws http
-FUZZ_LIBS_http =
 FUZZ_SRC_frame = $(PROTO_C)
 FUZZ_SRC_delta = $(PROTO_C)
 FUZZ_SRC_event = $(PROTO_C) $(SCENE_C) $(SIM_C)
@@ -189,29 +191,30 @@ FUZZ_SRC_ws = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c se
               server/recording.c server/builder.c
 FUZZ_SRC_http = $(PROTO_C) $(SCENE_C) $(SIM_C) server/session.c server/config.c server/durable.c \
                 server/recording.c
+FUZZ_OBJ = $(BUILD)/fuzz/obj
 .PHONY: fuzz fuzz-seeds fuzz-smoke fuzz-bin
 fuzz-bin: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(PROTO_C) $(SCENE_C) $(SIM_C) $(wildcard server/*.c server/*.h tests/fuzz/*.h)
+$(FUZZ_OBJ)/%.o: %.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(PROTO_LIBS) $(FUZZ_LIBS_$*) -lpthread -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) -MMD -MP -c -o $@ $<
+define FUZZ_TARGET_RULE
+$(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1):%.c=$(FUZZ_OBJ)/%.o) $(wildcard server/*.c server/*.h tests/fuzz/*.h)
+	@mkdir -p $$(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_MAIN -fsanitize=fuzzer,$(FUZZ_SAN) -o $$@ $$< \
+	    $(FUZZ_SRC_$(1):%.c=$(FUZZ_OBJ)/%.o) $(PROTO_LIBS) -lpthread -lm
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call FUZZ_TARGET_RULE,$(t))))
 # New interesting inputs land in tests/fuzz/corpus/ (commit the ones worth keeping).
 fuzz: fuzz-bin
 	for t in $(FUZZ_TARGETS); do \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
 	done
-# In make test: each target FUZZ_SMOKE_SECONDS from its committed corpus with a fixed seed;
-# what it finds goes to a scratch folder, never into the committed corpus. FUZZ_JOBS targets
-# at a time (one a core on a 2-core CI machine).
+# In make test (tests/run-tests.sh runs it beside the other tests, at idle priority): each
+# target FUZZ_SMOKE_SECONDS from its committed corpus with a fixed seed; what it finds goes to
+# a scratch folder, never into the committed corpus. FUZZ_JOBS targets at a time.
 FUZZ_JOBS ?= 2
-.PHONY: $(FUZZ_TARGETS:%=fuzz-smoke-%)
 fuzz-smoke: fuzz-bin
-	@$(MAKE) --no-print-directory -j$(FUZZ_JOBS) $(FUZZ_TARGETS:%=fuzz-smoke-%)
-$(FUZZ_TARGETS:%=fuzz-smoke-%): fuzz-smoke-%:
-	@rm -rf $(BUILD)/fuzz/smoke-$* && mkdir -p $(BUILD)/fuzz/smoke-$* && \
-	  $(BUILD)/fuzz/fuzz_$* -seed=1 -max_total_time=$(FUZZ_SMOKE_SECONDS) -max_len=65536 \
-	    -print_final_stats=1 $(BUILD)/fuzz/smoke-$* tests/fuzz/corpus/$* >$(BUILD)/fuzz/smoke-$*.log 2>&1 || \
-	    { tail -n 40 $(BUILD)/fuzz/smoke-$*.log; echo "fuzz-smoke: $* found a crash"; exit 1; }; \
-	  echo "fuzz-smoke: $* $$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz/smoke-$*.log) executions in $(FUZZ_SMOKE_SECONDS) s, no finding"
+	tests/fuzz/smoke.sh $(BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
 
 # The server under ThreadSanitizer, through its end-to-end tests. Built without OpenMP:
 # libgomp is not instrumented, so its barriers would read as races.
@@ -267,9 +270,14 @@ $(REL)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
-test: deps test-deps format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check web
-	$(MAKE) --no-print-directory fuzz-smoke
-	tests/run-tests.sh $(BUILD)
+# The packages first, then everything the tests need built one job a core, then the tests
+# (tests/run-tests.sh: the C tests, the node tests and the fuzz smoke at once).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+.PHONY: test-build
+test: deps test-deps
+	$(MAKE) --no-print-directory -j$(JOBS) test-build
+	SOFTCAST_FUZZ_SMOKE="$(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)" tests/run-tests.sh $(BUILD)
+test-build: format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check web fuzz-bin
 
 # The one .clang-format, checked on every test run; `make format` applies it.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
@@ -324,10 +332,14 @@ mutants: all test-deps
 	node tests/mutants/run.mjs $(MUTANTS_ARGS)
 
 # Compile every .cu with warnings as errors; needs nvcc, not a GPU.
+# Every .cu compiled with warnings as errors (the objects the backend links, reused).
+ifneq ($(NVCC),)
+cuda-check: $(SIM_CU:%.cu=$(REL)/%.cu.o) $(REL)/tests/gpu/kernels_compile.cu.o
+	@echo "cuda-check: every .cu compiles"
+else
 cuda-check:
-	@if [ -z "$(NVCC)" ]; then echo "cuda-check: nvcc not found (install the CUDA Toolkit); skipped"; \
-	else for f in $(SIM_CU) tests/gpu/kernels_compile.cu; do \
-	  echo "nvcc $$f"; $(NVCC) $(NVFLAGS) -c -o /dev/null $$f || exit 1; done; fi
+	@echo "cuda-check: nvcc not found (install the CUDA Toolkit); skipped"
+endif
 
 clean:
 	rm -rf $(BUILD)

@@ -71,46 +71,87 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 shift 2>/dev/null || true
 
-# 1. The C tests (sim, protocol).
-log=$(mktemp)
-# (sh has no pipefail: the binary's own status, which LeakSanitizer sets at exit, goes
-# through a file.)
-# One worker a core (softcast-tests -j); the times of this run order the next one's
+# Three parts run at once, each into its own log, printed whole as it ends:
+# 1. the node tests (the server end to end, the JavaScript decoder, the browser client in
+#    headless Chromium, against the server built with ASan and UBSan) at normal priority,
+#    since some of them measure frame rates and latencies. One file at a time
+#    (SOFTCAST_NODE_JOBS to change it): three at a time took 177 s down to 107 s, but the
+#    fairness test's heavy and small sessions then shared the cores with other files'
+#    servers, and the small one fell under its frame-rate bound in one run of two;
+# 2. the C tests (sim, protocol, scenes) at nice 19: they count work, never time, so they
+#    take what the node tests leave (the node tests mostly wait on frame periods);
+# 3. with SOFTCAST_FUZZ_SMOKE="SECONDS JOBS TARGET..." (make test sets it), the fuzz smoke
+#    (tests/fuzz/smoke.sh) at idle priority: each target runs its SECONDS on what the
+#    tests leave, and its executions line says how much that was.
+logs=$(mktemp -d)
+trap 'trap - INT TERM; kill 0' INT TERM
+idle() {
+    if chrt -i 0 true 2>/dev/null; then chrt -i 0 "$@"; else nice -n 19 "$@"; fi
+}
+# One C worker a core (softcast-tests -j); the times of this run order the next one's
 # longest first.
 export SOFTCAST_TEST_JOBS="${SOFTCAST_TEST_JOBS:-$(nproc)}"
 export SOFTCAST_TEST_TIMES="${SOFTCAST_TEST_TIMES:-$BUILD/c-test-times.txt}"
-{
-    "$BUILD/softcast-tests" "$@"
-    echo $? >"$log.rc"
-} | tee "$log"
-c_status=$(cat "$log.rc")
-set -- $(tail -n 1 "$log" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
-c_pass=${1:-0} c_fail=${2:-1} c_skip=${3:-0}
-
-# 2. The server end to end, the JavaScript decoder and the browser client in headless
-#    Chromium (node's test runner), against the server built with ASan and UBSan. One file
-#    at a time (SOFTCAST_NODE_JOBS to change it): three at a time took 177 s down to 107 s,
-#    but the fairness test's heavy and small sessions then share the cores with other
-#    files' servers, and the small one fell under its frame-rate bound in one run of two.
-n_pass=0 n_fail=0 n_skip=0
-if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
+started=$(date +%s)
+# part NAME CMD...: run CMD into $logs/NAME, its exit status into $logs/NAME.rc.
+part() {
+    name=$1
+    shift
+    {
+        "$@" >"$logs/$name" 2>&1
+        echo $? >"$logs/$name.rc"
+        date +%s >"$logs/$name.end"
+    } &
+    eval "pid_$name=$!"
+}
+# finish NAME LABEL: wait for the part, print its log and when it ended.
+finish() {
+    eval "wait \$pid_$1"
+    cat "$logs/$1"
+    echo "run-tests: $2 ended after $(($(cat "$logs/$1.end") - started)) s (status $(cat "$logs/$1.rc"))"
+}
+node_tests() {
     for d in tests/server tests/e2e deploy/load; do
         (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
-            { echo "run-tests: npm ci failed in $d"; n_fail=1; }
+            { echo "run-tests: npm ci failed in $d"; return 1; }
     done
-    if [ "$n_fail" = 0 ]; then
-        SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
-            node --test --test-concurrency="${SOFTCAST_NODE_JOBS:-1}" --test-reporter=tap \
-            tests/server/ tests/e2e/ >"$log" 2>&1
-        cat "$log"
-        n_pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$log" | tail -n 1)
-        n_fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$log" | tail -n 1)
-        n_skip=$(sed -n 's/^# skipped \([0-9]*\)$/\1/p' "$log" | tail -n 1)
-        [ -n "$n_pass" ] || { n_pass=0; n_fail=1; }
-    fi
+    SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
+        node --test --test-concurrency="${SOFTCAST_NODE_JOBS:-1}" --test-reporter=tap \
+        tests/server/ tests/e2e/
+}
+parts="the C tests (nice 19)"
+part c nice -n 19 "$BUILD/softcast-tests" "$@"
+if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
+    part node node_tests
+    parts="$parts, the node tests"
 fi
-rm -f "$log" "$log.rc"
-pass=$((c_pass + n_pass)) fail=$((c_fail + ${n_fail:-0})) skip=$((c_skip + ${n_skip:-0}))
+if [ -n "${SOFTCAST_FUZZ_SMOKE:-}" ]; then
+    # shellcheck disable=SC2086 # SECONDS JOBS TARGET... are words
+    part fuzz idle tests/fuzz/smoke.sh "$BUILD" $SOFTCAST_FUZZ_SMOKE
+    parts="$parts, the fuzz smoke (idle priority)"
+fi
+echo "run-tests: $parts run at once; each prints its log when it ends"
+
+finish c "the C tests"
+c_status=$(cat "$logs/c.rc")
+set -- $(tail -n 1 "$logs/c" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
+c_pass=${1:-0} c_fail=${2:-1} c_skip=${3:-0}
+
+n_pass=0 n_fail=0 n_skip=0
+if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
+    finish node "the node tests"
+    n_pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$logs/node" | tail -n 1)
+    n_fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$logs/node" | tail -n 1)
+    n_skip=$(sed -n 's/^# skipped \([0-9]*\)$/\1/p' "$logs/node" | tail -n 1)
+    [ -n "$n_pass" ] || { n_pass=0; n_fail=1; }
+fi
+f_fail=0
+if [ -n "${SOFTCAST_FUZZ_SMOKE:-}" ]; then
+    finish fuzz "the fuzz smoke"
+    [ "$(cat "$logs/fuzz.rc")" = 0 ] || f_fail=1
+fi
+rm -rf "$logs"
+pass=$((c_pass + n_pass)) fail=$((c_fail + ${n_fail:-0} + f_fail)) skip=$((c_skip + ${n_skip:-0}))
 [ "$c_status" = 0 ] || [ "$fail" -gt 0 ] || fail=1
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
