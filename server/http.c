@@ -86,11 +86,6 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status, 
     return send_body(conn, status, "application/json", text, n);
 }
 
-static const char *host_of(srv *s)
-{
-    return s->cfg.public_host[0] ? s->cfg.public_host : s->cfg.bind;
-}
-
 /* Where a session's loading is: "state" ready, loading (with its "stage") or failed (with
  * its "error"); the scene's facts once ready. */
 static void load_json(srv_session *ss, cJSON *j)
@@ -122,16 +117,16 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     srv_replay_describe(ss, j);
     cJSON_AddBoolToObject(j, "has_recording", ss->recording != NULL);
     pthread_mutex_unlock(&ss->lock);
-    snprintf(buf, sizeof buf, "ws://%s:%d/?session=%s", host_of(s), s->ws_port, ss->id);
+    char http[300], ws[300];
+    srv_link_bases(s, http, sizeof http, ws, sizeof ws);
+    snprintf(buf, sizeof buf, "%s/?session=%s", ws, ss->id);
     cJSON_AddStringToObject(j, "ws_url", buf);
     if (with_tokens) {
         cJSON_AddStringToObject(j, "control_token", ss->control_token);
         cJSON_AddStringToObject(j, "view_token", ss->view_token);
-        snprintf(buf, sizeof buf, "http://%s:%d/?session=%s&token=%s", host_of(s), s->http_port,
-                 ss->id, ss->view_token);
+        snprintf(buf, sizeof buf, "%s/?session=%s&token=%s", http, ss->id, ss->view_token);
         cJSON_AddStringToObject(j, "join_url", buf);
-        snprintf(buf, sizeof buf, "http://%s:%d/?session=%s&token=%s", host_of(s), s->http_port,
-                 ss->id, ss->control_token);
+        snprintf(buf, sizeof buf, "%s/?session=%s&token=%s", http, ss->id, ss->control_token);
         cJSON_AddStringToObject(j, "control_url", buf);
     }
     return j;
@@ -154,7 +149,7 @@ static const char *status_error(int status)
     case 429:
         return "too many sessions";
     case 503:
-        return "busy";
+        return "no room";
     case 507:
         return "insufficient storage";
     default:
@@ -162,24 +157,27 @@ static const char *status_error(int status)
     }
 }
 
-/* The client's address as text ("" when MHD cannot say): what per-address quotas count. */
-static void client_address(struct MHD_Connection *conn, char *out, size_t out_sz)
+/* The client's address as text ("unknown" when MHD cannot say): what per-address quotas
+ * count; behind a trusted router, the address it forwarded (forwarded.c). */
+static void client_address(srv *s, struct MHD_Connection *conn, char *out, size_t out_sz)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    out[0] = 0;
+    char peer[INET6_ADDRSTRLEN] = "";
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
     if (sa && sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out,
-                  (socklen_t)out_sz);
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, peer,
+                  sizeof peer);
     else if (sa && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out,
-                  (socklen_t)out_sz);
-    if (!out[0])
-        snprintf(out, out_sz, "unknown");
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, peer,
+                  sizeof peer);
+    if (!peer[0])
+        snprintf(peer, sizeof peer, "unknown");
+    srv_client_address(&s->cfg, peer,
+                       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-For"), out,
+                       out_sz);
 }
 
-/* With --api-key-file, making sessions (and uploads) needs "Authorization: Bearer KEY". */
 static int operator_ok(srv *s, struct MHD_Connection *conn)
 {
     if (!s->cfg.api_key[0])
@@ -245,7 +243,7 @@ static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const
                                             : "this scene does not take a volume");
     char err[512] = "", owner[48];
     int status;
-    client_address(conn, owner, sizeof owner);
+    client_address(s, conn, owner, sizeof owner);
     srv_session *ss = srv_volume_session(s, vol->valuestring, owner, &status, err, sizeof err);
     if (!ss)
         return send_error(conn, (unsigned)status, status_error(status), err);
@@ -257,8 +255,7 @@ static const char *create_error(int status)
     return status == 429   ? "too many sessions"
            : status == 413 ? "scene too large"
            : status == 400 ? "bad request"
-           : status == 503 ? "busy"
-           : status == 507 ? "memory budget"
+           : status == 503 ? "no room"
                            : "cannot create session";
 }
 
@@ -388,7 +385,7 @@ static enum MHD_Result create_session(srv *s, struct MHD_Connection *conn, reque
         cJSON_Delete(body);
         return r;
     }
-    client_address(conn, owner, sizeof owner);
+    client_address(s, conn, owner, sizeof owner);
     return start_build(s, conn, rq, kind, body, owner);
 }
 
@@ -633,7 +630,7 @@ static enum MHD_Result download_recording(srv *s, struct MHD_Connection *conn, c
         free(file);
         return MHD_NO;
     }
-    char disp[96];
+    char disp[SRV_ID_LEN + 40];
     snprintf(disp, sizeof disp, "attachment; filename=\"%s.screc\"", id);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
     MHD_add_response_header(r, "Content-Disposition", disp);
@@ -653,7 +650,7 @@ static enum MHD_Result upload_recording(srv *s, struct MHD_Connection *conn, req
         return send_error(conn, 415, "unsupported media type",
                           "a recording is sent as application/octet-stream");
     char owner[48], err[512] = "";
-    client_address(conn, owner, sizeof owner);
+    client_address(s, conn, owner, sizeof owner);
     int status;
     uint8_t *file = (uint8_t *)rq->body;
     rq->body = NULL; /* the replay's now */
@@ -732,7 +729,7 @@ static enum MHD_Result upload_begin(srv *s, struct MHD_Connection *conn, request
         snprintf(err, sizeof err, "an upload makes a session: send Authorization: Bearer KEY");
         return upload_refuse(conn, rq, 401, err, 0);
     }
-    client_address(conn, owner, sizeof owner);
+    client_address(s, conn, owner, sizeof owner);
     rq->up = srv_upload_begin(
         s, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "name"),
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
@@ -765,6 +762,26 @@ static enum MHD_Result upload_step(srv *s, struct MHD_Connection *conn, request 
         return send_error(conn, (unsigned)status, status_error(status), err);
     }
     return send_json(conn, 202, session_json(s, ss, 1));
+}
+
+/* GET /api/cluster: this process's name and the cluster's (--peers; itself when alone),
+ * for the lobby to list every process's sessions (GET /api/sessions?process=NAME each). */
+static cJSON *cluster_json(srv *s)
+{
+    cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, "processes");
+    cJSON_AddStringToObject(j, "process", s->cfg.process_name);
+    const char *p = s->cfg.peers;
+    if (!*p)
+        cJSON_AddItemToArray(a, cJSON_CreateString(s->cfg.process_name));
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        cJSON_AddItemToArray(a, cJSON_CreateString(name));
+        p += n + (e ? 1 : 0);
+    }
+    return j;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
@@ -809,9 +826,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
                                            : "request bodies are limited to 64 KiB");
     if (rq->is_recording)
         return upload_recording(s, conn, rq);
+    /* ?process=NAME: the router sends it to process NAME (deploy/); another is misrouted. */
+    const char *proc = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "process");
+    if (proc && strcmp(proc, s->cfg.process_name) != 0)
+        return send_error(conn, 421, "misdirected",
+                          "this is not that process (see the router's configuration)");
+    if (!strcmp(url, "/api/cluster") && !strcmp(method, "GET"))
+        return send_json(conn, 200, cluster_json(s));
     if (!strcmp(url, "/api/health") && !strcmp(method, "GET")) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "status", "ok");
+        cJSON_AddStringToObject(j, "process", s->cfg.process_name);
         cJSON_AddStringToObject(j, "backend", sim_backend_name(s->backend));
         cJSON_AddNumberToObject(j, "threads", sim_backend_threads(s->backend));
         pthread_mutex_lock(&s->lock);

@@ -34,7 +34,17 @@ static const char k_usage[] =
     "  --view-budget KIB             frames per client a scene aims at, KiB/s (default\n"
     "                                250; 0: none): the crowd updates far capes less often\n"
     "  --data-dir DIR                web client files (default web-client if present)\n"
-    "  --public-host NAME            host name written into session URLs\n"
+    "  --public-host NAME            host name written into session URLs\n";
+/* (two strings: C99 promises 4095 characters in one) */
+static const char k_usage_more[] =
+    "  --public-url URL              behind a router: http[s]://HOST[:PORT] that clients\n"
+    "                                reach; links use it, WebSockets its /ws/ path\n"
+    "  --process-name NAME           name this process in its session ids (a pod name), so\n"
+    "                                a router can send a session's traffic to it\n"
+    "  --peers NAME,NAME             the cluster's process names (GET /api/cluster; the\n"
+    "                                lobby lists every process's sessions)\n"
+    "  --trusted-proxy ADDR[/BITS],.. X-Forwarded-For from these is the client's address\n"
+    "                                (the per-address limits count clients, not the router)\n"
     "  --default-session             create a session at start and print its links\n"
     "  --upload-limit BYTES          largest volume upload (default 209715200: a 512x512x300\n"
     "                                int16 series, 150 MiB, uncompressed, with room to spare)\n"
@@ -80,6 +90,7 @@ static void usage(void)
     int n;
     const srv_scene_i *const *sc = srv_scenes(&n);
     fputs(k_usage, stdout);
+    fputs(k_usage_more, stdout);
     for (int k = 0; k < n; k++)
         fputs(sc[k]->usage, stdout);
 }
@@ -109,6 +120,101 @@ static int read_api_key(srv_config *c, const char *path, char *err, size_t err_s
         return -1;
     }
     strcpy(c->api_key, k);
+    return 0;
+}
+
+/* The options whose value is kept as text. */
+static char *string_option(srv_config *c, const char *name)
+{
+    struct {
+        const char *name;
+        char *field;
+    } const opts[] = {
+        {"bind", c->bind},
+        {"data-dir", c->data_dir},
+        {"public-host", c->public_host},
+        {"volume-dir", c->volume_dir},
+        {"state-dir", c->state_dir},
+        {"public-url", c->public_url},
+        {"process-name", c->process_name},
+        {"peers", c->peers},
+        {"trusted-proxy", c->trusted_proxies},
+    };
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (!strcmp(name, opts[k].name))
+            return opts[k].field;
+    return NULL;
+}
+
+static size_t string_option_size(const srv_config *c, const char *name)
+{
+    return !strcmp(name, "bind")            ? sizeof c->bind
+           : !strcmp(name, "public-host")   ? sizeof c->public_host
+           : !strcmp(name, "public-url")    ? sizeof c->public_url
+           : !strcmp(name, "process-name")  ? sizeof c->process_name
+           : !strcmp(name, "peers")         ? sizeof c->peers
+           : !strcmp(name, "trusted-proxy") ? sizeof c->trusted_proxies
+                                            : sizeof c->state_dir; /* the directories' */
+}
+
+/* A DNS label (what a pod name is): 1 to 63 of a-z, 0-9 and '-', not starting or ending
+ * with '-'. */
+static int is_dns_label(const char *v, size_t n)
+{
+    if (n == 0 || n > 63 || v[0] == '-' || v[n - 1] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') || v[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* What the cluster options must look like, checked where they are given. */
+static int check_cluster_option(const char *name, const char *val, char *err, size_t err_sz)
+{
+    if (!strcmp(name, "process-name") && !is_dns_label(val, strlen(val))) {
+        snprintf(err, err_sz, "--process-name %s: a DNS label (a-z, 0-9, '-'; 63 at most)", val);
+        return -1;
+    }
+    if (!strcmp(name, "peers"))
+        for (const char *p = val;; p++) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (!is_dns_label(p, n)) {
+                snprintf(err, err_sz, "--peers %s: process names (DNS labels) split by commas",
+                         val);
+                return -1;
+            }
+            if (!e)
+                break;
+            p = e;
+        }
+    if (!strcmp(name, "public-url")) {
+        const char *h = !strncmp(val, "https://", 8)  ? val + 8
+                        : !strncmp(val, "http://", 7) ? val + 7
+                                                      : NULL;
+        if (!h || !*h || strpbrk(h, "/?#@ \"\\")) {
+            snprintf(err, err_sz, "--public-url %s: http://HOST[:PORT] or https://HOST[:PORT]",
+                     val);
+            return -1;
+        }
+    }
+    if (!strcmp(name, "trusted-proxy") && srv_trusted_proxy_check(val, err, err_sz) != 0)
+        return -1;
+    return 0;
+}
+
+static int set_string_option(srv_config *c, const char *name, const char *val, char *err,
+                             size_t err_sz)
+{
+    size_t cap = string_option_size(c, name);
+    if (strlen(val) >= cap) {
+        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
+        return -1;
+    }
+    if (check_cluster_option(name, val, err, err_sz) != 0)
+        return -1;
+    strcpy(string_option(c, name), val);
     return 0;
 }
 
@@ -167,23 +273,8 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
             return -1;
         }
         c->rate_hz = r;
-    } else if (!strcmp(name, "bind") || !strcmp(name, "data-dir") || !strcmp(name, "public-host") ||
-               !strcmp(name, "volume-dir") || !strcmp(name, "state-dir")) {
-        char *dst = !strcmp(name, "bind")         ? c->bind
-                    : !strcmp(name, "data-dir")   ? c->data_dir
-                    : !strcmp(name, "volume-dir") ? c->volume_dir
-                    : !strcmp(name, "state-dir")  ? c->state_dir
-                                                  : c->public_host;
-        size_t cap = !strcmp(name, "bind")         ? sizeof c->bind
-                     : !strcmp(name, "data-dir")   ? sizeof c->data_dir
-                     : !strcmp(name, "volume-dir") ? sizeof c->volume_dir
-                     : !strcmp(name, "state-dir")  ? sizeof c->state_dir
-                                                   : sizeof c->public_host;
-        if (strlen(val) >= cap) {
-            snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
-            return -1;
-        }
-        strcpy(dst, val);
+    } else if (string_option(c, name)) {
+        return set_string_option(c, name, val, err, err_sz);
     } else if (!strcmp(name, "api-key-file")) {
         return read_api_key(c, val, err, err_sz);
     } else if (!strcmp(name, "backend")) {
@@ -372,19 +463,20 @@ int main(int argc, char **argv)
         if (!first)
             fprintf(stderr, "softcast-server: default session: %s\n", err);
     }
-    const char *host = s.cfg.public_host[0] ? s.cfg.public_host : s.cfg.bind;
+    char http[300], ws[300];
+    srv_link_bases(&s, http, sizeof http, ws, sizeof ws);
     printf("{\"event\":\"listening\",\"http_port\":%d,\"ws_port\":%d,\"bind\":\"%s\","
-           "\"backend\":\"%s\",\"workers\":%d,\"threads\":%d,\"url\":\"http://%s:%d/\"",
+           "\"backend\":\"%s\",\"workers\":%d,\"threads\":%d,\"url\":\"%s/\"",
            s.http_port, s.ws_port, s.cfg.bind, sim_backend_name(s.backend), s.cfg.workers,
-           sim_backend_threads(s.backend), host, s.http_port);
+           sim_backend_threads(s.backend), http);
     char dir[1100];
     srv_json_string(dir, sizeof dir, srv_uploads_dir(&s));
     printf(",\"upload_dir\":\"%s\"", dir);
     if (first)
-        printf(",\"session\":\"%s\",\"control_url\":\"http://%s:%d/?session=%s&token=%s\","
-               "\"join_url\":\"http://%s:%d/?session=%s&token=%s\"",
-               first->id, host, s.http_port, first->id, first->control_token, host, s.http_port,
-               first->id, first->view_token);
+        printf(",\"session\":\"%s\",\"control_url\":\"%s/?session=%s&token=%s\","
+               "\"join_url\":\"%s/?session=%s&token=%s\"",
+               first->id, http, first->id, first->control_token, http, first->id,
+               first->view_token);
     printf("}\n");
     fflush(stdout);
 

@@ -21,7 +21,9 @@
 #include "sim/sim.h"
 #include "protocol/proto.h"
 
-#define SRV_ID_LEN 32
+/* "[PROCESS.]s<slot>-<generation>-<random>": a process name (a DNS label, 63 at most) and the
+ * rest (31 at most). */
+#define SRV_ID_LEN 96
 /* Places of a session's --max-clients-per-session that only the control token may take. */
 #define SRV_DRIVER_RESERVE 2
 #define SRV_TOKEN_LEN      33 /* 32 hex characters + NUL */
@@ -43,6 +45,12 @@ typedef struct srv_config {
     int view_budget_kib;       ///< KiB/s of frames per client a scene aims at (0: no budget)
     char data_dir[512];        ///< where the web client's files are ("" = none)
     char public_host[128];     ///< host name put into URLs (default: bind address)
+    /// Behind a router (deploy/): where clients reach it, "http[s]://host[:port]" without a
+    /// path; the links use it, and WebSockets go to its /ws/ ("" = http://host:port).
+    char public_url[256];
+    char process_name[64]; ///< names this process in its sessions' ids, for the router ("" = none)
+    char peers[1024];      ///< the cluster's process names, comma-separated (GET /api/cluster)
+    char trusted_proxies[512]; ///< addresses or CIDRs whose X-Forwarded-For names the client
     int default_session;       ///< create a session at start (make run)
     char volume_dir[512];   ///< uploads kept here, and listed for the lobby ("" = none, upload.c)
     long long upload_limit; ///< largest upload, bytes
@@ -510,6 +518,17 @@ void srv_recording_free(srv_session *ss);
 /// s as the contents of a JSON string into out (NUL-terminated, out_sz > 0): quotes,
 /// backslashes and control characters escaped, every byte that does not start a valid
 /// UTF-8 character replaced by U+FFFD, cut only between characters. Returns the length.
+/// The links' beginnings, without a trailing slash: http "http[s]://host[:port]" (pages,
+/// the API) and ws "ws[s]://host[:port][/ws]" (--public-url, or the bind address or
+/// --public-host and the ports).
+void srv_link_bases(const srv *s, char *http, size_t http_sz, char *ws, size_t ws_sz);
+/// --trusted-proxy's list (addresses, ADDR/BITS, comma-separated): 0 when well formed.
+int srv_trusted_proxy_check(const char *list, char *err, size_t err_sz);
+/// The address the per-address limits count: peer (text), or, when peer is a trusted proxy,
+/// the last address in its X-Forwarded-For (forwarded_for, may be NULL).
+void srv_client_address(const srv_config *c, const char *peer, const char *forwarded_for, char *out,
+                        size_t out_sz);
+
 size_t srv_json_string(char *out, size_t out_sz, const char *s);
 /// The one error message: {"type":"error","seq":N,"error":"...","detail":"..."} for a
 /// WebSocket client, or {"error":"...","detail":"..."} (HTTP) when seq < 0; valid JSON and

@@ -22,6 +22,14 @@ double srv_now_ms(void)
     return sc_now_ms();
 }
 
+/* A session id's slot and generation: "s<slot>-<generation>-<random>", after the process
+ * name and its dot when there is one (--process-name). 0 when it is one. */
+static int id_numbers(const char *id, unsigned *slot, unsigned *gen)
+{
+    const char *dot = strrchr(id, '.');
+    return sscanf(dot ? dot + 1 : id, "s%u-%u-", slot, gen) == 2 ? 0 : -1;
+}
+
 int srv_random_hex(char *out, size_t nbytes)
 {
     unsigned char b[64];
@@ -165,7 +173,7 @@ static size_t budget_bytes(const srv *s)
     return (size_t)s->cfg.memory_budget_mib << 20;
 }
 
-/* Charge a session's bytes to the budget for all sessions (srv.lock held): 0, or 507 with
+/* Charge a session's bytes to the budget for all sessions (srv.lock held): 0, or 503 with
  * err when they do not fit (the session is then refused, the others untouched). */
 static int charge_locked(srv *s, srv_session *ss, size_t bytes, char *err, size_t err_sz)
 {
@@ -175,15 +183,16 @@ static int charge_locked(srv *s, srv_session *ss, size_t bytes, char *err, size_
                  "memory budget: this session needs %zu MiB and sessions hold %zu of the "
                  "server's %d MiB (--memory-budget)",
                  (bytes + (1u << 20) - 1) >> 20, s->bytes_in_use >> 20, s->cfg.memory_budget_mib);
-        return 507;
+        return 503;
     }
     s->bytes_in_use += bytes;
     ss->bytes = bytes;
     return 0;
 }
 
-/* 0, or 429 with err: the table is full, or owner holds its share; 507: the sessions hold
- * the whole memory budget (srv.lock held). */
+/* 0, or with err: 503 when this process has no room (its table is full, or the sessions
+ * hold the whole memory budget: a router tries another process), 429 when owner holds its
+ * share (srv.lock held). */
 static int room_locked(srv *s, const char *owner, char *err, size_t err_sz)
 {
     if (budget_bytes(s) && s->bytes_in_use >= budget_bytes(s)) {
@@ -191,11 +200,11 @@ static int room_locked(srv *s, const char *owner, char *err, size_t err_sz)
                  "memory budget: sessions hold all of the server's %d MiB "
                  "(--memory-budget): try again when one has gone",
                  s->cfg.memory_budget_mib);
-        return 507;
+        return 503;
     }
     if (s->nsessions >= s->cfg.max_sessions) {
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
-        return 429;
+        return 503;
     }
     if (owner[0] && owned_locked(s, owner) >= s->cfg.max_sessions_per_address) {
         snprintf(err, err_sz,
@@ -212,7 +221,7 @@ int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz)
     owner = owner ? owner : "";
     if (table_full(s)) {
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
-        return 429;
+        return 503;
     }
     pthread_mutex_lock(&s->lock);
     int rc = room_locked(s, owner, err, err_sz);
@@ -265,7 +274,7 @@ static srv_session *session_new(srv *s, const srv_scene_i *scene, const char *ow
     return ss;
 }
 
-/* Put ss into a free slot (refs: the references its creator keeps). 201, or 429 (ss is
+/* Put ss into a free slot (refs: the references its creator keeps). 201, or 503 (ss is
  * then the caller's to free). */
 static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t err_sz)
 {
@@ -284,13 +293,15 @@ static int session_insert(srv *s, srv_session *ss, int refs, char *err, size_t e
         pthread_mutex_unlock(&s->lock);
         if (!full)
             snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
-        return full ? full : 429;
+        return full ? full : 503;
     }
     ss->slot = (uint32_t)slot;
     ss->generation = ++s->generation[slot];
     char rnd[9] = "0";
     (void)srv_random_hex(rnd, 4); /* the tokens are the secrets; this only tells ids apart */
-    snprintf(ss->id, sizeof ss->id, "s%u-%u-%s", ss->slot, ss->generation, rnd);
+    const char *name = s->cfg.process_name;
+    snprintf(ss->id, sizeof ss->id, "%s%ss%u-%u-%s", name, name[0] ? "." : "", ss->slot,
+             ss->generation, rnd);
     s->slots[slot] = ss;
     s->refs[slot] = refs;
     s->nsessions++;
@@ -332,7 +343,7 @@ srv_session *srv_session_adopt(srv *s, const srv_session_saved *sv, void *scene_
                                size_t err_sz)
 {
     unsigned slot, gen;
-    if (sscanf(sv->id, "s%u-%u-", &slot, &gen) != 2 || strlen(sv->id) >= SRV_ID_LEN ||
+    if (id_numbers(sv->id, &slot, &gen) != 0 || strlen(sv->id) >= SRV_ID_LEN ||
         strlen(sv->control_token) >= SRV_TOKEN_LEN || strlen(sv->view_token) >= SRV_TOKEN_LEN) {
         snprintf(err, err_sz, "not a session id with its tokens");
         return NULL;
@@ -428,7 +439,7 @@ int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *er
             ss->scene->destroy(scene_data);
             scene_data = NULL;
             err = over;
-            status = 507;
+            status = 503;
         }
         pthread_mutex_unlock(&s->lock);
     }
@@ -453,11 +464,11 @@ int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *er
     return pj ? 201 : status == 201 ? 500 : status;
 }
 
-/* "s<slot>-<generation>-<random>" to the live session with exactly that id. */
+/* "[PROCESS.]s<slot>-<generation>-<random>" to the live session with exactly that id. */
 static srv_session *lookup_locked(srv *s, const char *id)
 {
     unsigned slot, gen;
-    if (!id || sscanf(id, "s%u-%u-", &slot, &gen) != 2 || slot >= (unsigned)s->cfg.max_sessions)
+    if (!id || id_numbers(id, &slot, &gen) != 0 || slot >= (unsigned)s->cfg.max_sessions)
         return NULL;
     srv_session *ss = s->slots[slot];
     if (!ss || ss->generation != gen || strcmp(ss->id, id) != 0)
@@ -746,4 +757,18 @@ void srv_sessions_reap(srv *s)
             session_free(dead);
         }
     }
+}
+
+void srv_link_bases(const srv *s, char *http, size_t http_sz, char *ws, size_t ws_sz)
+{
+    const char *u = s->cfg.public_url;
+    if (u[0]) { /* behind a router: one host for both, WebSockets under /ws/ */
+        int tls = !strncmp(u, "https://", 8);
+        snprintf(http, http_sz, "%s", u);
+        snprintf(ws, ws_sz, "%s://%s/ws", tls ? "wss" : "ws", u + (tls ? 8 : 7));
+        return;
+    }
+    const char *host = s->cfg.public_host[0] ? s->cfg.public_host : s->cfg.bind;
+    snprintf(http, http_sz, "http://%s:%d", host, s->http_port);
+    snprintf(ws, ws_sz, "ws://%s:%d", host, s->ws_port);
 }

@@ -767,6 +767,17 @@ static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
     return why;
 }
 
+/* The peer's address, or behind a trusted router the one it forwarded (forwarded.c): what
+ * --max-ws-per-address counts. Read while the handshake's headers are there. */
+static void client_addr(srv *s, struct lws *wsi, char *out, size_t out_sz)
+{
+    char peer[48] = "", fwd[256] = "";
+    lws_get_peer_simple(wsi, peer, sizeof peer);
+    if (lws_hdr_copy(wsi, fwd, sizeof fwd, WSI_TOKEN_X_FORWARDED_FOR) < 0)
+        fwd[0] = 0;
+    srv_client_address(&s->cfg, peer, fwd, out, out_sz);
+}
+
 static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
 {
     srv *s = w->s;
@@ -777,7 +788,6 @@ static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
                                         : NULL;
     /* Viewers from one address, however many sessions they watch, share a cap; the control
      * token is never refused for it (a school's NAT may hold both a flood and the driver). */
-    lws_get_peer_simple(wsi, c->addr, sizeof c->addr);
     int *from = why ? NULL : peer_count(w, c->addr);
     int viewer = ss && !srv_token_equal(c->token, ss->control_token);
     if (!why && viewer && (!from || *from >= s->cfg.max_ws_per_address))
@@ -912,6 +922,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         memset(c, 0, sizeof *c);
         url_arg(wsi, "session=", c->session_id, sizeof c->session_id);
         url_arg(wsi, "token=", c->token, sizeof c->token);
+        client_addr(w->s, wsi, c->addr, sizeof c->addr);
         return 0;
     case LWS_CALLBACK_ESTABLISHED:
         on_established(w, c, wsi);

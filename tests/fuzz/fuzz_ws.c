@@ -89,6 +89,14 @@ const char *lws_get_peer_simple(struct lws *wsi, char *name, size_t namelen)
     snprintf(name, namelen, "127.0.0.1");
     return name;
 }
+int lws_hdr_copy(struct lws *wsi, char *dest, int len, enum lws_token_indexes h)
+{
+    (void)wsi;
+    (void)h;
+    if (len > 0)
+        dest[0] = 0;
+    return 0;
+}
 /* Start and stop only (never called here). */
 struct lws_context *lws_create_context(const struct lws_context_creation_info *info)
 {

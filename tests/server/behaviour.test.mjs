@@ -189,7 +189,8 @@ test('limits: volume size (413), clients per session, sessions per server (429)'
   assert.equal(await third.closed, 1008);
   assert.match(third.texts.find((t) => t.type === 'error').detail, /limit of clients/);
   for (const c of cs) await c.close();
-  // Sessions per server: fill the table; the next is refused with 429, whatever its size.
+  // Sessions per server: fill the table; the next is refused with 503 (no room here: a
+  // router tries another process), whatever its size.
   for (let i = have + 1; i < max; i++) {
     const r = await api(srv.base, 'POST', '/api/sessions', {});
     assert.equal(r.status, 201, r.text);
@@ -197,8 +198,8 @@ test('limits: volume size (413), clients per session, sessions per server (429)'
   }
   for (const body of [{}, { dims: [8, 8, 8] }]) {
     const full = await api(srv.base, 'POST', '/api/sessions', body);
-    assert.equal(full.status, 429, full.text);
-    assert.equal(full.json.error, 'too many sessions');
+    assert.equal(full.status, 503, full.text);
+    assert.equal(full.json.error, 'no room');
     assert.match(full.json.detail, new RegExp(`limit of ${max} sessions`));
   }
   for (const m of made) {

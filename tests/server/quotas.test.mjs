@@ -272,8 +272,8 @@ test('a memory budget for all sessions: past it a session is refused, saying so;
       else refused = r;
     }
     assert.ok(refused, 'six sessions of 64^3 fit in 100 MiB');
-    assert.equal(refused.status, 507, refused.text);
-    assert.equal(refused.json.error, 'memory budget');
+    assert.equal(refused.status, 503, refused.text);
+    assert.equal(refused.json.error, 'no room');
     assert.match(refused.json.detail, /this session needs \d+ MiB and sessions hold \d+ of the server's 100 MiB \(--memory-budget\)/);
     const h1 = (await api(srv.base, 'GET', '/api/health')).json;
     const each = h1.memory_in_use_bytes / made.length;
