@@ -279,6 +279,13 @@ test: deps test-deps
 	SOFTCAST_FUZZ_SMOKE="$(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)" tests/run-tests.sh $(BUILD)
 test-build: format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check web fuzz-bin
 
+# The local cluster (deploy/local/: three servers behind nginx over TLS) and the manifests
+# checks; make test runs them with the other node tests.
+.PHONY: test-deploy
+test-deploy: deps test-deps $(TST)/softcast-server
+	cd tests/server && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	SOFTCAST_SERVER=$(CURDIR)/$(TST)/softcast-server node --test tests/deploy/
+
 # The one .clang-format, checked on every test run; `make format` applies it.
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
 # It also holds every function in sim/, server/ and protocol/ to 100 lines.

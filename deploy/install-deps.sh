@@ -18,7 +18,9 @@ PKGS="$PKGS g++ libbullet-dev"
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 # --test: what only the tests need. The browser end-to-end tests drive Debian's Chromium;
 # make fuzz-smoke builds its libFuzzer targets with clang (libFuzzer is in libclang-rt).
-[ "${1:-}" = --test ] && PKGS="chromium clang libclang-rt-14-dev"
+# make test-deploy runs Debian's nginx as the router of a local cluster, over TLS with a
+# certificate that openssl makes.
+[ "${1:-}" = --test ] && PKGS="chromium clang libclang-rt-14-dev nginx openssl"
 
 missing=""
 for p in $PKGS; do
@@ -38,4 +40,14 @@ fi
 echo "softcast: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends $missing
+# Installed, not started: nginx's package would start a system nginx on port 80 (the tests
+# run their own on loopback ports). policy-rc.d is Debian's switch for that, put back after.
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
+fi
+status=0
+apt-get install -y -qq --no-install-recommends $missing || status=$?
+[ -z "$own_policy" ] || rm -f "$policy"
+exit $status

@@ -119,7 +119,7 @@ node_tests() {
     done
     SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
         node --test --test-concurrency="${SOFTCAST_NODE_JOBS:-1}" --test-reporter=tap \
-        tests/server/ tests/e2e/
+        tests/server/ tests/e2e/ tests/deploy/
 }
 parts="the C tests (nice 19)"
 part c nice -n 19 "$BUILD/softcast-tests" "$@"

@@ -86,9 +86,10 @@ export async function api(base, method, path, body, headers = {}) {
 // { decode: false } it reads headers only (kind, frame, last seq, flags): a cheap client
 // for the tests that push many large frames.
 export class Client {
-  constructor(url, { decode = true } = {}) {
+  constructor(url, { decode = true, ca } = {}) {
     this.url = url;
     this.decode = decode;
+    this.ca = ca; // wss: the certificate to trust (the local cluster's, deploy/local/)
     this.texts = [];
     this.frames = [];      // object frames: {frame, lastSeq, key, snapshot, bytes, t, q, objects}
     this.slices = [];
@@ -100,7 +101,7 @@ export class Client {
     this.bytes = 0;        // binary bytes received
   }
   async open() {
-    this.ws = new WebSocket(this.url);
+    this.ws = new WebSocket(this.url, this.ca ? { ca: this.ca } : undefined);
     this.ws.binaryType = 'nodebuffer';
     this.ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
     this.closed = new Promise((resolve) => this.ws.on('close', (code) => resolve(code)));

@@ -35,6 +35,19 @@ async function api(method, path, body) {
 
 // ------------------------------------------------------------------ lobby
 
+// Every process's sessions. Behind a router (deploy/) GET /api/cluster names the processes
+// and each lists its own (?process=NAME goes to that one); alone, a server lists its own.
+async function allSessions() {
+  const { processes } = await api('GET', '/api/cluster');
+  if (processes.length <= 1) return { sessions: (await api('GET', '/api/sessions')).sessions, unreachable: [] };
+  const lists = await Promise.allSettled(
+    processes.map((p) => api('GET', `/api/sessions?process=${encodeURIComponent(p)}`)));
+  return {
+    sessions: lists.flatMap((r) => (r.status === 'fulfilled' ? r.value.sessions : [])),
+    unreachable: processes.filter((p, i) => lists[i].status !== 'fulfilled'),
+  };
+}
+
 async function lobby() {
   $('#lobby').hidden = false;
   const modules = new Map();
@@ -42,7 +55,7 @@ async function lobby() {
   const tbody = $('#sessions tbody');
   const refresh = async () => {
     try {
-      const { sessions } = await api('GET', '/api/sessions');
+      const { sessions, unreachable } = await allSessions();
       tbody.replaceChildren(...sessions.map((s) => {
         const tr = document.createElement('tr');
         const size = s.state === 'loading' ? `loading: ${s.stage}`
@@ -51,6 +64,11 @@ async function lobby() {
         return tr;
       }));
       if (!sessions.length) tbody.innerHTML = '<tr><td colspan=5 class=hint>none yet</td></tr>';
+      for (const p of unreachable) {
+        const tr = tbody.insertRow();
+        tr.innerHTML = '<td colspan=5 class=error></td>';
+        tr.cells[0].textContent = `${p}: not answering (its sessions are not listed)`;
+      }
     } catch (e) {
       tbody.innerHTML = `<tr><td colspan=5 class=error>${e.message}</td></tr>`;
     }
@@ -143,9 +161,12 @@ async function session(id, token) {
       : `Cannot reach the server: ${e.message}`);
     return;
   }
-  // The WebSocket port from the API, the host this page came from.
-  const wsPort = new URL(info.ws_url).port;
-  const wsUrl = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hostname}:${wsPort}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
+  // Behind a router (--public-url) the API's ws_url is on this page's host: as it is. A
+  // server reached directly may name its bind address there: its port on this page's host.
+  const api_ws = new URL(info.ws_url);
+  const wsUrl = api_ws.host === location.host
+    ? `${info.ws_url}&token=${encodeURIComponent(token)}`
+    : `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hostname}:${api_ws.port}/?session=${encodeURIComponent(id)}&token=${encodeURIComponent(token)}`;
 
   // frames: numbers of the frames shown (the newest each update brought); shown: [frame,
   // decodedAt, shownAt] (ms since the epoch) of the same. A scene module may add its own
