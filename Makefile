@@ -283,7 +283,7 @@ test-build: format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-che
 # checks; make test runs them with the other node tests.
 .PHONY: test-deploy
 test-deploy: deps test-deps $(TST)/softcast-server
-	cd tests/server && npm ci --no-audit --no-fund --loglevel=error >/dev/null
+	for d in tests/server tests/deploy; do (cd $$d && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || exit 1; done
 	SOFTCAST_SERVER=$(CURDIR)/$(TST)/softcast-server node --test tests/deploy/
 
 # The one .clang-format, checked on every test run; `make format` applies it.

@@ -20,7 +20,12 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS
 # make fuzz-smoke builds its libFuzzer targets with clang (libFuzzer is in libclang-rt).
 # make test-deploy runs Debian's nginx as the router of a local cluster, over TLS with a
 # certificate that openssl makes.
-[ "${1:-}" = --test ] && PKGS="chromium clang libclang-rt-14-dev nginx openssl"
+# The manifests' test renders them with kubectl kustomize: Debian's kubectl
+# (kubernetes-client) unless one is already installed.
+if [ "${1:-}" = --test ]; then
+    PKGS="chromium clang libclang-rt-14-dev nginx openssl"
+    command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
+fi
 
 missing=""
 for p in $PKGS; do

@@ -113,7 +113,7 @@ finish() {
     echo "run-tests: $2 ended after $(($(cat "$logs/$1.end") - started)) s (status $(cat "$logs/$1.rc"))"
 }
 node_tests() {
-    for d in tests/server tests/e2e deploy/load; do
+    for d in tests/server tests/e2e tests/deploy deploy/load; do
         (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
             { echo "run-tests: npm ci failed in $d"; return 1; }
     done

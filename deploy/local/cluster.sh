@@ -17,6 +17,9 @@ cmd=${1:-} dir=${2:-}
 here=$(cd "$(dirname "$0")" && pwd)
 rules="$here/../k8s/base/router"
 server=${SOFTCAST_SERVER:-$here/../../build/softcast-server}
+# Several processes share these cores: OpenMP threads that spin while they wait would take
+# the cores from the other processes' steps (measured: a session's frames 700 ms apart).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
@@ -126,9 +129,21 @@ restart)
     status_json
     ;;
 stop)
-    [ -f "$dir/nginx.pid" ] && kill "$(cat "$dir/nginx.pid")" 2>/dev/null || true
+    pids=""
+    [ -f "$dir/nginx.pid" ] && pids=$(cat "$dir/nginx.pid")
     for f in "$dir"/proc-*.pid; do
-        [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+        [ -f "$f" ] && pids="$pids $(cat "$f")"
+    done
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null || true
+    # Until they are gone (the servers snapshot their sessions first), 60 s at most.
+    i=0
+    for p in $pids; do
+        while kill -0 "$p" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null; do
+            i=$((i + 1))
+            [ $i -le 600 ] || die "process $p still running after 60 s"
+            sleep 0.1
+        done
     done
     ;;
 *)

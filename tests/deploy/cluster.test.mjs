@@ -19,7 +19,7 @@ let dir, cl, ca;
 
 function cluster(...args) {
   const r = spawnSync(`${ROOT}deploy/local/cluster.sh`, [args[0], dir, ...args.slice(1)], {
-    env: { ...process.env, SOFTCAST_SERVER: BIN, SOFTCAST_SERVER_ARGS: '--dims 16x16x8 --workers 1' },
+    env: { ...process.env, SOFTCAST_SERVER: BIN, SOFTCAST_SERVER_ARGS: '--dims 16x16x8 --workers 1 --threads 1' },
     encoding: 'utf8', timeout: 120000,
   });
   if (r.status !== 0) throw new Error(`cluster.sh ${args.join(' ')}: ${r.stderr}`);
