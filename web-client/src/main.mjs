@@ -29,8 +29,33 @@ async function api(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const json = await r.json().catch(() => null);
-  if (!r.ok) throw new Error(json?.detail ? `${json.error}: ${json.detail}` : `HTTP ${r.status}`);
+  if (!r.ok) {
+    const e = new Error(json?.detail ? `${json.error}: ${json.detail}` : `HTTP ${r.status}`);
+    e.status = r.status;
+    throw e;
+  }
   return json;
+}
+
+// A new session. Behind a router a full (or draining) process answers 503 and the router
+// tries another; should every try it made land on full ones, each process is asked in turn.
+async function createSession(body) {
+  try {
+    return await api('POST', '/api/sessions', body);
+  } catch (e) {
+    if (e.status !== 503) throw e;
+    const { processes } = await api('GET', '/api/cluster').catch(() => ({ processes: [] }));
+    let last = e;
+    for (const p of processes.length > 1 ? processes : []) {
+      try {
+        return await api('POST', `/api/sessions?process=${encodeURIComponent(p)}`, body);
+      } catch (e2) {
+        if (e2.status !== 503) throw e2;
+        last = e2;
+      }
+    }
+    throw last;
+  }
 }
 
 // ------------------------------------------------------------------ lobby
@@ -124,7 +149,7 @@ async function lobby() {
     btn.disabled = true;
     btn.textContent = 'Creating...';
     try {
-      const s = await api('POST', '/api/sessions', body);
+      const s = await createSession(body);
       location.href = `./${new URL(s.control_url).search}`; // same host the page came from
     } catch (err) {
       $('#create-error').hidden = false;
