@@ -67,7 +67,9 @@ write_router_conf() {
         echo "    include $rules/maps.conf;"
         echo "    upstream softcast_any {"
         for k in $(seq 0 $((n - 1))); do
-            echo "        server 127.0.0.1:$(cut -d' ' -f1 "$dir/proc-$k");"
+            # max_fails=0: a full process (503) is not marked down, or once all were full a
+            # create would get nginx's 502 instead of the servers' "no room".
+            echo "        server 127.0.0.1:$(cut -d' ' -f1 "$dir/proc-$k") max_fails=0;"
         done
         echo "    }"
         echo "    map \$sc_process \$sc_http {"

@@ -16,10 +16,11 @@ import { Client, tick } from '../server/harness.mjs';
 const ROOT = new URL('../..', import.meta.url).pathname;
 const BIN = process.env.SOFTCAST_SERVER ?? `${ROOT}build/test/softcast-server`;
 let dir, cl, ca;
+const PER_PROCESS = 5; // --max-sessions of each process: 15 in the cluster
 
 function cluster(...args) {
   const r = spawnSync(`${ROOT}deploy/local/cluster.sh`, [args[0], dir, ...args.slice(1)], {
-    env: { ...process.env, SOFTCAST_SERVER: BIN, SOFTCAST_SERVER_ARGS: '--dims 16x16x8 --workers 1 --threads 1' },
+    env: { ...process.env, SOFTCAST_SERVER: BIN, SOFTCAST_SERVER_ARGS: `--dims 16x16x8 --workers 1 --threads 1 --max-sessions ${PER_PROCESS}` },
     encoding: 'utf8', timeout: 120000,
   });
   if (r.status !== 0) throw new Error(`cluster.sh ${args.join(' ')}: ${r.stderr}`);
@@ -42,6 +43,18 @@ function req(method, p, body) {
     r.on('error', reject);
     r.setTimeout(10000, () => r.destroy(new Error(`${method} ${p}: no answer in 10 s`)));
     r.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+function reqAuth(method, p, token) {
+  return new Promise((resolve, reject) => {
+    const r = https.request(cl.url + p, { method, ca, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+    });
+    r.on('error', reject);
+    r.end();
   });
 }
 
@@ -105,14 +118,34 @@ after(() => {
 });
 
 test('through the router over TLS: sessions on every process, driven and watched by their links; a killed process leaves the others streaming; a drained one comes back', async () => {
+  // Fill softcast-2 first (aimed at it with ?process=), then make the rest without aiming:
+  // the router's picks that land on the full one are answered 503 there and tried on the
+  // next process, so every create succeeds until the whole cluster is full.
   const made = [];
-  for (let i = 0; i < 12; i++) {
-    const r = await req('POST', '/api/sessions', {});
+  for (let i = 0; i < PER_PROCESS; i++) {
+    const r = await req('POST', '/api/sessions?process=softcast-2', {});
     assert.equal(r.status, 201, r.text);
+    assert.equal(processOf(r.json.id), 'softcast-2');
+    made.push(r.json);
+  }
+  for (let i = PER_PROCESS; i < 12; i++) {
+    const r = await req('POST', '/api/sessions', {});
+    assert.equal(r.status, 201, `create ${i + 1} of 12 with softcast-2 full: ${r.text}`);
     made.push(r.json);
   }
   const on = (p) => made.filter((s) => processOf(s.id) === p);
   for (const p of cl.processes) assert.ok(on(p.name).length > 0, `no session landed on ${p.name}`);
+  // Three more fill the cluster; then every process refuses, and the client hears why.
+  const extra = [];
+  for (let i = 12; i < 3 * PER_PROCESS; i++) extra.push(await req('POST', '/api/sessions', {}));
+  for (const r of extra) assert.equal(r.status, 201, r.text);
+  const full = await req('POST', '/api/sessions', {});
+  assert.equal(full.status, 503, full.text);
+  assert.equal(full.json.error, 'no room');
+  for (const r of extra) {
+    const d = await reqAuth('DELETE', `/api/sessions/${r.json.id}`, r.json.control_token);
+    assert.equal(d.status, 204, d.text);
+  }
   const origin = new URL(cl.url);
   for (const s of made) {
     assert.equal(new URL(s.ws_url).origin, `wss://${origin.host}`, 'WebSockets through the router');

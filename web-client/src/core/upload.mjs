@@ -149,8 +149,9 @@ export function uploadCard(root, { api, open }) {
 
   // Poll the session through its stages until it is ready (then open it) or failed.
   const follow = async (s) => {
-    for (;;) {
-      const cur = await api('GET', `/api/sessions/${encodeURIComponent(s.id)}`);
+    // The server's answer to the upload says where the loading is already (queued, or a
+    // stage): shown at once, since a small volume may be ready by the first poll.
+    for (let cur = s; ; cur = await api('GET', `/api/sessions/${encodeURIComponent(s.id)}`)) {
       if (cur.state === 'ready') {
         const d = cur.dataset ?? {};
         show('ready', `Ready: ${d.name ?? ''} ${cur.dims?.join(' x ') ?? ''}`, 1);
@@ -158,8 +159,10 @@ export function uploadCard(root, { api, open }) {
         return;
       }
       if (cur.state === 'failed') throw new Error(cur.error);
-      const k = Math.max(0, STAGES.indexOf(cur.stage));
-      show('loading', `Loading on the server: ${cur.stage}`, (k + 0.5) / STAGES.length);
+      if (cur.state === 'loading') {
+        const k = Math.max(0, STAGES.indexOf(cur.stage));
+        show('loading', `Loading on the server: ${cur.stage}`, (k + 0.5) / STAGES.length);
+      }
       await new Promise((r) => setTimeout(r, 150));
     }
   };
