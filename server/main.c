@@ -123,38 +123,37 @@ static int read_api_key(srv_config *c, const char *path, char *err, size_t err_s
     return 0;
 }
 
-/* The options whose value is kept as text. */
-static char *string_option(srv_config *c, const char *name)
-{
-    struct {
-        const char *name;
-        char *field;
-    } const opts[] = {
-        {"bind", c->bind},
-        {"data-dir", c->data_dir},
-        {"public-host", c->public_host},
-        {"volume-dir", c->volume_dir},
-        {"state-dir", c->state_dir},
-        {"public-url", c->public_url},
-        {"process-name", c->process_name},
-        {"peers", c->peers},
-        {"trusted-proxy", c->trusted_proxies},
-    };
-    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-        if (!strcmp(name, opts[k].name))
-            return opts[k].field;
-    return NULL;
-}
+/* The options whose value is kept as text: where, and how much room. */
+typedef struct {
+    const char *name;
+    char *field;
+    size_t size;
+} string_opt;
 
-static size_t string_option_size(const srv_config *c, const char *name)
+static int string_option(srv_config *c, const char *name, string_opt *out)
 {
-    return !strcmp(name, "bind")            ? sizeof c->bind
-           : !strcmp(name, "public-host")   ? sizeof c->public_host
-           : !strcmp(name, "public-url")    ? sizeof c->public_url
-           : !strcmp(name, "process-name")  ? sizeof c->process_name
-           : !strcmp(name, "peers")         ? sizeof c->peers
-           : !strcmp(name, "trusted-proxy") ? sizeof c->trusted_proxies
-                                            : sizeof c->state_dir; /* the directories' */
+#define S(key, f)              \
+    {                          \
+        key, c->f, sizeof c->f \
+    }
+    const string_opt opts[] = {
+        S("bind", bind),
+        S("data-dir", data_dir),
+        S("public-host", public_host),
+        S("volume-dir", volume_dir),
+        S("state-dir", state_dir),
+        S("public-url", public_url),
+        S("process-name", process_name),
+        S("peers", peers),
+        S("trusted-proxy", trusted_proxies),
+    };
+#undef S
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (!strcmp(name, opts[k].name)) {
+            *out = opts[k];
+            return 1;
+        }
+    return 0;
 }
 
 /* A DNS label (what a pod name is): 1 to 63 of a-z, 0-9 and '-', not starting or ending
@@ -204,23 +203,22 @@ static int check_cluster_option(const char *name, const char *val, char *err, si
     return 0;
 }
 
-static int set_string_option(srv_config *c, const char *name, const char *val, char *err,
-                             size_t err_sz)
+static int set_string_option(const string_opt *o, const char *val, char *err, size_t err_sz)
 {
-    size_t cap = string_option_size(c, name);
-    if (strlen(val) >= cap) {
-        snprintf(err, err_sz, "--%s: longer than %zu characters", name, cap - 1);
+    if (strlen(val) >= o->size) {
+        snprintf(err, err_sz, "--%s: longer than %zu characters", o->name, o->size - 1);
         return -1;
     }
-    if (check_cluster_option(name, val, err, err_sz) != 0)
+    if (check_cluster_option(o->name, val, err, err_sz) != 0)
         return -1;
-    strcpy(string_option(c, name), val);
+    strcpy(o->field, val);
     return 0;
 }
 
 /* One option by name (without dashes) and value; shared by flags and the config file. */
 static int set_option(srv_config *c, const char *name, const char *val, char *err, size_t err_sz)
 {
+    string_opt so;
     char *end = NULL;
     long long n = val ? strtoll(val, &end, 10) : 0;
     int is_int = val && *val && end && *end == 0;
@@ -273,8 +271,8 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
             return -1;
         }
         c->rate_hz = r;
-    } else if (string_option(c, name)) {
-        return set_string_option(c, name, val, err, err_sz);
+    } else if (string_option(c, name, &so)) {
+        return set_string_option(&so, val, err, err_sz);
     } else if (!strcmp(name, "api-key-file")) {
         return read_api_key(c, val, err, err_sz);
     } else if (!strcmp(name, "backend")) {
