@@ -391,8 +391,9 @@ int main(int argc, char **argv)
         run_parallel(order, n, jobs, &t);
     } else {
         for (int i = 0; i < n; i++) {
-            double ms;
-            tally(&t, order[i], run_one(order[i], &ms), ms);
+            double ms = 0;
+            int result = run_one(order[i], &ms); /* before ms is read: argument order is free */
+            tally(&t, order[i], result, ms);
         }
     }
     if (!filter)
