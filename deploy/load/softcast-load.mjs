@@ -8,6 +8,7 @@
 // every frame as the browser does (objects.mjs: every structural frame in order, the newest
 // of a burst) and the line adds what that cost and whether every frame applied.
 import WebSocket from 'ws';
+import fs from 'node:fs';
 
 const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--clients M] [--seconds S]
                      [--dims WxHxD] [--rate HZ]   (moves per second per driver, default 30)
@@ -15,7 +16,9 @@ const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--cl
                      circles a walking crowd instead of a drag)
                      [--model hybrid|surface]   (softbody: the organ is grabbed at its top and
                      pulled, let go, and its tray slides and tilts under it)
-                     [--decode D]   (the first D clients of each session decode the frames)`;
+                     [--decode D]   (the first D clients of each session decode the frames)
+                     [--key-file FILE]   (a server with --api-key-file: its key, sent as
+                     Authorization: Bearer when making sessions)`;
 
 function parse(argv) {
   const o = { url: null, sessions: 1, clients: 5, seconds: 10, dims: null, rate: 30, scene: 'volume', characters: 1, decode: 0, model: 'hybrid' };
@@ -37,6 +40,11 @@ function parse(argv) {
       o.model = v;
     } else if (k === '--characters') o.characters = posInt(k, v);
     else if (k === '--decode') o.decode = v === '0' ? 0 : posInt(k, v);
+    else if (k === '--key-file') {
+      // The server's own rule (--api-key-file): the first line, white space at its ends dropped.
+      try { o.key = fs.readFileSync(v, 'utf8').split('\n')[0].trim(); } catch (e) { throw new Error(`--key-file ${v}: ${e.message}`); }
+      if (!o.key) throw new Error(`--key-file ${v}: empty`);
+    }
     else if (k === '--dims') {
       const m = /^(\d+)x(\d+)x(\d+)$/.exec(v);
       if (!m) throw new Error(`--dims ${v}: must be WxHxD`);
@@ -87,7 +95,8 @@ async function main() {
   const sessions = [];
   for (let i = 0; i < o.sessions; i++) {
     const r = await fetch(`${base}/api/sessions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(o.key ? { authorization: `Bearer ${o.key}` } : {}) },
       body: JSON.stringify(o.scene === 'cloth' ? { scene: 'cloth', characters: o.characters }
         : o.scene === 'softbody' ? { scene: 'softbody', model: o.model }
           : o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
