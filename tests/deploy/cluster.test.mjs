@@ -6,57 +6,12 @@
 // lobby's listing covers every process.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import https from 'node:https';
-import os from 'node:os';
-import path from 'node:path';
 import { Client, tick } from '../server/harness.mjs';
+import { startCluster } from './local-cluster.mjs';
 
-const ROOT = new URL('../..', import.meta.url).pathname;
-const BIN = process.env.SOFTCAST_SERVER ?? `${ROOT}build/test/softcast-server`;
-let dir, cl, ca;
 const PER_PROCESS = 5; // --max-sessions of each process: 15 in the cluster
-
-function cluster(...args) {
-  const r = spawnSync(`${ROOT}deploy/local/cluster.sh`, [args[0], dir, ...args.slice(1)], {
-    env: { ...process.env, SOFTCAST_SERVER: BIN, SOFTCAST_SERVER_ARGS: `--dims 16x16x8 --workers 1 --threads 1 --max-sessions ${PER_PROCESS}` },
-    encoding: 'utf8', timeout: 120000,
-  });
-  if (r.status !== 0) throw new Error(`cluster.sh ${args.join(' ')}: ${r.stderr}`);
-  const last = r.stdout.trim().split('\n').at(-1);
-  return last ? JSON.parse(last) : null;
-}
-
-// One request through the router, trusting the cluster's certificate.
-function req(method, p, body) {
-  return new Promise((resolve, reject) => {
-    const r = https.request(cl.url + p, { method, ca, headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json = null;
-        try { json = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode, json, text });
-      });
-    });
-    r.on('error', reject);
-    r.setTimeout(10000, () => r.destroy(new Error(`${method} ${p}: no answer in 10 s`)));
-    r.end(body === undefined ? undefined : JSON.stringify(body));
-  });
-}
-
-function reqAuth(method, p, token) {
-  return new Promise((resolve, reject) => {
-    const r = https.request(cl.url + p, { method, ca, headers: { authorization: `Bearer ${token}` } }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, text }));
-    });
-    r.on('error', reject);
-    r.end();
-  });
-}
+let cl, ca, req;
 
 const processOf = (id) => id.slice(0, id.indexOf('.'));
 
@@ -92,7 +47,7 @@ function longestGap(c, t) {
 
 // "session ID <what>: frame F, state hash H" from process K's log (server/durable.c).
 function logged(k, id, what) {
-  const log = fs.readFileSync(path.join(dir, `server-${k}.log`), 'utf8');
+  const log = cl.log(k);
   const m = log.match(new RegExp(`session ${id.replace('.', '\\.')} ${what}: frame (\\d+), state hash ([0-9a-f]{16})`));
   assert.ok(m, `no "${what}" line for ${id} in process ${k}'s log`);
   return { frame: Number(m[1]), hash: m[2] };
@@ -107,15 +62,10 @@ async function exited(pid, ms = 30000) {
 }
 
 before(() => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-cluster-'));
-  cl = cluster('start', '3');
-  ca = fs.readFileSync(cl.ca);
+  cl = startCluster(3, `--dims 16x16x8 --workers 1 --threads 1 --max-sessions ${PER_PROCESS}`);
+  ({ ca, req } = cl);
 });
-after(() => {
-  if (!dir) return;
-  cluster('stop');
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+after(() => cl?.stop());
 
 test('through the router over TLS: sessions on every process, driven and watched by their links; a killed process leaves the others streaming; a drained one comes back', async () => {
   // Fill softcast-2 first (aimed at it with ?process=), then make the rest without aiming:
@@ -143,7 +93,7 @@ test('through the router over TLS: sessions on every process, driven and watched
   assert.equal(full.status, 503, full.text);
   assert.equal(full.json.error, 'no room');
   for (const r of extra) {
-    const d = await reqAuth('DELETE', `/api/sessions/${r.json.id}`, r.json.control_token);
+    const d = await req('DELETE', `/api/sessions/${r.json.id}`, undefined, { authorization: `Bearer ${r.json.control_token}` });
     assert.equal(d.status, 204, d.text);
   }
   const origin = new URL(cl.url);
@@ -177,7 +127,7 @@ test('through the router over TLS: sessions on every process, driven and watched
   const others = groups.filter((g) => processOf(g.s.id) !== victim.name);
   const t = performance.now();
   const dragging = Promise.all(others.map((g) => drag(g, 3000)));
-  cluster('signal', '0', 'KILL');
+  cl.run('signal', 0, 'KILL');
   await dragging;
   for (const g of others)
     for (const c of g.viewers) {
@@ -189,11 +139,11 @@ test('through the router over TLS: sessions on every process, driven and watched
   // Drain another (SIGTERM: it snapshots its sessions, then exits) and start it again: its
   // sessions come back under the same links and tokens.
   const mine = groups.filter((g) => processOf(g.s.id) === drained.name);
-  cluster('signal', '1', 'TERM');
+  cl.run('signal', 1, 'TERM');
   await exited(drained.pid);
   const down = await req('GET', `/api/sessions/${mine[0].s.id}`);
   assert.equal(down.status, 502, `a stopped process's session: ${down.status} ${down.text}`);
-  cluster('restart', '1');
+  cl.run('restart', 1);
   for (const g of mine) {
     const r = await req('GET', `/api/sessions/${g.s.id}`);
     assert.equal(r.status, 200, r.text);
