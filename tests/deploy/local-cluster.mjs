@@ -2,9 +2,9 @@
 // make requests through its router, trusting the certificate it made.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import { rawRequest, withTimeout } from '../server/harness.mjs';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 const BIN = process.env.SOFTCAST_SERVER ?? `${ROOT}build/test/softcast-server`;
@@ -24,20 +24,8 @@ export function startCluster(n, serverArgs) {
   };
   const info = run('start', n);
   const ca = fs.readFileSync(info.ca);
-  const req = (method, p, body, headers = {}) => new Promise((resolve, reject) => {
-    const r = https.request(info.url + p, { method, ca, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json = null;
-        try { json = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode, json, text });
-      });
-    });
-    r.on('error', reject);
-    r.setTimeout(10000, () => r.destroy(new Error(`${method} ${p}: no answer in 10 s`)));
-    r.end(body === undefined ? undefined : JSON.stringify(body));
-  });
+  const req = (method, p, body, headers = {}) =>
+    withTimeout(rawRequest(info.url + p, { method, body, headers, ca }), 10000, `${method} ${p}`);
   return {
     dir, url: info.url, ca, processes: info.processes, run, req,
     log: (k) => fs.readFileSync(path.join(dir, `server-${k}.log`), 'utf8'),

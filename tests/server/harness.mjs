@@ -6,6 +6,8 @@ import WebSocket from 'ws';
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
 import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
 import { createDecoder, readHeader, KIND, FLAG, applyTransform } from '../../protocol/js/softcast-proto.mjs';
 
 await MeshoptDecoder.ready;
@@ -63,6 +65,25 @@ export function withTimeout(p, ms, what) {
     p.finally(() => clearTimeout(t)),
     new Promise((_, reject) => { t = setTimeout(() => reject(new Error(`timeout: ${what}`)), ms); }),
   ]);
+}
+
+// One request through node's http or https, for what fetch cannot do (choose the local
+// address, trust a certificate): opts go to http(s).request. { status, json, text }.
+export function rawRequest(url, { method, body, headers = {}, ...opts }) {
+  const mod = url.startsWith('https:') ? https : http;
+  return new Promise((resolve, reject) => {
+    const r = mod.request(url, { method, headers: { 'content-type': 'application/json', ...headers }, ...opts }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let json = null;
+        try { json = JSON.parse(text); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode, json, text });
+      });
+    });
+    r.on('error', reject);
+    r.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
+  });
 }
 
 export async function api(base, method, path, body, headers = {}) {

@@ -10,23 +10,12 @@ import http from 'node:http';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import WebSocket from 'ws';
-import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
+import { startServer, api, Client, wsUrl, withTimeout, rawRequest } from './harness.mjs';
 
 // A request from a given local address (fetch cannot choose one).
 function from(localAddress, base, method, path, body, headers = {}) {
-  return withTimeout(new Promise((resolve, reject) => {
-    const req = http.request(`${base}${path}`, { method, localAddress, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json = null;
-        try { json = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode, json, text });
-      });
-    });
-    req.on('error', reject);
-    req.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
-  }), 10000, `${method} ${path} from ${localAddress}`);
+  return withTimeout(rawRequest(`${base}${path}`, { method, body, headers, localAddress }), 10000,
+    `${method} ${path} from ${localAddress}`);
 }
 
 test('one address cannot fill the table: its sessions are capped, other addresses still make theirs', async () => {
