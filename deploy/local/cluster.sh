@@ -52,6 +52,17 @@ start_process() {
     echo "$line" | sed -n 's/.*"http_port":\([0-9]*\),"ws_port":\([0-9]*\).*/\1 \2/p' >"$dir/proc-$k"
 }
 
+# process_map VAR FIELD DEFAULT: nginx's map from a process name to its port (FIELD 1: HTTP,
+# 2: WebSocket, from DIR/proc-K) on loopback.
+process_map() {
+    echo "    map \$sc_process \$$1 {"
+    for k in $(seq 0 $(($(cat "$dir/n") - 1))); do
+        echo "        softcast-$k 127.0.0.1:$(cut -d' ' -f"$2" "$dir/proc-$k");"
+    done
+    echo "        default $3;"
+    echo "    }"
+}
+
 write_router_conf() {
     n=$(cat "$dir/n")
     {
@@ -72,18 +83,8 @@ write_router_conf() {
             echo "        server 127.0.0.1:$(cut -d' ' -f1 "$dir/proc-$k") max_fails=0;"
         done
         echo "    }"
-        echo "    map \$sc_process \$sc_http {"
-        for k in $(seq 0 $((n - 1))); do
-            echo "        softcast-$k 127.0.0.1:$(cut -d' ' -f1 "$dir/proc-$k");"
-        done
-        echo "        default softcast_any;"
-        echo "    }"
-        echo "    map \$sc_process \$sc_ws {"
-        for k in $(seq 0 $((n - 1))); do
-            echo "        softcast-$k 127.0.0.1:$(cut -d' ' -f2 "$dir/proc-$k");"
-        done
-        echo "        default \"\";"
-        echo "    }"
+        process_map sc_http 1 softcast_any
+        process_map sc_ws 2 '""'
         echo "    server {"
         echo "        listen 127.0.0.1:$(cat "$dir/router_port") ssl;"
         echo "        ssl_certificate $dir/cert.pem;"
