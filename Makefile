@@ -197,6 +197,13 @@ fuzz-bin: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 $(FUZZ_OBJ)/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) -MMD -MP -c -o $@ $<
+# The simulation is linked for the sessions the handlers make, not fuzzed (its own tests cover
+# it): sanitized but kept out of the coverage map, so the fuzzers steer by the code under test
+# and do not pay for the thousands of edges a volume build lights (the http target ran 2.4x
+# faster).
+$(FUZZ_OBJ)/sim/%.o: sim/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=$(FUZZ_SAN) -MMD -MP -c -o $@ $<
 define FUZZ_TARGET_RULE
 $(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1):%.c=$(FUZZ_OBJ)/%.o) $(wildcard server/*.c server/*.h tests/fuzz/*.h)
 	@mkdir -p $$(@D)

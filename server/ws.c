@@ -86,6 +86,13 @@ typedef struct ws_ctx {
         int n;
     } * peers;
     int npeers, peers_cap;
+    /* Each scene's parameter schema as JSON text, made at start: it never changes, and a
+     * classroom joins at once. */
+    struct schema_text {
+        const srv_scene_i *scene;
+        char *text;
+    } schemas[16];
+    int nschemas;
 } ws_ctx;
 
 /* The count of connections from addr (created at 0 when new), or NULL (out of memory). */
@@ -221,9 +228,37 @@ static void send_role(srv_client *c, const char *why)
     queue_text(c, text);
 }
 
+/* Every scene's parameter schema as JSON text, made once at start. Returns -1 (out of
+ * memory) or 0. */
+static int make_schemas(ws_ctx *w)
+{
+    int nscenes;
+    const srv_scene_i *const *scenes = srv_scenes(&nscenes);
+    for (int k = 0; k < nscenes && w->nschemas < (int)(sizeof w->schemas / sizeof w->schemas[0]);
+         k++) {
+        int n;
+        const sim_param_desc *t = scenes[k]->params_table(&n);
+        cJSON *a = srv_params_schema(t, n);
+        char *text = a ? cJSON_PrintUnformatted(a) : NULL;
+        cJSON_Delete(a);
+        if (!text)
+            return -1;
+        w->schemas[w->nschemas++] = (struct schema_text){scenes[k], text};
+    }
+    return w->nschemas == nscenes ? 0 : -1;
+}
+
+static const char *schema_text(const ws_ctx *w, const srv_scene_i *scene)
+{
+    for (int i = 0; i < w->nschemas; i++)
+        if (w->schemas[i].scene == scene)
+            return w->schemas[i].text;
+    return "[]"; /* a scene outside srv_scenes(): none is */
+}
+
 /* The session's state for one client (its role included), composed when sent so that a
  * burst of changes costs one message. Caller frees. */
-static char *state_text(srv_client *c)
+static char *state_text(const ws_ctx *w, srv_client *c)
 {
     srv_session *ss = c->ss;
     cJSON *j = cJSON_CreateObject();
@@ -250,9 +285,7 @@ static char *state_text(srv_client *c)
         cJSON_AddStringToObject(j, "view_token", ss->view_token);
     cJSON_AddRawToObject(j, "params", ss->params_json);
     if (!c->got_state) { /* the schema once per connection: it never changes */
-        int n;
-        const sim_param_desc *t = ss->scene->params_table(&n);
-        cJSON_AddItemToObject(j, "param_schema", srv_params_schema(t, n));
+        cJSON_AddRawToObject(j, "param_schema", schema_text(w, ss->scene));
     }
     c->sent_state = ss->state_version;
     c->got_state = 1;
@@ -607,7 +640,7 @@ static int write_next(ws_ctx *w, srv_client *c)
         return -1;
     }
     if (state_due) {
-        char *text = state_text(c);
+        char *text = state_text(w, c);
         if (text)
             out_push(c, NULL, text);
         return 0;
@@ -962,6 +995,8 @@ static void *ws_main(void *arg)
 
 static void ws_free(ws_ctx *w)
 {
+    for (int i = 0; i < w->nschemas; i++)
+        free(w->schemas[i].text);
     free(w->peers);
     free(w->rooms);
     free(w->news);
@@ -992,7 +1027,9 @@ int srv_ws_start(srv *s, char *err, size_t err_sz)
     info.protocols = k_protocols;
     info.user = w;
     info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
-    w->ctx = w->rooms && w->news && w->taking && w->queued ? lws_create_context(&info) : NULL;
+    w->ctx = w->rooms && w->news && w->taking && w->queued && make_schemas(w) == 0
+                 ? lws_create_context(&info)
+                 : NULL;
     if (!w->ctx) {
         snprintf(err, err_sz, "WebSocket: cannot listen on %s:%d", s->cfg.bind, s->cfg.ws_port);
         ws_free(w);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "protocol/proto.h"
+#include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/harness.h"
 
@@ -176,4 +177,55 @@ TEST(fuzz_corpus_deltas_apply_every_part_of_both_primitives)
         }
     th_note("%d frames refused for not fitting the decoder", counts[2][0]);
     CHECK(counts[2][0] > 0);
+}
+
+/* The handler targets' judge of what a client reads (fuzz_json_text): RFC 8259 and 3629
+ * cases, each with the answer the RFCs give. A judge that passed everything would let the
+ * ws and http targets find nothing. */
+TEST(fuzz_json_judge_follows_the_rfcs)
+{
+    static const struct {
+        const char *text, *key;
+        int ok;
+    } cases[] = {
+        {"{\"type\":\"hello\",\"n\":[1,-2.5e3,0,true,false,null,{}]}", "type", 1},
+        {" {\"a\":{\"type\":1},\"type\":\"x\"}\n", "type", 1},
+        {"{\"type\":\"\\u00e9\\n\\\"\"}", "type", 1},
+        {"{\"type\":\"caf\xc3\xa9\"}", "type", 1},
+        {"[1,2]", NULL, 1},
+        {"\"s\"", NULL, 1},
+        {"{\"a\":{\"type\":\"x\"}}", "type", 0},    /* only in an inner object */
+        {"{\"type\":7}", "type", 0},                /* not a string */
+        {"{\"ty\\u0070e\":\"x\"}", "type", 0},      /* an escaped name is not matched */
+        {"[{\"type\":\"x\"}]", "type", 0},          /* not an object */
+        {"{\"type\":\"x\"} {}", "type", 0},         /* trailing text */
+        {"{\"type\":\"x\"", "type", 0},             /* cut short */
+        {"{\"type\":\"x\",}", "type", 0},           /* trailing comma */
+        {"{\"type\":\"a\tb\"}", "type", 0},         /* raw control character */
+        {"{\"type\":\"\\x\"}", "type", 0},          /* bad escape */
+        {"{\"type\":\"\\u12\"}", "type", 0},        /* short \\u */
+        {"{\"type\":\"\xc3\"}", "type", 0},         /* broken UTF-8 */
+        {"{\"type\":\"\xed\xa0\x80\"}", "type", 0}, /* a surrogate */
+        {"{\"type\":\"\xc0\xaf\"}", "type", 0},     /* overlong */
+        {"[01]", NULL, 0},
+        {"[1.]", NULL, 0},
+        {"[-]", NULL, 0},
+        {"[1e]", NULL, 0},
+        {"[tru]", NULL, 0},
+        {"{\"a\" 1}", NULL, 0},
+        {"{1:2}", NULL, 0},
+        {"", NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = fuzz_json_text((const unsigned char *)cases[i].text, strlen(cases[i].text),
+                                 cases[i].key);
+        if (got != cases[i].ok)
+            fprintf(stderr, "  case %zu (%s): got %d\n", i, cases[i].text, got);
+        CHECK(got == cases[i].ok);
+    }
+    char deep[200];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    CHECK(!fuzz_json_text((const unsigned char *)deep, sizeof deep, NULL)); /* depth bound */
+    CHECK(fuzz_json_text((const unsigned char *)deep + 40, 120, NULL));
 }
