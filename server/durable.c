@@ -314,8 +314,11 @@ static int copy_file(const char *from, const char *to)
 char *srv_origin_file(srv *s, const char *id, const char *path, const char *name, int temp)
 {
     char kept[900] = "", files[700];
-    if (enabled(s) && temp) {
-        (void)path_join(files, sizeof files, s->cfg.state_dir, "files");
+    if (temp) {
+        if (enabled(s))
+            (void)path_join(files, sizeof files, s->cfg.state_dir, "files");
+        else
+            snprintf(files, sizeof files, "%s", srv_uploads_dir(s));
         (void)mkdir(files, 0700);
         const char *dot = strrchr(path, '/');
         char base[128];
@@ -326,7 +329,8 @@ char *srv_origin_file(srv *s, const char *id, const char *path, const char *name
                     files, strerror(errno));
             return NULL;
         }
-        sync_dir(files);
+        if (enabled(s))
+            sync_dir(files);
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "file", kept[0] ? kept : path);
@@ -520,6 +524,11 @@ void srv_durable_close(srv_session *ss)
     ss->durable = NULL;
 }
 
+const char *srv_durable_dir(const srv_session *ss)
+{
+    return ss->durable ? ss->durable->dir : NULL;
+}
+
 void srv_durable_remove(srv_session *ss)
 {
     srv_durable *d = ss->durable;
@@ -527,8 +536,9 @@ void srv_durable_remove(srv_session *ss)
         srv_origin_forget(ss); /* an upload kept for it, though its state was not */
         return;
     }
-    static const char *const files[] = {"log", "snapshot", "snapshot.tmp", "meta.json",
-                                        "meta.json.tmp"};
+    static const char *const files[] = {
+        "log",           "snapshot",        "snapshot.tmp",       "meta.json",
+        "meta.json.tmp", "recording.screc", "recording.screc.tmp"};
     char path[900];
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
         (void)path_join(path, sizeof path, d->dir, files[k]);
@@ -556,6 +566,7 @@ void srv_durable_save_all(srv *s)
             srv_durable_remove(ss); /* deleted: it does not come back */
             continue;
         }
+        srv_record_finish_now(s, ss); /* kept as the session's last recording */
         double t0 = srv_now_ms();
         uint64_t hash = 0;
         if (srv_durable_snapshot(s, ss, &hash) == 0)
@@ -815,6 +826,12 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
     d->snapshot_frame = d->ticked_frame = r.frame;
     ss->durable = d;
     ss->origin = origin_of(meta);
+    struct stat st;
+    if (path_join(path, sizeof path, dir, "recording.screc") == 0 && stat(path, &st) == 0 &&
+        S_ISREG(st.st_mode)) { /* its last recording, downloadable again */
+        snprintf(ss->recording_path, sizeof ss->recording_path, "%s", path);
+        ss->recording_n = (size_t)st.st_size;
+    }
     fprintf(stderr,
             "softcast-server: session %s restored: frame %llu, state hash %016llx, %d events "
             "replayed%s\n",

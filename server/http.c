@@ -115,7 +115,7 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
     cJSON_AddBoolToObject(j, "paused", ss->paused);
     srv_replay_describe(ss, j);
-    cJSON_AddBoolToObject(j, "has_recording", ss->recording != NULL);
+    cJSON_AddBoolToObject(j, "has_recording", ss->recording_path[0] != 0);
     pthread_mutex_unlock(&ss->lock);
     char http[300], ws[300];
     srv_link_bases(s, http, sizeof http, ws, sizeof ws);
@@ -617,17 +617,16 @@ static enum MHD_Result download_recording(srv *s, struct MHD_Connection *conn, c
     if (!ss)
         return send_error(conn, 404, "unknown session", id);
     int mine = srv_token_equal(bearer(conn), ss->control_token);
-    uint8_t *file = NULL;
     size_t n = 0;
-    int have = mine && srv_session_recording(ss, &file, &n) == 0;
+    int fd = mine ? srv_session_recording(ss, &n) : -1;
     srv_session_put(s, ss);
     if (!mine)
         return send_error(conn, 403, "forbidden", "the control token is required");
-    if (!have)
+    if (fd < 0)
         return send_error(conn, 404, "no recording", "record_start, then record_stop, first");
-    struct MHD_Response *r = MHD_create_response_from_buffer(n, file, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = MHD_create_response_from_fd(n, fd); /* MHD closes it */
     if (!r) {
-        free(file);
+        close(fd);
         return MHD_NO;
     }
     char disp[SRV_ID_LEN + 40];

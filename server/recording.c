@@ -14,10 +14,14 @@
  * paused; its driver resumes, pauses, and seeks (a seek back restores the start and steps
  * forward unseen). At the last frame it stops and says whether its state hash is the
  * recorded one. Worker thread, but for the file's parsing (HTTP) and building (a builder). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <zstd.h>
@@ -26,8 +30,9 @@
 #include "sim/core/sc_base.h"
 
 #define REC_FILE_MAGIC  "SCREC01\n"
-#define REC_FORMAT      1
+#define REC_FORMAT      2                  /* 1: no source part; read still */
 #define REC_MAX_RECORDS ((size_t)32 << 20) /* a recording's events: ~800,000 moves */
+#define REC_MAX_SOURCE  ((size_t)1 << 32)  /* a session's file a recording carries */
 
 typedef struct srv_recorder {
     sc_blob start;   /* the scene's state when it started */
@@ -35,6 +40,7 @@ typedef struct srv_recorder {
     uint64_t start_frame, start_hash, lsn;
     int start_paused, events, full;
     uint32_t start_seq;
+    char *source, *source_name; /* a session made from a file: that file, and its name */
 } srv_recorder;
 
 typedef struct srv_replay {
@@ -62,18 +68,65 @@ static void say(srv_scene_ctx *c, uint32_t client, const char *fmt, ...)
 
 /* ------------------------------------------------------------ recording */
 
+static void recorder_free(srv_recorder *r)
+{
+    if (!r)
+        return;
+    sc_blob_free(&r->start);
+    sc_blob_free(&r->records);
+    free(r->source);
+    free(r->source_name);
+    free(r);
+}
+
+/* A session made from a file: the file (still there, not too large), which its recording
+ * will carry. 0 (also for a session made from options: *path NULL), or -1 with why. */
+static int origin_source(const srv_session *ss, char **path, char **name, char *why, size_t why_sz)
+{
+    *path = *name = NULL;
+    cJSON *o = cJSON_Parse(ss->origin);
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+    struct stat st;
+    int rc = 0;
+    if (!cJSON_IsString(file)) {
+        rc = file ? (snprintf(why, why_sz, "this session cannot be built again"), -1) : 0;
+    } else if (stat(file->valuestring, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = -1, snprintf(why, why_sz, "its file %s is gone, so a recording could not carry it",
+                          cJSON_IsString(nm) ? nm->valuestring : "");
+    } else if ((uint64_t)st.st_size > REC_MAX_SOURCE) {
+        rc = -1, snprintf(why, why_sz, "its file is %lld bytes: a recording carries at most %zu",
+                          (long long)st.st_size, REC_MAX_SOURCE);
+    } else {
+        *path = strdup(file->valuestring);
+        *name = strdup(cJSON_IsString(nm) ? nm->valuestring : "file");
+        if (!*path || !*name)
+            rc = -1, snprintf(why, why_sz, "out of memory");
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
 void srv_record_start(srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32_t seq)
 {
-    const char *why = ss->replay         ? "a replay is not recorded again"
-                      : ss->recorder     ? "a recording runs already"
-                      : !ss->scene->save ? "this scene cannot be recorded"
-                      : !ss->origin      ? "this session cannot be built again"
-                      : strstr(ss->origin, "\"file\"")
-                          ? "a session made from a file cannot be recorded yet (its recording "
-                            "would have to carry the file)"
-                          : NULL;
-    if (why) {
-        c->error(c, client, seq, "cannot record", why);
+    char why[300] = "";
+    const char *no = ss->replay         ? "a replay is not recorded again"
+                     : ss->recorder     ? "a recording runs already"
+                     : !ss->scene->save ? "this scene cannot be recorded"
+                     : !ss->origin      ? "this session cannot be built again"
+                                        : NULL;
+    pthread_mutex_lock(&ss->lock);
+    int busy = ss->recording_busy;
+    pthread_mutex_unlock(&ss->lock);
+    if (!no && busy)
+        no = "the last recording is still being written: start again in a moment";
+    char *source = NULL, *source_name = NULL;
+    if (!no && origin_source(ss, &source, &source_name, why, sizeof why) != 0)
+        no = why;
+    if (no) {
+        c->error(c, client, seq, "cannot record", no);
+        free(source);
+        free(source_name);
         return;
     }
     srv_recorder *r = calloc(1, sizeof *r);
@@ -83,8 +136,12 @@ void srv_record_start(srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32
         if (r)
             sc_blob_free(&r->start);
         free(r);
+        free(source);
+        free(source_name);
         return;
     }
+    r->source = source;
+    r->source_name = source_name;
     r->start_frame = ss->frame_no;
     r->start_hash = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
     pthread_mutex_lock(&ss->lock);
@@ -111,14 +168,28 @@ void srv_record_note(srv_session *ss, const srv_item *h, const void *payload)
     r->events++;
 }
 
-/* The recording as its file (malloc'd, *n bytes), NULL when out of memory. */
-static uint8_t *recording_file(srv *s, srv_session *ss, srv_recorder *r, uint64_t end_hash,
-                               size_t *n)
+/* A recording stopped, its file yet to write (a builder: the source file may be large):
+ * what the worker knew at the stop. */
+typedef struct finish_job {
+    srv *s;
+    srv_session *ss; /* held */
+    srv_recorder *r;
+    cJSON *head; /* the header, but for the sizes of the parts */
+    uint64_t end_frame;
+    uint32_t client, seq;
+} finish_job;
+
+static finish_job *finish_prepare(srv *s, srv_session *ss, srv_recorder *r, uint32_t client,
+                                  uint32_t seq)
 {
-    size_t bound = ZSTD_compressBound(r->start.n);
-    uint8_t *z = malloc(bound);
-    size_t zn = z ? ZSTD_compress(z, bound, r->start.p, r->start.n, 3) : 0;
+    finish_job *j = calloc(1, sizeof *j);
     cJSON *h = cJSON_CreateObject();
+    if (!j || !h) {
+        free(j);
+        cJSON_Delete(h);
+        return NULL;
+    }
+    uint64_t end_hash = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
     char hex[2][17];
     snprintf(hex[0], sizeof hex[0], "%016llx", (unsigned long long)r->start_hash);
     snprintf(hex[1], sizeof hex[1], "%016llx", (unsigned long long)end_hash);
@@ -138,39 +209,180 @@ static uint8_t *recording_file(srv *s, srv_session *ss, srv_recorder *r, uint64_
     cJSON_AddStringToObject(h, "start_hash", hex[0]);
     cJSON_AddStringToObject(h, "end_hash", hex[1]);
     cJSON_AddNumberToObject(h, "events", r->events);
-    cJSON_AddNumberToObject(h, "start_bytes", (double)r->start.n);
-    cJSON_AddNumberToObject(h, "start_z", (double)zn);
-    cJSON_AddNumberToObject(h, "records_bytes", (double)r->records.n);
-    char *json = cJSON_PrintUnformatted(h);
-    cJSON_Delete(h);
-    sc_blob f = {0};
-    if (z && json && !ZSTD_isError(zn)) {
-        uint32_t jn = (uint32_t)strlen(json);
-        sc_blob_put(&f, REC_FILE_MAGIC, 8);
-        SC_PUT(&f, jn);
-        sc_blob_put(&f, json, jn);
-        sc_blob_put(&f, z, zn);
-        sc_blob_put(&f, r->records.p, r->records.n);
-        uint64_t sum = sc_hash_bytes(SC_HASH_SEED, f.p, f.n);
-        SC_PUT(&f, sum);
-    }
-    free(z);
-    free(json);
-    if (f.failed || !f.n) {
-        sc_blob_free(&f);
-        return NULL;
-    }
-    *n = f.n;
-    return f.p;
+    if (r->source_name)
+        cJSON_AddStringToObject(h, "source_name", r->source_name);
+    j->s = s;
+    j->ss = ss;
+    j->r = r;
+    j->head = h;
+    j->end_frame = ss->frame_no;
+    j->client = client;
+    j->seq = seq;
+    pthread_mutex_lock(&ss->lock);
+    ss->recording_busy = 1;
+    pthread_mutex_unlock(&ss->lock);
+    return j;
 }
 
-static void recorder_free(srv_recorder *r)
+/* The file at path, zstd-compressed into out, streamed (1 MiB at a time): its size in *raw.
+ * 0, or -1 with err. */
+static int compress_file(const char *path, sc_blob *out, uint64_t *raw, char *err, size_t err_sz)
 {
-    if (!r)
-        return;
-    sc_blob_free(&r->start);
-    sc_blob_free(&r->records);
-    free(r);
+    FILE *f = fopen(path, "rb");
+    ZSTD_CCtx *z = f ? ZSTD_createCCtx() : NULL;
+    size_t in_cap = (size_t)1 << 20, out_cap = ZSTD_CStreamOutSize();
+    uint8_t *in = malloc(in_cap), *buf = malloc(out_cap);
+    int rc = f && z && in && buf ? 0 : -1;
+    *raw = 0;
+    if (z)
+        ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 3);
+    for (int last = 0; rc == 0 && !last;) {
+        size_t n = fread(in, 1, in_cap, f);
+        last = n < in_cap;
+        if (last && ferror(f))
+            rc = -1;
+        *raw += n;
+        ZSTD_inBuffer ib = {in, n, 0};
+        size_t left;
+        do {
+            ZSTD_outBuffer ob = {buf, out_cap, 0};
+            left = ZSTD_compressStream2(z, &ob, &ib, last ? ZSTD_e_end : ZSTD_e_continue);
+            if (ZSTD_isError(left))
+                rc = -1;
+            else
+                sc_blob_put(out, buf, ob.pos);
+        } while (rc == 0 && (last ? left != 0 : ib.pos < ib.size));
+    }
+    if (rc != 0 || out->failed)
+        snprintf(err, err_sz, "its file cannot be read into the recording: %s",
+                 f ? "read or compression failed" : strerror(errno));
+    if (f)
+        fclose(f);
+    ZSTD_freeCCtx(z);
+    free(in);
+    free(buf);
+    return rc != 0 || out->failed ? -1 : 0;
+}
+
+/* parts written to fd one after the other, their checksum after them. 0 or -1. */
+static int write_parts(int fd, const void *const *part, const size_t *len, int n)
+{
+    uint64_t sum = SC_HASH_SEED;
+    for (int k = 0; k < n; k++) {
+        const uint8_t *p = part[k];
+        sum = sc_hash_bytes(sum, p, len[k]);
+        for (size_t done = 0; done < len[k];) {
+            ssize_t w = write(fd, p + done, len[k] - done);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return -1;
+            done += (size_t)w;
+        }
+    }
+    return write(fd, &sum, sizeof sum) == (ssize_t)sizeof sum ? 0 : -1;
+}
+
+/* The recording's file at path (through path.tmp, flushed when kept across restarts):
+ *   "SCREC01\n", uint32 header length, the header (JSON), the starting state (zstd), the
+ *   session's file (zstd; format 2, when it was made from one), the records, a checksum.
+ * Its size, or 0 with err. */
+static size_t write_recording(finish_job *j, const char *path, int flush, char *err, size_t err_sz)
+{
+    srv_recorder *r = j->r;
+    size_t bound = ZSTD_compressBound(r->start.n);
+    uint8_t *z = malloc(bound);
+    size_t zn = z ? ZSTD_compress(z, bound, r->start.p, r->start.n, 3) : 0;
+    sc_blob src = {0};
+    uint64_t src_raw = 0;
+    int ok = z && !ZSTD_isError(zn) && !r->records.failed;
+    if (!ok)
+        snprintf(err, err_sz, "out of memory");
+    if (ok && r->source)
+        ok = compress_file(r->source, &src, &src_raw, err, err_sz) == 0;
+    cJSON_AddNumberToObject(j->head, "start_bytes", (double)r->start.n);
+    cJSON_AddNumberToObject(j->head, "start_z", (double)zn);
+    cJSON_AddNumberToObject(j->head, "source_bytes", (double)src_raw);
+    cJSON_AddNumberToObject(j->head, "source_z", (double)src.n);
+    cJSON_AddNumberToObject(j->head, "records_bytes", (double)r->records.n);
+    char *json = ok ? cJSON_PrintUnformatted(j->head) : NULL;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = json ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    size_t total = 0;
+    if (fd >= 0) {
+        uint32_t jn = (uint32_t)strlen(json);
+        const void *part[] = {REC_FILE_MAGIC, &jn, json, z, src.p, r->records.p};
+        size_t len[] = {8, 4, jn, zn, src.n, r->records.n};
+        int rc = write_parts(fd, part, len, 6);
+        if (rc == 0 && flush)
+            rc = fdatasync(fd);
+        close(fd);
+        if (rc == 0 && rename(tmp, path) == 0)
+            total = 8 + 4 + jn + zn + src.n + r->records.n + 8;
+        else
+            unlink(tmp), snprintf(err, err_sz, "cannot write it: %s", strerror(errno));
+    } else if (ok) {
+        snprintf(err, err_sz, "cannot write it: %s", json ? strerror(errno) : "out of memory");
+    }
+    free(json);
+    free(z);
+    sc_blob_free(&src);
+    return total;
+}
+
+/* Where the session's recording lives: its state directory, or the upload directory. */
+static void recording_path(srv *s, srv_session *ss, char *out, size_t n, int *temp)
+{
+    const char *dir = srv_durable_dir(ss);
+    *temp = dir == NULL;
+    if (dir)
+        snprintf(out, n, "%s/recording.screc", dir);
+    else
+        snprintf(out, n, "%s/%s.screc", srv_uploads_dir(s), ss->id);
+}
+
+/* Write the file, make it the session's last recording, tell the driver. */
+static void finish_run(void *arg)
+{
+    finish_job *j = arg;
+    srv *s = j->s;
+    srv_session *ss = j->ss;
+    char path[1024], err[512] = "";
+    int temp;
+    recording_path(s, ss, path, sizeof path, &temp);
+    size_t n = write_recording(j, path, !temp, err, sizeof err);
+    pthread_mutex_lock(&ss->lock);
+    if (n) {
+        snprintf(ss->recording_path, sizeof ss->recording_path, "%s", path);
+        ss->recording_n = n;
+        ss->recording_temp = temp;
+    }
+    ss->recording_busy = 0;
+    pthread_mutex_unlock(&ss->lock);
+    if (!n) {
+        srv_session_error(s, ss, j->client, j->seq, "cannot record", err);
+    } else {
+        char text[768];
+        long long over = (long long)n - s->cfg.upload_limit;
+        snprintf(text, sizeof text,
+                 "{\"type\":\"recording\",\"state\":\"stopped\",\"seq\":%u,\"start_frame\":%llu,"
+                 "\"end_frame\":%llu,\"events\":%d,\"bytes\":%zu,\"full\":%s,\"replayable\":%s,"
+                 "\"download\":\"/api/sessions/%s/recording\"}",
+                 j->seq, (unsigned long long)j->r->start_frame, (unsigned long long)j->end_frame,
+                 j->r->events, n, j->r->full ? "true" : "false", over > 0 ? "false" : "true",
+                 ss->id);
+        srv_session_reply(ss, j->client, NULL, text);
+        if (over > 0)
+            srv_session_error(s, ss, j->client, j->seq, "recording too large to replay here",
+                              "the recording is larger than --upload-limit, which a replay "
+                              "upload is held to: raise it to replay it on this server");
+    }
+    srv_session_news(s, ss);
+    srv_session_put(s, ss);
+    cJSON_Delete(j->head);
+    recorder_free(j->r);
+    free(j);
 }
 
 void srv_record_stop(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32_t seq)
@@ -181,25 +393,34 @@ void srv_record_stop(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client,
         return;
     }
     ss->recorder = NULL;
-    uint64_t end_hash = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
-    size_t n = 0;
-    uint8_t *file = r->records.failed ? NULL : recording_file(s, ss, r, end_hash, &n);
-    if (!file) {
+    finish_job *j = finish_prepare(s, ss, r, client, seq);
+    if (!j) {
         c->error(c, client, seq, "cannot record", "out of memory");
-    } else {
-        pthread_mutex_lock(&ss->lock);
-        free(ss->recording);
-        ss->recording = file;
-        ss->recording_n = n;
-        pthread_mutex_unlock(&ss->lock);
-        say(c, client,
-            "{\"type\":\"recording\",\"state\":\"stopped\",\"seq\":%u,\"start_frame\":%llu,"
-            "\"end_frame\":%llu,\"events\":%d,\"bytes\":%zu,\"full\":%s,"
-            "\"download\":\"/api/sessions/%s/recording\"}",
-            seq, (unsigned long long)r->start_frame, (unsigned long long)ss->frame_no, r->events, n,
-            r->records.n > REC_MAX_RECORDS ? "true" : "false", ss->id);
+        recorder_free(r);
+        return;
     }
-    recorder_free(r);
+    srv_session_hold(s, ss); /* the job's */
+    if (srv_build_submit(s, finish_run, j) != 0)
+        finish_run(j); /* stopping: here, then */
+}
+
+void srv_record_finish_now(srv *s, srv_session *ss)
+{
+    srv_recorder *r = ss->recorder;
+    if (!r)
+        return;
+    ss->recorder = NULL;
+    finish_job *j = finish_prepare(s, ss, r, 0, 0);
+    if (!j) {
+        recorder_free(r);
+        return;
+    }
+    fprintf(stderr,
+            "softcast-server: session %s: its recording (frames %llu to %llu) stopped by "
+            "the shutdown, kept as its last recording\n",
+            ss->id, (unsigned long long)r->start_frame, (unsigned long long)ss->frame_no);
+    srv_session_hold(s, ss);
+    finish_run(j);
 }
 
 int srv_record_full(const srv_session *ss)
@@ -207,23 +428,22 @@ int srv_record_full(const srv_session *ss)
     return ss->recorder && ss->recorder->full;
 }
 
-int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n)
+int srv_session_recording(srv_session *ss, size_t *n)
 {
     pthread_mutex_lock(&ss->lock);
-    *out = ss->recording ? malloc(ss->recording_n) : NULL;
-    if (*out)
-        memcpy(*out, ss->recording, ss->recording_n);
+    int fd = ss->recording_path[0] ? open(ss->recording_path, O_RDONLY | O_CLOEXEC) : -1;
     *n = ss->recording_n;
     pthread_mutex_unlock(&ss->lock);
-    return *out ? 0 : -1;
+    return fd;
 }
 
 void srv_recording_free(srv_session *ss)
 {
     recorder_free(ss->recorder);
     ss->recorder = NULL;
-    free(ss->recording);
-    ss->recording = NULL;
+    if (ss->recording_temp && ss->recording_path[0]) /* kept across restarts otherwise */
+        unlink(ss->recording_path);
+    ss->recording_path[0] = 0;
     if (ss->replay) {
         free(ss->replay->start);
         free(ss->replay->records);
@@ -238,9 +458,10 @@ void srv_recording_free(srv_session *ss)
 typedef struct rec_file {
     cJSON *head;
     const srv_scene_i *scene;
-    const uint8_t *z, *records;
-    size_t z_n, records_n, start_n;
-    uint64_t start_frame, end_frame, start_seq;
+    const uint8_t *z, *source_z, *records;
+    size_t z_n, source_z_n, records_n, start_n;
+    uint64_t start_frame, end_frame, start_seq, source_n;
+    const char *source_name; /* the session's file's name (in head), or NULL: none */
 } rec_file;
 
 #define REC_MAX_COUNT 9007199254740992.0 /* 2^53: a whole number a JSON double holds */
@@ -306,12 +527,17 @@ static int read_file_parts(srv *s, const uint8_t *p, size_t n, rec_file *f, char
     free(json);
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(f->head, "scene");
     f->scene = cJSON_IsString(sc) ? srv_scene_find(sc->valuestring) : NULL;
-    uint64_t format = 0, z, rb, start_n;
+    uint64_t format = 0, z, sz = 0, rb, start_n;
     size_t body = n - 20 - jn;
-    int bad = head_count(f->head, "format", 1e6, &format) || format != REC_FORMAT || !f->scene ||
-              !f->scene->restore || head_count(f->head, "start_z", (double)body, &z) ||
+    const cJSON *sn = cJSON_GetObjectItemCaseSensitive(f->head, "source_name");
+    int bad = head_count(f->head, "format", 1e6, &format) || format < 1 || format > REC_FORMAT ||
+              !f->scene || !f->scene->restore || head_count(f->head, "start_z", (double)body, &z) ||
+              (format >= 2 &&
+               (head_count(f->head, "source_z", (double)body, &sz) ||
+                head_count(f->head, "source_bytes", (double)REC_MAX_SOURCE, &f->source_n))) ||
               head_count(f->head, "records_bytes", (double)body, &rb) || z > body ||
-              rb != body - z ||
+              sz > body - z || rb != body - z - sz ||
+              (sz && (!cJSON_IsString(sn) || !f->scene->create_file)) ||
               head_count(f->head, "start_bytes", (double)REC_MAX_START, &start_n) ||
               head_count(f->head, "start_frame", REC_MAX_COUNT, &f->start_frame) ||
               head_count(f->head, "end_frame", REC_MAX_COUNT, &f->end_frame) ||
@@ -320,11 +546,23 @@ static int read_file_parts(srv *s, const uint8_t *p, size_t n, rec_file *f, char
     if (!bad) {
         f->z = p + 12 + jn;
         f->z_n = (size_t)z;
-        f->records = f->z + f->z_n;
+        f->source_z = f->z + f->z_n;
+        f->source_z_n = (size_t)sz;
+        f->source_name = sz ? sn->valuestring : NULL;
+        f->records = f->source_z + f->source_z_n;
         f->records_n = (size_t)rb;
         f->start_n = (size_t)start_n;
         /* What the starting state says it decompresses to, before any of it is allocated. */
         bad = ZSTD_getFrameContentSize(f->z, f->z_n) != start_n;
+    }
+    if (!bad && f->source_name && f->source_n > (uint64_t)s->cfg.upload_limit) {
+        cJSON_Delete(f->head);
+        f->head = NULL;
+        return snprintf(err, err_sz,
+                        "the recording carries a file of %llu bytes: more than --upload-limit "
+                        "(%lld), which an upload of it would be held to",
+                        (unsigned long long)f->source_n, s->cfg.upload_limit),
+               413;
     }
     const cJSON *be = cJSON_GetObjectItemCaseSensitive(f->head, "backend");
     int rc =
@@ -352,6 +590,71 @@ typedef struct replay_job {
     uint8_t *file; /* the upload, the job's */
 } replay_job;
 
+static void no_stage(void *ctx, const char *stage)
+{
+    (void)ctx, (void)stage;
+}
+
+/* The session's file, carried by the recording, into a new file of the upload directory
+ * (streamed). 0, or -1 with err (nothing left behind). */
+static int unpack_source(srv *s, const rec_file *f, char *path, size_t path_sz, char *err,
+                         size_t err_sz)
+{
+    int fd = srv_uploads_temp(s, f->source_name, path, path_sz);
+    ZSTD_DCtx *z = fd >= 0 ? ZSTD_createDCtx() : NULL;
+    size_t cap = ZSTD_DStreamOutSize();
+    uint8_t *buf = malloc(cap);
+    uint64_t got = 0;
+    int rc = z && buf ? 0 : -1;
+    ZSTD_inBuffer ib = {f->source_z, f->source_z_n, 0};
+    size_t left = 1;
+    while (rc == 0 && ib.pos < ib.size) {
+        ZSTD_outBuffer ob = {buf, cap, 0};
+        left = ZSTD_decompressStream(z, &ob, &ib);
+        got += ob.pos;
+        if (ZSTD_isError(left) || got > f->source_n || (ob.pos == 0 && ib.pos < ib.size && left))
+            rc = -1;
+        for (size_t done = 0; rc == 0 && done < ob.pos;) {
+            ssize_t w = write(fd, buf + done, ob.pos - done);
+            if (w <= 0 && errno != EINTR)
+                rc = -1;
+            done += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (rc == 0 && (left != 0 || got != f->source_n))
+        rc = -1;
+    if (rc != 0)
+        snprintf(err, err_sz,
+                 "the file the recording carries does not decompress to its %llu bytes",
+                 (unsigned long long)f->source_n);
+    if (fd >= 0)
+        close(fd);
+    if (fd < 0)
+        snprintf(err, err_sz, "cannot make a file for it: %s", strerror(errno));
+    else if (rc != 0)
+        unlink(path);
+    ZSTD_freeDCtx(z);
+    free(buf);
+    return fd >= 0 && rc == 0 ? 0 : -1;
+}
+
+/* The recorded scene built as its session was: from its options, or from the file the
+ * recording carries. The scene's status (201 built). */
+static int build_scene(srv *s, const rec_file *f, void **data, char *err, size_t err_sz)
+{
+    if (!f->source_name) {
+        const cJSON *opts = cJSON_GetObjectItemCaseSensitive(f->head, "options");
+        return f->scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
+    }
+    char path[1024];
+    if (unpack_source(s, f, path, sizeof path, err, err_sz) != 0)
+        return 400;
+    int status =
+        f->scene->create_file(s->backend, path, f->source_name, no_stage, NULL, data, err, err_sz);
+    unlink(path);
+    return status;
+}
+
 /* The scene at the recording's start, and its script (a builder). */
 static void build_replay(void *arg)
 {
@@ -360,10 +663,7 @@ static void build_replay(void *arg)
     char err[512] = "";
     void *data = NULL;
     srv_replay *rp = calloc(1, sizeof *rp);
-    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(j->f.head, "options");
-    int status = rp ? j->f.scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, &data, err,
-                                         sizeof err)
-                    : 500;
+    int status = rp ? build_scene(s, &j->f, &data, err, sizeof err) : 500;
     /* A scene's state is about what the scene holds: a header that says more is a bomb. */
     size_t most = j->f.scene->bytes && data ? 2 * j->f.scene->bytes(data) + ((size_t)1 << 20)
                                             : (size_t)64 << 20;

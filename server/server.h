@@ -256,12 +256,16 @@ typedef struct srv_session {
      * not kept). The worker's, once ready. */
     char *origin;
     struct srv_durable *durable;
-    /* Recordings (recording.c): the one being made (worker only), the last one made (its
-     * file, for download; the lock), and a replay session's script (worker only, but for
+    /* Recordings (recording.c): the one being made (worker only); the last one made, a file
+     * on disk (the session's state directory, else the server's private upload directory;
+     * "" none), its size, and whether a stopped one is being written (a builder writes it;
+     * no other starts meanwhile): the lock; a replay session's script (worker only, but for
      * its ended/same flags: the lock). */
     struct srv_recorder *recorder;
-    uint8_t *recording;
+    char recording_path[1024];
     size_t recording_n;
+    int recording_busy;
+    int recording_temp; /* in the upload directory: it goes with the session */
     struct srv_replay *replay;
 } srv_session;
 
@@ -395,6 +399,11 @@ typedef struct srv_upload srv_upload;
 int srv_uploads_init(srv *s, char *err, size_t err_sz);
 /// That directory (logged at start; the tests look into it).
 const char *srv_uploads_dir(srv *s);
+/// A new empty file there, named for a user's file name (its suffix kept: the scenes read
+/// the format from it): its descriptor and path, or -1 (errno).
+int srv_uploads_temp(srv *s, const char *name, char *path, size_t path_sz);
+/// Every mention of path in err becomes name: a client never sees the server's file names.
+void srv_uploads_hide_path(char *err, size_t err_sz, const char *path, const char *name);
 /// After HTTP stopped: wait for the loaders, remove the directory.
 void srv_uploads_fini(srv *s);
 /// An upload starts (HTTP thread, its headers in): the content type, its announced length
@@ -448,14 +457,17 @@ void srv_durable_after_step(srv *s, srv_session *ss);
 int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash);
 /// The scene's state hash (0 when it has none).
 uint64_t srv_durable_hash(srv_session *ss);
+/// The session's own directory in --state-dir, or NULL (not kept).
+const char *srv_durable_dir(const srv_session *ss);
 /// At shutdown, the workers stopped: snapshot every ready kept session, forget the closing.
 void srv_durable_save_all(srv *s);
 /// A session's origin made with these options (NULL: none), malloc'd: {"options": ...}.
 char *srv_origin_options(const struct cJSON *opts);
 /// A session's origin read from a file (loader thread, before it is ready), malloc'd:
-/// {"file", "name", "kept"}. With --state-dir, an upload (temp: removed once read) is kept
-/// in DIR/files first, so that a restart reads it again; a --volume-dir file is the
-/// operator's and stays where it is. NULL when it cannot be kept (said on stderr).
+/// {"file", "name", "kept"}. An upload (temp: removed once read) is kept while its session
+/// lives, so that a restart and a recording read it again: in DIR/files with --state-dir,
+/// else in the private upload directory; a --volume-dir file is the operator's and stays
+/// where it is. NULL when it cannot be kept (said on stderr).
 char *srv_origin_file(srv *s, const char *id, const char *path, const char *name, int temp);
 /// The session does not come back (deleted, expired, or never ready): its kept upload goes.
 void srv_origin_forget(srv_session *ss);
@@ -493,8 +505,12 @@ void srv_record_stop(srv *s, srv_session *ss, struct srv_scene_ctx *c, uint32_t 
 void srv_record_note(srv_session *ss, const srv_item *h, const void *payload);
 /// The running recording holds all the events it may (it stops at the end of the take).
 int srv_record_full(const srv_session *ss);
-/// The last recording's file, a copy (HTTP): 0, or -1 when there is none.
-int srv_session_recording(srv_session *ss, uint8_t **out, size_t *n);
+/// The last recording's file, opened for reading (HTTP): its descriptor (the caller's) and
+/// size, or -1 when there is none.
+int srv_session_recording(srv_session *ss, size_t *n);
+/// A recording running at shutdown is stopped and its file written here and now (main
+/// thread, no worker running): a SIGTERM keeps it with the session (durable.c).
+void srv_record_finish_now(srv *s, srv_session *ss);
 /// A replay session from a recording's file (HTTP thread; file is taken): loading at once
 /// (202 in *status), built by a builder; the caller holds a reference. NULL with *status
 /// (400: not a recording this server reads, 429, ...) and err.

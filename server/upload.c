@@ -105,8 +105,7 @@ static int plain_entry(const char *dir, const char *name, struct stat *st)
     return lstat(path, st) == 0 && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode));
 }
 
-/* Every mention of path in err becomes name: the client never sees our file names. */
-static void hide_path(char *err, size_t err_sz, const char *path, const char *name)
+void srv_uploads_hide_path(char *err, size_t err_sz, const char *path, const char *name)
 {
     size_t pl = strlen(path), nl = strlen(name);
     char *at;
@@ -147,7 +146,7 @@ static void *loader_main(void *arg)
     if (l->temp && l->path[0])
         unlink(l->path);
     if (status != 201) {
-        hide_path(err, sizeof err, path, l->name);
+        srv_uploads_hide_path(err, sizeof err, path, l->name);
         if (scene)
             l->scene->destroy(scene);
         scene = NULL;
@@ -302,7 +301,7 @@ static int check(srv_upload *u, int partial, char *err, size_t err_sz)
 {
     int st = u->scene->check_file(u->path, partial, err, err_sz);
     if (st)
-        hide_path(err, err_sz, u->path, u->name);
+        srv_uploads_hide_path(err, err_sz, u->path, u->name);
     return st;
 }
 
@@ -490,6 +489,34 @@ const char *srv_uploads_dir(srv *s)
     return s->uploads ? ((uploads *)s->uploads)->tmpdir : "";
 }
 
+int srv_uploads_temp(srv *s, const char *name, char *path, size_t path_sz)
+{
+    char clean[128];
+    clean_name(name, clean, sizeof clean);
+    const char *suffix = known_suffix(clean);
+    if (!s->uploads ||
+        snprintf(path, path_sz, "%s/.file-XXXXXX%s", srv_uploads_dir(s), suffix) >= (int)path_sz) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkostemps(path, (int)strlen(suffix), O_CLOEXEC);
+}
+
+/* What is left in the directory: the files kept for sessions and their recordings (with no
+ * --state-dir they end with the server). */
+static void empty_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[1024];
+    while (d && (e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
+            unlink(path);
+    if (d)
+        closedir(d);
+}
+
 /* After HTTP has stopped (no upload arrives): wait for the loaders, remove our directory. */
 void srv_uploads_fini(srv *s)
 {
@@ -499,6 +526,7 @@ void srv_uploads_fini(srv *s)
     for (int i = 0; i < MAX_INFLIGHT; i++)
         if (g->loaders[i].used)
             pthread_join(g->loaders[i].thread, NULL);
+    empty_dir(g->tmpdir);
     rmdir(g->tmpdir);
     pthread_mutex_destroy(&g->lock);
     free(g);

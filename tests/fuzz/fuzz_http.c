@@ -14,6 +14,7 @@
 #include "server/http.c"
 
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_uploads.h"
 
 /* ------------------------------------------------------------ stubbed MHD */
 

@@ -11,6 +11,7 @@
 #include "server/ws.c"
 
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_uploads.h"
 #include "tests/fuzz/fuzz_targets.h"
 
 /* ------------------------------------------------------------ stubbed lws */

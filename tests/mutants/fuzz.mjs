@@ -203,4 +203,23 @@ export default [
     test: vectorsJs,
     caught_by: 'vectors.test.mjs: garbage is refused (flipped bits decode consistently)',
   },
+  // The handler targets' judge of what a client reads (tests/fuzz/fuzz_check.h).
+  {
+    name: 'fuzz judge: a text after the JSON value let through',
+    file: 'tests/fuzz/fuzz_check.h',
+    find: '    return j.p == j.end && (!key || j.key_kind == \'s\');',
+    replace: '    return (!key || j.key_kind == \'s\');',
+    build: tests,
+    test: '$BUILD/softcast-tests fuzz_json_judge',
+    caught_by: 'test_fuzz_corpus: fuzz_json_judge_follows_the_rfcs',
+  },
+  {
+    name: 'fuzz judge: the key looked for in inner objects too',
+    file: 'tests/fuzz/fuzz_check.h',
+    find: '            is_key = is_key && depth == 0;',
+    replace: '            (void)depth;',
+    build: tests,
+    test: '$BUILD/softcast-tests fuzz_json_judge',
+    caught_by: 'test_fuzz_corpus: fuzz_json_judge_follows_the_rfcs',
+  },
 ];

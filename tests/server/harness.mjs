@@ -6,6 +6,8 @@ import WebSocket from 'ws';
 import { decompress } from 'fzstd';
 import { MeshoptDecoder } from 'meshoptimizer';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import http from 'node:http';
 import https from 'node:https';
 import { createDecoder, readHeader, KIND, FLAG, applyTransform } from '../../protocol/js/softcast-proto.mjs';
@@ -274,4 +276,20 @@ export function writeNifti1(file, { dims: [nx, ny, nz], spacing, type, sform = f
         if (bytes === 2) data.writeInt16LE(v, 2 * i); else data[i] = v;
       }
   fs.writeFileSync(file, Buffer.concat([hdr, data]));
+}
+
+/** A CT of a body (a cylinder of 40 HU with a bone core of 700) in air as NIfTI-1 bytes:
+ *  int16, RAS sform. */
+export function ctNifti([nx, ny, nz], spacing) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-ct-')), file = path.join(dir, 'ct.nii');
+  writeNifti1(file, {
+    dims: [nx, ny, nz], spacing, type: 'int16', sform: true,
+    voxel: (x, y) => {
+      const r = Math.hypot(x - nx / 2, y - ny / 2);
+      return r < nx / 10 ? 700 : r < nx / 3 ? 40 : -1000;
+    },
+  });
+  const b = fs.readFileSync(file);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return b;
 }

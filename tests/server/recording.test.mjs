@@ -3,9 +3,14 @@
 // see the frames the original's viewers saw: the same frame numbers and, decoded, the same
 // shapes, frame by frame; it ends at the same state hash; it pauses and seeks. Judged by a
 // viewer of the original against a viewer of the replay, never by the server's own word.
+// A session made from an uploaded CT is recorded with its file inside, so another server
+// replays it; a recording running at a SIGTERM is stopped and kept with the session.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl, tick, waitReady } from './harness.mjs';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, api, Client, wsUrl, tick, waitReady, ctNifti } from './harness.mjs';
 
 const stateOf = (c) => c.texts.filter((t) => t.type === 'state').at(-1);
 
@@ -131,9 +136,14 @@ test('a recorded drag replays frame for frame, ends at the same state, pauses an
     // event of the scene), another backend: refused before anything is built.
     const checkOk = await upload(srv.base, craft(file, () => {}));
     assert.equal(checkOk.status, 202, `a file rebuilt unchanged is refused: ${checkOk.text}`);
+    // Format 1 (before recordings carried a session's file) still reads.
+    const v1 = await upload(srv.base, craft(file, (h) => { h.format = 1; delete h.source_bytes; delete h.source_z; }));
+    assert.equal(v1.status, 202, `a format 1 recording is refused: ${v1.text}`);
     for (const [what, bytes, why] of [
       ['sizes that wrap', craft(file, (h) => { h.start_z = 18446744073709549568; }), /not a recording this server reads/],
       ['a huge starting state', craft(file, (h) => { h.start_bytes = 2 ** 40; }), /not a recording this server reads/],
+      ['a carried file past the end', craft(file, (h) => { h.source_z = 64; h.source_name = 'x.nii'; }), /not a recording this server reads/],
+      ['a carried file with no name', craft(file, (h) => { h.source_z = 8; h.records_bytes -= 8; }), /not a recording this server reads/],
       ['a tick', craft(file, () => {}, record({ kind: 0xffff, frame: stopped.end_frame })), /damaged/],
       ['an event past the end', craft(file, () => {}, record({ kind: 0, frame: stopped.end_frame + 1 })), /out of order/],
       ['another backend', craft(file, (h) => { h.backend = 'cuda'; }), /backend/],
@@ -153,5 +163,128 @@ test('a recorded drag replays frame for frame, ends at the same state, pauses an
     assert.match(JSON.parse(damaged.text).detail, /damaged/);
   } finally {
     assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
+
+// The driver's recording of a drag, stopped, downloaded: [stopped message, file bytes].
+async function recordDrag(base, s, d, point, moves) {
+  d.send({ type: 'record_start', seq: 1 });
+  await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'recording'), 10000, 'recording');
+  d.send({ type: 'grab', seq: 2, point, radius: 3, space: 'lattice' });
+  for (let k = 1; k <= moves; k++) {
+    d.send({ type: 'move', seq: 2 + k, point: [point[0], point[1] + 0.3 * k, point[2]], space: 'lattice' });
+    await tick(20);
+  }
+  d.send({ type: 'release', seq: 3 + moves });
+  await d.until(() => d.frames.some((f) => f.lastSeq >= 3 + moves), 10000, 'the release framed');
+  d.send({ type: 'record_stop', seq: 4 + moves });
+  await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'stopped'), 20000, 'stopped');
+  const stopped = d.texts.find((t) => t.state === 'stopped');
+  const got = await fetch(`${base}${stopped.download}`, { headers: { authorization: `Bearer ${s.control_token}` } });
+  assert.equal(got.status, 200);
+  return [stopped, Buffer.from(await got.arrayBuffer())];
+}
+
+const headerOf = (file) => JSON.parse(file.subarray(12, 12 + file.readUInt32LE(8)).toString());
+
+// Replayed on srv to its end: the replay's viewer (its frames), after checking the end state.
+async function replayToEnd(srv, file) {
+  const up = await upload(srv.base, file);
+  assert.equal(up.status, 202, up.text);
+  const r = JSON.parse(up.text);
+  await waitReady(srv.base, r.id);
+  const v = await new Client(wsUrl(r, r.view_token)).open();
+  const d = await new Client(wsUrl(r, r.control_token)).open();
+  await d.until(() => stateOf(d), 10000, 'the replay\'s state');
+  d.send({ type: 'resume', seq: 1 });
+  await v.until(() => stateOf(v)?.replay?.ended, 30000, 'the replay\'s end');
+  assert.equal(stateOf(v).replay.same_state, true, 'the replay ended at another state');
+  await d.close();
+  await v.close();
+  return v;
+}
+
+test('a session made from an uploaded CT is recorded with its file, and another server replays it', async () => {
+  const a = await startServer([]);
+  const b = await startServer([]); // its own upload directory: nothing of a's
+  try {
+    const ct = ctNifti([40, 40, 20], [1, 1, 2]);
+    const r = await fetch(`${a.base}/api/volumes?name=${encodeURIComponent('knee ct.nii')}`, {
+      method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: ct,
+    });
+    assert.equal(r.status, 202, await r.clone().text());
+    const s = await r.json();
+    const st = await waitReady(a.base, s.id);
+    const v = await new Client(wsUrl(s, s.view_token)).open();
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0 && v.frames.length > 0, 20000, 'first frames');
+    const [nx, ny, nz] = st.dims; // soft tissue between the bone core and the skin
+    const [stopped, file] = await recordDrag(a.base, s, d, [nx / 2, Math.round(ny * 0.68), nz / 2], 10);
+    assert.equal(file.length, stopped.bytes);
+    assert.equal(stopped.replayable, true);
+    const head = headerOf(file);
+    assert.equal(head.format, 2);
+    assert.equal(head.source_name, 'knee_ct.nii');
+    assert.equal(head.source_bytes, ct.length, 'the recording does not carry the whole file');
+    await tick(200); // the viewer's last frames
+    await d.close();
+    await v.close();
+
+    const seen = await replayToEnd(b, file);
+    const same = compare({ frames: v.frames }, seen, stopped.start_frame, stopped.end_frame);
+    const inRange = v.frames.filter((f) => f.frame > stopped.start_frame && f.frame <= stopped.end_frame).length;
+    assert.ok(same.same >= 0.8 * inRange && same.same >= 10, `${same.same} of ${inRange} frames compared`);
+    assert.deepEqual(fs.readdirSync(b.info.upload_dir), [], 'the replay left the carried file behind');
+  } finally {
+    assert.equal(await a.stop(), 0, a.stderr());
+    assert.equal(await b.stop(), 0, b.stderr());
+  }
+});
+
+test('a recording running at a SIGTERM is stopped, kept with the session, and replays after the restart', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-state-'));
+  const dims = ['--dims', '24x24x16'];
+  try {
+    const a = await startServer([...dims, '--state-dir', dir]);
+    const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0, 10000, 'first frame');
+    d.send({ type: 'record_start', seq: 1 });
+    await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'recording'), 10000, 'recording');
+    d.send({ type: 'grab', seq: 2, point: [12, 20, 8], radius: 3, space: 'lattice' });
+    for (let k = 1; k <= 10; k++) {
+      d.send({ type: 'move', seq: 2 + k, point: [12, 20 + 0.3 * k, 8], space: 'lattice' });
+      await tick(20);
+    }
+    await d.until(() => d.frames.some((f) => f.lastSeq >= 12), 10000, 'the drag framed');
+    assert.equal(await a.stop(), 0, a.stderr()); // mid-drag, mid-recording
+    const m = a.stderr().match(new RegExp(`session ${s.id}: its recording \\(frames (\\d+) to (\\d+)\\) stopped by the shutdown`));
+    assert.ok(m, a.stderr());
+    const saved = a.stderr().match(new RegExp(`session ${s.id} saved: frame (\\d+)`));
+    assert.equal(Number(m[2]), Number(saved[1]), 'the recording ends where the session was saved');
+
+    const b = await startServer([...dims, '--state-dir', dir, '--http-port', String(a.info.http_port),
+      '--ws-port', String(a.info.ws_port)]);
+    try {
+      const again = (await api(b.base, 'GET', `/api/sessions/${s.id}`)).json;
+      assert.equal(again.has_recording, true);
+      const got = await fetch(`${b.base}/api/sessions/${s.id}/recording`, { headers: { authorization: `Bearer ${s.control_token}` } });
+      assert.equal(got.status, 200);
+      const file = Buffer.from(await got.arrayBuffer());
+      const head = headerOf(file);
+      assert.deepEqual([head.start_frame, head.end_frame], [Number(m[1]), Number(m[2])]);
+      assert.ok(head.events >= 11, `${head.events} events`);
+      await replayToEnd(b, file);
+      // Deleted: the session's recording goes with its directory.
+      const del = await api(b.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+      assert.equal(del.status, 204, del.text);
+      const sdir = path.join(dir, 'sessions', s.id);
+      for (let k = 0; k < 200 && fs.existsSync(sdir); k++) await tick(25);
+      assert.equal(fs.existsSync(sdir), false, `${sdir} outlived its session`);
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

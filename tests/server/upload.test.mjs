@@ -1,6 +1,7 @@
 // Volumes from users through the real HTTP API (server/upload.c): a NIfTI uploaded as the
 // body of POST /api/volumes becomes a session that is "loading" at once and "ready" after,
-// with the dataset told as it is and the file gone; every bad upload is refused with its
+// with the dataset told as it is and the file kept only while its session lives (a restart
+// and a recording read it again); every bad upload is refused with its
 // reason and leaves nothing behind (the server's private upload directory is looked into);
 // --volume-dir lists what it keeps and starts sessions on it, by plain names only.
 import { test } from 'node:test';
@@ -10,24 +11,11 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { startServer, api, writeNifti1, withTimeout, Client } from './harness.mjs';
+import { startServer, api, withTimeout, Client, ctNifti } from './harness.mjs';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 
-// A body (a cylinder of 40 HU with a bone core of 700) in air, int16, RAS sform.
-function ctBytes([nx, ny, nz], spacing) {
-  const dir = tmp('softcast-ct-'), file = path.join(dir, 'ct.nii');
-  writeNifti1(file, {
-    dims: [nx, ny, nz], spacing, type: 'int16', sform: true,
-    voxel: (x, y) => {
-      const r = Math.hypot(x - nx / 2, y - ny / 2);
-      return r < nx / 10 ? 700 : r < nx / 3 ? 40 : -1000;
-    },
-  });
-  const b = fs.readFileSync(file);
-  fs.rmSync(dir, { recursive: true, force: true });
-  return b;
-}
+const ctBytes = ctNifti;
 
 async function upload(base, name, body, type = 'application/octet-stream') {
   const r = await fetch(`${base}/api/volumes?name=${encodeURIComponent(name)}`, {
@@ -75,7 +63,7 @@ function rawUpload(base, name, headers) {
   return { req, response };
 }
 
-test('upload: a NIfTI becomes a session, loading then ready, told as it is, its file removed once read', async () => {
+test('upload: a NIfTI becomes a session, loading then ready, told as it is, its file kept while the session lives', async () => {
   const srv = await startServer([]);
   try {
     const dir = srv.info.upload_dir;
@@ -98,7 +86,10 @@ test('upload: a NIfTI becomes a session, loading then ready, told as it is, its 
     assert.deepEqual(s.dataset.stored_dims, [96, 96, 40]);
     assert.equal(s.dataset.fit_factor, 1);
     assert.deepEqual(s.dataset.hu_range, [-1000, 700]);
-    assert.deepEqual(leftIn(dir), [], 'the uploaded file is removed once read');
+    const kept = leftIn(dir);
+    assert.equal(kept.length, 1, `one file kept for the session: ${kept}`);
+    assert.ok(kept[0].startsWith(`${r.json.id}-`) && kept[0].endsWith('.nii'), kept[0]);
+    assert.equal(fs.statSync(path.join(dir, kept[0])).size, body.length);
     // The lobby's list says the same, and the session drives like any other.
     const list = await api(srv.base, 'GET', '/api/sessions');
     const mine = list.json.sessions.find((x) => x.id === r.json.id);
@@ -108,6 +99,11 @@ test('upload: a NIfTI becomes a session, loading then ready, told as it is, its 
     await c.until(() => c.frames.length > 0, 20000, 'a frame');
     assert.equal(c.texts.find((t) => t.type === 'state')?.dataset?.name, 'abdomen_ct.nii');
     c.ws.close();
+    // Deleted: its file goes with it (the reaper frees it once its clients have left).
+    const del = await api(srv.base, 'DELETE', `/api/sessions/${r.json.id}`, undefined, { authorization: `Bearer ${r.json.control_token}` });
+    assert.equal(del.status, 204, del.text);
+    for (let k = 0; k < 200 && leftIn(dir).length; k++) await new Promise((res) => setTimeout(res, 25));
+    assert.deepEqual(leftIn(dir), [], 'the file outlived its session');
   } finally {
     assert.equal(await srv.stop(), 0, srv.stderr());
   }
