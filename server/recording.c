@@ -2,18 +2,20 @@
  *
  * The driver starts a recording (record_start): the worker saves the scene (its save hook,
  * as a snapshot) and from then on keeps every item it applies as a record (the log's format,
- * durable.c), until record_stop, when the recording becomes one file the driver downloads
- * (GET /api/sessions/ID/recording with the control token):
+ * durable.c), until record_stop, when a builder writes the recording as one file on disk
+ * that the driver downloads (GET /api/sessions/ID/recording with the control token):
  *   "SCREC01\n", a header (uint32 length, then JSON: format, scene, the options the session
  *   was made with, backend, rate, first and last frame, the state hash at both ends, sizes),
- *   the starting state (zstd), the records, a checksum of all before it.
+ *   the starting state (zstd), the session's file when it was made from one (zstd, format
+ *   2), the records, a checksum of all before it.
  * Uploading it (POST /api/recordings) makes a replay session: its scene built from the same
- * options, the state restored, its frames numbered as the original's; each frame applies
- * the records of that frame and steps, so viewers see the frames the original showed (the
- * same backend and thread count; the scenes step the same: sim/test_*snapshot*). It starts
+ * options or the file it carries, the state restored, its frames numbered as the original's; each
+ * frame applies the records of that frame and steps, so viewers see the frames the original showed
+ * (the same backend and thread count; the scenes step the same: sim/test_*snapshot*). It starts
  * paused; its driver resumes, pauses, and seeks (a seek back restores the start and steps
  * forward unseen). At the last frame it stops and says whether its state hash is the
- * recorded one. Worker thread, but for the file's parsing (HTTP) and building (a builder). */
+ * recorded one. Worker thread, but for the file's writing and building (a builder) and its
+ * parsing (HTTP). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
