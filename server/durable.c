@@ -106,7 +106,7 @@ static void sync_dir(const char *dir)
     }
 }
 
-static int write_all(int fd, const void *p, size_t n)
+int srv_write_all(int fd, const void *p, size_t n)
 {
     const char *b = p;
     while (n > 0) {
@@ -133,7 +133,7 @@ static int write_file_atomic(const char *dir, const char *name, const void *cons
         return -1;
     int rc = 0;
     for (int k = 0; k < n && rc == 0; k++)
-        rc = write_all(fd, part[k], len[k]);
+        rc = srv_write_all(fd, part[k], len[k]);
     if (rc == 0)
         rc = fdatasync(fd);
     close(fd);
@@ -297,7 +297,8 @@ static int copy_file(const char *from, const char *to)
     int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
     char buf[1 << 16];
     ssize_t r = 0;
-    while (out >= 0 && (r = read(in, buf, sizeof buf)) > 0 && write_all(out, buf, (size_t)r) == 0)
+    while (out >= 0 && (r = read(in, buf, sizeof buf)) > 0 &&
+           srv_write_all(out, buf, (size_t)r) == 0)
         ;
     if (out >= 0 && r == 0 && fdatasync(out) == 0)
         rc = 0;
@@ -430,7 +431,7 @@ void srv_durable_commit(srv *s, srv_session *ss)
         return;
     }
     if (d->pending.n) {
-        if (write_all(d->log_fd, d->pending.p, d->pending.n) != 0) {
+        if (srv_write_all(d->log_fd, d->pending.p, d->pending.n) != 0) {
             broken(ss, "writing the log");
             return;
         }
@@ -741,7 +742,7 @@ static const char *meta_str(const cJSON *m, const char *name)
     return cJSON_IsString(j) ? j->valuestring : "";
 }
 
-static void no_stage(void *ctx, const char *stage)
+void srv_stage_ignore(void *ctx, const char *stage)
 {
     (void)ctx, (void)stage;
 }
@@ -759,8 +760,8 @@ static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **dat
         return snprintf(err, err_sz, "meta.json: a file this scene cannot read"), 400;
     if (access(file->valuestring, R_OK) != 0)
         return snprintf(err, err_sz, "its file %s: %s", file->valuestring, strerror(errno)), 404;
-    return scene->create_file(s->backend, file->valuestring, meta_str(meta, "name"), no_stage, NULL,
-                              data, err, err_sz);
+    return scene->create_file(s->backend, file->valuestring, meta_str(meta, "name"),
+                              srv_stage_ignore, NULL, data, err, err_sz);
 }
 
 /* meta.json's origin again (what srv_origin_options or srv_origin_file made). */

@@ -273,16 +273,10 @@ static int write_parts(int fd, const void *const *part, const size_t *len, int n
     for (int k = 0; k < n; k++) {
         const uint8_t *p = part[k];
         sum = sc_hash_bytes(sum, p, len[k]);
-        for (size_t done = 0; done < len[k];) {
-            ssize_t w = write(fd, p + done, len[k] - done);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return -1;
-            done += (size_t)w;
-        }
+        if (srv_write_all(fd, p, len[k]) != 0)
+            return -1;
     }
-    return write(fd, &sum, sizeof sum) == (ssize_t)sizeof sum ? 0 : -1;
+    return srv_write_all(fd, &sum, sizeof sum);
 }
 
 /* The recording's file at path (through path.tmp, flushed when kept across restarts):
@@ -592,11 +586,6 @@ typedef struct replay_job {
     uint8_t *file; /* the upload, the job's */
 } replay_job;
 
-static void no_stage(void *ctx, const char *stage)
-{
-    (void)ctx, (void)stage;
-}
-
 /* The session's file, carried by the recording, into a new file of the upload directory
  * (streamed). 0, or -1 with err (nothing left behind). */
 static int unpack_source(srv *s, const rec_file *f, char *path, size_t path_sz, char *err,
@@ -616,12 +605,8 @@ static int unpack_source(srv *s, const rec_file *f, char *path, size_t path_sz, 
         got += ob.pos;
         if (ZSTD_isError(left) || got > f->source_n || (ob.pos == 0 && ib.pos < ib.size && left))
             rc = -1;
-        for (size_t done = 0; rc == 0 && done < ob.pos;) {
-            ssize_t w = write(fd, buf + done, ob.pos - done);
-            if (w <= 0 && errno != EINTR)
-                rc = -1;
-            done += w > 0 ? (size_t)w : 0;
-        }
+        if (rc == 0 && srv_write_all(fd, buf, ob.pos) != 0)
+            rc = -1;
     }
     if (rc == 0 && (left != 0 || got != f->source_n))
         rc = -1;
@@ -651,8 +636,9 @@ static int build_scene(srv *s, const rec_file *f, void **data, char *err, size_t
     char path[1024];
     if (unpack_source(s, f, path, sizeof path, err, err_sz) != 0)
         return 400;
-    int status =
-        f->scene->create_file(s->backend, path, f->source_name, no_stage, NULL, data, err, err_sz);
+    int status = f->scene->create_file(s->backend, path, f->source_name, srv_stage_ignore, NULL,
+                                       data, err, err_sz);
+    srv_uploads_hide_path(err, err_sz, path, f->source_name); /* our file names stay ours */
     unlink(path);
     return status;
 }

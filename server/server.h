@@ -457,6 +457,10 @@ void srv_durable_after_step(srv *s, srv_session *ss);
 int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash);
 /// The scene's state hash (0 when it has none).
 uint64_t srv_durable_hash(srv_session *ss);
+/// All n bytes to fd (a short write continued, EINTR retried): 0, or -1 (errno).
+int srv_write_all(int fd, const void *p, size_t n);
+/// A loader's stage callback for a build nobody watches (a restart's, a replay's).
+void srv_stage_ignore(void *ctx, const char *stage);
 /// The session's own directory in --state-dir, or NULL (not kept).
 const char *srv_durable_dir(const srv_session *ss);
 /// At shutdown, the workers stopped: snapshot every ready kept session, forget the closing.

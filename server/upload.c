@@ -105,6 +105,7 @@ static int plain_entry(const char *dir, const char *name, struct stat *st)
     return lstat(path, st) == 0 && (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode));
 }
 
+/* Every mention of path in err becomes name: the client never sees our file names. */
 void srv_uploads_hide_path(char *err, size_t err_sz, const char *path, const char *name)
 {
     size_t pl = strlen(path), nl = strlen(name);

@@ -166,10 +166,13 @@ test('a recorded drag replays frame for frame, ends at the same state, pauses an
   }
 });
 
-// The driver's recording of a drag, stopped, downloaded: [stopped message, file bytes].
-async function recordDrag(base, s, d, point, moves) {
+// The driver's recording of a drag, stopped once the viewer v has seen at least 20 of its
+// frames (the count compared after, not left to the pace of the machine), downloaded:
+// [stopped message, file bytes].
+async function recordDrag(base, s, d, v, point, moves) {
   d.send({ type: 'record_start', seq: 1 });
   await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'recording'), 10000, 'recording');
+  const from = d.texts.find((t) => t.type === 'recording' && t.state === 'recording').frame;
   d.send({ type: 'grab', seq: 2, point, radius: 3, space: 'lattice' });
   for (let k = 1; k <= moves; k++) {
     d.send({ type: 'move', seq: 2 + k, point: [point[0], point[1] + 0.3 * k, point[2]], space: 'lattice' });
@@ -177,6 +180,7 @@ async function recordDrag(base, s, d, point, moves) {
   }
   d.send({ type: 'release', seq: 3 + moves });
   await d.until(() => d.frames.some((f) => f.lastSeq >= 3 + moves), 10000, 'the release framed');
+  await v.until(() => v.frames.filter((f) => f.frame > from).length >= 20, 20000, '20 frames recorded');
   d.send({ type: 'record_stop', seq: 4 + moves });
   await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'stopped'), 20000, 'stopped');
   const stopped = d.texts.find((t) => t.state === 'stopped');
@@ -219,14 +223,13 @@ test('a session made from an uploaded CT is recorded with its file, and another 
     const d = await new Client(wsUrl(s, s.control_token)).open();
     await d.until(() => d.frames.length > 0 && v.frames.length > 0, 20000, 'first frames');
     const [nx, ny, nz] = st.dims; // soft tissue between the bone core and the skin
-    const [stopped, file] = await recordDrag(a.base, s, d, [nx / 2, Math.round(ny * 0.68), nz / 2], 10);
+    const [stopped, file] = await recordDrag(a.base, s, d, v, [nx / 2, Math.round(ny * 0.68), nz / 2], 20);
     assert.equal(file.length, stopped.bytes);
     assert.equal(stopped.replayable, true);
     const head = headerOf(file);
     assert.equal(head.format, 2);
     assert.equal(head.source_name, 'knee_ct.nii');
     assert.equal(head.source_bytes, ct.length, 'the recording does not carry the whole file');
-    await tick(200); // the viewer's last frames
     await d.close();
     await v.close();
 

@@ -15,8 +15,6 @@ import { startServer, api, withTimeout, Client, ctNifti } from './harness.mjs';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 
-const ctBytes = ctNifti;
-
 async function upload(base, name, body, type = 'application/octet-stream') {
   const r = await fetch(`${base}/api/volumes?name=${encodeURIComponent(name)}`, {
     method: 'POST', headers: { 'content-type': type }, body,
@@ -69,7 +67,7 @@ test('upload: a NIfTI becomes a session, loading then ready, told as it is, its 
     const dir = srv.info.upload_dir;
     assert.ok(dir && fs.statSync(dir).isDirectory(), `upload dir ${dir}`);
     assert.equal(fs.statSync(dir).mode & 0o077, 0, 'the upload directory is private');
-    const body = ctBytes([96, 96, 40], [0.9, 0.9, 2.5]);
+    const body = ctNifti([96, 96, 40], [0.9, 0.9, 2.5]);
     const r = await upload(srv.base, 'abdomen ct.nii', body);
     assert.equal(r.status, 202, r.text);
     assert.equal(r.json.state, 'loading');
@@ -113,7 +111,7 @@ test('upload: every bad upload is refused with its reason, and nothing is left b
   const srv = await startServer(['--upload-limit', '2000000']);
   try {
     const dir = srv.info.upload_dir;
-    const good = ctBytes([64, 64, 32], [1, 1, 2]);
+    const good = ctNifti([64, 64, 32], [1, 1, 2]);
     // Truncated: the header needs more bytes than came.
     let r = await upload(srv.base, 'cut.nii', good.subarray(0, 352 + 5000));
     assert.equal(r.status, 400, r.text);
@@ -224,10 +222,10 @@ function zipBomb() {
 
 test('upload: --volume-dir keeps uploads under safe names, lists its volumes, and starts sessions on plain names only', async () => {
   const vdir = tmp('softcast-vols-'), outside = tmp('softcast-outside-');
-  fs.writeFileSync(path.join(vdir, 'chest.nii'), ctBytes([48, 48, 24], [1, 1, 2]));
-  fs.writeFileSync(path.join(vdir, '.hidden.nii'), ctBytes([16, 16, 8], [1, 1, 1]));
+  fs.writeFileSync(path.join(vdir, 'chest.nii'), ctNifti([48, 48, 24], [1, 1, 2]));
+  fs.writeFileSync(path.join(vdir, '.hidden.nii'), ctNifti([16, 16, 8], [1, 1, 1]));
   fs.writeFileSync(path.join(vdir, 'readme.txt'), 'not a volume');
-  fs.writeFileSync(path.join(outside, 'secret.nii'), ctBytes([16, 16, 8], [1, 1, 1]));
+  fs.writeFileSync(path.join(outside, 'secret.nii'), ctNifti([16, 16, 8], [1, 1, 1]));
   fs.symlinkSync(path.join(outside, 'secret.nii'), path.join(vdir, 'link.nii'));
   const srv = await startServer(['--volume-dir', vdir]);
   try {
@@ -253,7 +251,7 @@ test('upload: --volume-dir keeps uploads under safe names, lists its volumes, an
     const x = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', volume: 'chest.nii', dims: [8, 8, 8] });
     assert.equal(x.status, 400, x.text);
     // An upload is kept under a name of its own, and listed; the lobby's name is cleaned.
-    const u = await upload(srv.base, '../../evil name.nii', ctBytes([32, 32, 16], [1, 1, 2]));
+    const u = await upload(srv.base, '../../evil name.nii', ctNifti([32, 32, 16], [1, 1, 2]));
     assert.equal(u.status, 202, u.text);
     assert.equal((await settle(srv.base, u.json.id)).state, 'ready');
     v = await api(srv.base, 'GET', '/api/volumes');
