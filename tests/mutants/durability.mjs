@@ -61,6 +61,15 @@ export default [
     caught_by: 'volume_snapshot_mid_drag_steps_on_as_the_original',
   },
   {
+    name: 'a recording started while the last one is still being written (two writes of one file at once)',
+    file: 'server/recording.c',
+    find: '    if (!no && busy)',
+    replace: '    if (0 && busy)',
+    build: server,
+    test: 'node --test --test-name-pattern="still being written" tests/server/recording.test.mjs',
+    caught_by: 'recording: a recording started while the last one is still being written is refused, then taken',
+  },
+  {
     name: 'a replay that applies none of the recorded events (it only steps)',
     file: 'server/recording.c',
     find: '        } else if (h.kind >= SRV_ITEM_SCENE) {',

@@ -291,3 +291,40 @@ test('a recording running at a SIGTERM is stopped, kept with the session, and re
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// While a stopped recording is being written (on a builder, behind whatever builds were
+// queued first), a new recording is refused with a reason, then taken once the file is out.
+// Three large sessions queued on the two builders hold the write back: it cannot start
+// until two of them are built, which the test checks after the refusal.
+test('a recording started while the last one is still being written is refused, then taken', async () => {
+  const srv = await startServer(['--dims', '24x24x16']);
+  try {
+    const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0, 10000, 'first frame');
+    d.send({ type: 'record_start', seq: 1 });
+    await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'recording'), 10000, 'recording');
+    const big = [];
+    for (let k = 0; k < 3; k++) {
+      const r = await api(srv.base, 'POST', '/api/sessions', { dims: [160, 160, 96] }, { prefer: 'respond-async' });
+      assert.equal(r.status, 202, r.text);
+      big.push(r.json.id);
+    }
+    d.send({ type: 'record_stop', seq: 2 });
+    d.send({ type: 'record_start', seq: 3 });
+    await d.until(() => d.texts.some((t) => t.seq === 3), 10000, 'the answer to the second start');
+    const ready = [];
+    for (const id of big) ready.push((await api(srv.base, 'GET', `/api/sessions/${id}`)).json.state === 'ready');
+    assert.ok(ready.filter(Boolean).length <= 1, 'the builds ended before the answer: the write was not held back');
+    const answer = d.texts.find((t) => t.seq === 3);
+    assert.equal(answer.type, 'error', JSON.stringify(answer));
+    assert.equal(answer.error, 'cannot record');
+    assert.match(answer.detail, /still being written/);
+    await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'stopped' && t.seq === 2), 30000, 'the file written');
+    d.send({ type: 'record_start', seq: 4 });
+    await d.until(() => d.texts.some((t) => t.seq === 4), 10000, 'the answer to the third start');
+    assert.equal(d.texts.find((t) => t.seq === 4).state, 'recording');
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
