@@ -187,21 +187,29 @@ static void block_range(const sim_volume_state *s, int64_t b, int r[6])
 
 /* One relaxation phase (cm_relax_phase) over the active blocks, in place: no element
  * reads another of its own phase, so no thread reads what another writes and the result
- * does not depend on the order. Sets BLK_MOVED. */
+ * does not depend on the order. Only the phase's elements are looked at: every other x of
+ * its parity, in blocks that hold a tissue class of the phase (a block of elastic tissue
+ * alone has nothing in the passive phases). Sets BLK_MOVED. */
 static int64_t relax_phase(sim_volume_state *s, int phase, int pull)
 {
     const cm_kparams *kp = &s->kp;
     int nt = s->threads;
     (void)nt; /* unused when built without OpenMP */
+    uint8_t classes = 0;
+    for (int c = 0; c < CM_NCLASS; c++)
+        if (!kp->rigid[c] && (cm_passive(kp, c) ? 2 : 0) == (phase & 2))
+            classes |= (uint8_t)(1u << c);
     int64_t n = list_blocks(s, BLK_ACTIVE);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
+        if (!(s->blk_classes[b] & classes))
+            continue;
         int r[6], moved = 0;
         block_range(s, b, r);
         for (int z = r[4]; z < r[5]; z++)
             for (int y = r[2]; y < r[3]; y++)
-                for (int x = r[0]; x < r[1]; x++) {
+                for (int x = r[0] + ((phase + r[0] + y + z) & 1); x < r[1]; x += 2) {
                     int64_t i = x + (int64_t)kp->nx * (y + (int64_t)kp->ny * z);
                     float o[3];
                     if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase &&

@@ -103,6 +103,8 @@ struct sim_volume_state {
     float *blk_maxdisp;     /* (nblocks) */
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
     int64_t *blk_nonfinite; /* (nblocks) elements found NaN or infinite */
+    uint8_t
+        *blk_classes; /* (nblocks) bit c set: the block holds tissue class c (vol_block_classes) */
 
     /* Events queued by push_event for the next step (VOL_QUEUE_CAP, allocated by the first
      * push: a caller that applies its events at once, as the server does, never pays). */
@@ -120,6 +122,9 @@ struct sim_volume_state {
      * test can show that visiting only the active blocks changes nothing. */
     int full_sweeps;
 };
+
+/* blk_classes from the elements' classes: after anything that sets them. */
+void vol_block_classes(sim_volume_state *s);
 
 /* The 8^3 block that holds element i. */
 static inline int64_t vol_block_of(const sim_volume_state *s, int64_t i)

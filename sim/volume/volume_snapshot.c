@@ -131,6 +131,7 @@ sim_status sim_volume_state_restore(sim_volume_state *s, const void *data, size_
     memset(s->class_count, 0, sizeof s->class_count);
     for (int64_t i = 0; i < s->nelem; i++)
         s->class_count[s->flags[i] & CM_CLASS_MASK]++;
+    vol_block_classes(s);
     memcpy(s->pos_prev, s->pos, n * 3 * sizeof(float));
     for (size_t i = 0; i < n; i++)
         s->t_reach[i] = CM_UNREACHED;

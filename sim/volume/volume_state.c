@@ -49,6 +49,14 @@ static void classify_all(sim_volume_state *s)
         s->flags[i] = (uint8_t)((s->flags[i] & CM_FLAG_GRABBED) | (uint8_t)c);
         s->class_count[c]++;
     }
+    vol_block_classes(s);
+}
+
+void vol_block_classes(sim_volume_state *s)
+{
+    memset(s->blk_classes, 0, (size_t)s->nblocks);
+    for (int64_t i = 0; i < s->nelem; i++)
+        s->blk_classes[vol_block_of(s, i)] |= (uint8_t)(1u << (s->flags[i] & CM_CLASS_MASK));
 }
 
 void vol_state_reset(sim_volume_state *s)
@@ -128,11 +136,12 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
     s->blk_nonfinite = sc_calloc(nb, sizeof(int64_t));
+    s->blk_classes = sc_calloc(nb, 1);
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_age || !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
-        !s->blk_speed || !s->probe_pos) {
+        !s->blk_classes || !s->blk_speed || !s->probe_pos) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -179,6 +188,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_maxdisp);
     free(s->blk_speed);
     free(s->blk_nonfinite);
+    free(s->blk_classes);
     free(s->queue);
     free(s);
 }

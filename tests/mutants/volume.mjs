@@ -67,6 +67,20 @@ export default [
     build: tests, test: run('chainmail_many_sponsors'), caught_by: 'chainmail_many_sponsors_equal_the_least_fixpoint',
   },
   {
+    name: 'a relaxation phase looks at every other of its elements only (x steps 4, not 2)',
+    file: 'sim/volume/cpu.c',
+    find: 'x < r[1]; x += 2) {',
+    replace: 'x < r[1]; x += 4) {',
+    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+  },
+  {
+    name: 'a block skipped in the phases of tissue it holds (the phase group read from the parity bit)',
+    file: 'sim/volume/cpu.c',
+    find: '(cm_passive(kp, c) ? 2 : 0) == (phase & 2)',
+    replace: '(cm_passive(kp, c) ? 1 : 0) == (phase & 1)',
+    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+  },
+  {
     name: 'active blocks forget the neighbours of what moved',
     file: 'sim/volume/cpu.c',
     find: 'dilate(s, BLK_RECENT, BLK_ACTIVE);',
