@@ -194,10 +194,10 @@ static int64_t relax_phase(sim_volume_state *s, int phase, int pull)
 {
     const cm_kparams *kp = &s->kp;
     int nt = s->threads;
-    (void)nt; /* unused when built without OpenMP */
-    uint8_t classes = 0;
+    (void)nt;            /* unused when built without OpenMP */
+    uint8_t classes = 0; /* the classes whose elements of this parity are in the phase */
     for (int c = 0; c < CM_NCLASS; c++)
-        if (!kp->rigid[c] && (cm_passive(kp, c) ? 2 : 0) == (phase & 2))
+        if (cm_relax_phase_of(kp, c, 0, 0, phase & 1) == phase)
             classes |= (uint8_t)(1u << c);
     int64_t n = list_blocks(s, BLK_ACTIVE);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)

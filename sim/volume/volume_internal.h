@@ -103,8 +103,7 @@ struct sim_volume_state {
     float *blk_maxdisp;     /* (nblocks) */
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
     int64_t *blk_nonfinite; /* (nblocks) elements found NaN or infinite */
-    uint8_t
-        *blk_classes; /* (nblocks) bit c set: the block holds tissue class c (vol_block_classes) */
+    uint8_t *blk_classes;   /* (nblocks) bit c set: the block holds tissue class c */
 
     /* Events queued by push_event for the next step (VOL_QUEUE_CAP, allocated by the first
      * push: a caller that applies its events at once, as the server does, never pays). */

@@ -76,8 +76,8 @@ export default [
   {
     name: 'a block skipped in the phases of tissue it holds (the phase group read from the parity bit)',
     file: 'sim/volume/cpu.c',
-    find: '(cm_passive(kp, c) ? 2 : 0) == (phase & 2)',
-    replace: '(cm_passive(kp, c) ? 1 : 0) == (phase & 1)',
+    find: 'if (cm_relax_phase_of(kp, c, 0, 0, phase & 1) == phase)',
+    replace: 'if ((cm_relax_phase_of(kp, c, 0, 0, 0) & 1) == (phase & 1))',
     build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
   },
   {
