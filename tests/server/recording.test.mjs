@@ -313,9 +313,10 @@ test('a recording started while the last one is still being written is refused, 
     d.send({ type: 'record_stop', seq: 2 });
     d.send({ type: 'record_start', seq: 3 });
     await d.until(() => d.texts.some((t) => t.seq === 3), 10000, 'the answer to the second start');
-    const ready = [];
-    for (const id of big) ready.push((await api(srv.base, 'GET', `/api/sessions/${id}`)).json.state === 'ready');
-    assert.ok(ready.filter(Boolean).length <= 1, 'the builds ended before the answer: the write was not held back');
+    const states = [];
+    for (const id of big) states.push((await api(srv.base, 'GET', `/api/sessions/${id}`)).json.state);
+    assert.ok(states.every((st) => st === 'loading' || st === 'ready'), `builds: ${states}`);
+    assert.ok(states.filter((st) => st === 'ready').length <= 1, `builds ${states} before the answer: the write was not held back`);
     const answer = d.texts.find((t) => t.seq === 3);
     assert.equal(answer.type, 'error', JSON.stringify(answer));
     assert.equal(answer.error, 'cannot record');
