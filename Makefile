@@ -170,6 +170,12 @@ $(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(T
 $(BUILD)/softcast-tests: $(TEST_C:%.c=$(TST)/%.o) $(TEST_CPP:%.cpp=$(TST)/%.cpp.o) $(PROTO_C:%.c=$(TST)/%.o) $(SCENE_C:%.c=$(TST)/%.o) $(TST_SIM_O)
 	$(CC) $(OPENMP) -fsanitize=$(SANITIZE) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
+# The same tests optimized and unsanitized, for the long runs (TEST_LONG, tests/harness.h):
+# make test runs those here (--long), 10-15x faster than under the sanitizers, and the rest
+# in the sanitized binary (--short).
+$(BUILD)/softcast-tests-fast: $(TEST_C:%.c=$(REL)/%.o) $(TEST_CPP:%.cpp=$(REL)/%.cpp.o) $(PROTO_C:%.c=$(REL)/%.o) $(SCENE_C:%.c=$(REL)/%.o) $(REL_SIM_O)
+	$(CC) $(OPENMP) -o $@ $^ $(PROTO_LIBS) $(LIBS)
+
 # libFuzzer on the frame decoders, the event parsers (the envelope, then every scene's) and
 # frame sequences applied to one object decoder (clang). FUZZ_SECONDS each; new interesting
 # inputs land in tests/fuzz/corpus/, which make test replays. make fuzz-seeds writes the
@@ -219,7 +225,7 @@ fuzz: fuzz-bin
 # In make test (tests/run-tests.sh runs it beside the other tests, at idle priority): each
 # target FUZZ_SMOKE_SECONDS from its committed corpus with a fixed seed; what it finds goes to
 # a scratch folder, never into the committed corpus. FUZZ_JOBS targets at a time.
-FUZZ_JOBS ?= 2
+FUZZ_JOBS ?= 3
 fuzz-smoke: fuzz-bin
 	tests/fuzz/smoke.sh $(BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
 
@@ -269,6 +275,10 @@ $(REL)/sim/%.cpp.o: sim/%.cpp $(BUILD)/rel.flags
 	@mkdir -p $(@D)
 	$(CXX) $(REL_CXXFLAGS) -c -o $@ $<
 
+$(REL)/tests/sim/%.cpp.o: tests/sim/%.cpp $(BUILD)/rel.flags
+	@mkdir -p $(@D)
+	$(CXX) $(REL_CXXFLAGS) -c -o $@ $<
+
 $(TST)/%.cpp.o: %.cpp $(BUILD)/test.flags
 	@mkdir -p $(@D)
 	$(CXX) $(TST_CXXFLAGS) -c -o $@ $<
@@ -278,13 +288,14 @@ $(REL)/%.cu.o: %.cu
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
 # The packages first, then everything the tests need built one job a core, then the tests
-# (tests/run-tests.sh: the C tests, the node tests and the fuzz smoke at once).
+# (tests/run-tests.sh: the C tests, the node tests and the fuzz smoke at once; the fuzz
+# targets are built there, beside the tests).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 .PHONY: test-build
 test: deps test-deps
 	$(MAKE) --no-print-directory -j$(JOBS) test-build
 	SOFTCAST_FUZZ_SMOKE="$(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)" tests/run-tests.sh $(BUILD)
-test-build: format-check $(BUILD)/softcast-tests $(TST)/softcast-server cuda-check web fuzz-bin
+test-build: format-check $(BUILD)/softcast-tests $(BUILD)/softcast-tests-fast $(TST)/softcast-server cuda-check web
 
 # The local cluster (deploy/local/: three servers behind nginx over TLS) and the manifests
 # checks; make test runs them with the other node tests.

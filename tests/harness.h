@@ -4,14 +4,20 @@
  *
  * CHECK records a failure and goes on; REQUIRE records it and leaves the test;
  * SKIP leaves the test and counts it skipped, with its reason printed. The runner
- * (test_main.c) ends with "N passed, N failed, N skipped". */
+ * (test_main.c) ends with "N passed, N failed, N skipped".
+ *
+ * TEST_LONG marks a long run (thousands of frames of physics): under ASan and UBSan such a
+ * run takes minutes where the optimized build takes seconds, so make test runs it in
+ * softcast-tests-fast (the same tests, -O2, no sanitizers: `--long`) and leaves it out of the
+ * sanitized run (`--short`); each long run keeps a short sanitized sibling. Without either
+ * flag a binary runs every test. */
 #ifndef TESTS_HARNESS_H
 #define TESTS_HARNESS_H
 
 #include <stdio.h>
 
 typedef void (*th_fn)(void);
-void th_register(const char *name, th_fn fn, const char *file);
+void th_register(const char *name, th_fn fn, const char *file, int long_run);
 int th_check(int ok, const char *expr, const char *file, int line);
 void th_checkf(int ok, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -36,13 +42,15 @@ int th_data(const char *name, char *path, size_t path_sz, char *msg, size_t msg_
             SKIP(msg);                                                    \
     } while (0)
 
-#define TEST(name)                                                 \
+#define TH_TEST(name, long_run)                                    \
     static void name(void);                                        \
     __attribute__((constructor)) static void name##_register(void) \
     {                                                              \
-        th_register(#name, name, __FILE__);                        \
+        th_register(#name, name, __FILE__, long_run);              \
     }                                                              \
     static void name(void)
+#define TEST(name)      TH_TEST(name, 0)
+#define TEST_LONG(name) TH_TEST(name, 1)
 
 #define CHECK(c)       ((void)th_check(!!(c), #c, __FILE__, __LINE__))
 #define CHECKF(c, ...) th_checkf(!!(c), __FILE__, __LINE__, __VA_ARGS__)

@@ -73,15 +73,18 @@ shift 2>/dev/null || true
 
 # Three parts run at once, each into its own log, printed whole as it ends:
 # 1. the node tests (the server end to end, the JavaScript decoder, the browser client in
-#    headless Chromium, against the server built with ASan and UBSan) at normal priority,
-#    since some of them measure frame rates and latencies. One file at a time
-#    (SOFTCAST_NODE_JOBS to change it): three at a time took 177 s down to 107 s, but the
-#    fairness test's heavy and small sessions then shared the cores with other files'
-#    servers, and the small one fell under its frame-rate bound in one run of two;
+#    headless Chromium, against the server built with ASan and UBSan) at normal priority.
+#    The files that bound frame rates, latencies or a page's longest task (NODE_TIMED) first,
+#    one at a time: with other files' servers beside them the fairness test's small session
+#    once fell under its frame-rate bound, and the browser client's crowd page once had a
+#    357 ms task against its bound; then the rest, SOFTCAST_NODE_JOBS files at a time (default 3: they
+#    mostly wait on frame periods and pages);
 # 2. the C tests (sim, protocol, scenes) at nice 19: they count work, never time, so they
 #    take what the node tests leave (the node tests mostly wait on frame periods);
-# 3. with SOFTCAST_FUZZ_SMOKE="SECONDS JOBS TARGET..." (make test sets it), the fuzz smoke
-#    (tests/fuzz/smoke.sh) at idle priority: each target runs its SECONDS on what the
+# 3. with SOFTCAST_FUZZ_SMOKE="SECONDS JOBS TARGET..." (make test sets it), the fuzz smoke:
+#    the fuzz targets built first (make fuzz-bin, nice 19: clang's build is a third of the
+#    whole build, and beside the tests it takes what they leave instead of delaying them),
+#    then tests/fuzz/smoke.sh at idle priority: each target runs its SECONDS on what the
 #    tests leave, and its executions line says how much that was.
 logs=$(mktemp -d)
 trap 'trap - INT TERM; kill 0' INT TERM
@@ -117,26 +120,69 @@ node_tests() {
         (cd "$d" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
             { echo "run-tests: npm ci failed in $d"; return 1; }
     done
-    SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server" \
-        node --test --test-concurrency="${SOFTCAST_NODE_JOBS:-1}" --test-reporter=tap \
-        tests/server/ tests/e2e/ tests/deploy/
+    export SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server"
+    node --test --test-concurrency=1 --test-reporter=tap $NODE_TIMED >"$logs/node.timed" 2>&1
+    timed_rc=$?
+    rest=$(ls tests/server/*.test.mjs tests/e2e/*.test.mjs tests/deploy/*.test.mjs |
+        grep -v -x -F "$(printf '%s\n' $NODE_TIMED)")
+    # shellcheck disable=SC2086 # file names are words
+    node --test --test-concurrency="${SOFTCAST_NODE_JOBS:-3}" --test-reporter=tap $rest \
+        >"$logs/node.rest" 2>&1
+    rest_rc=$?
+    cat "$logs/node.timed" "$logs/node.rest"
+    for k in pass fail skipped; do # one summary for both runs, as the tally below reads it
+        echo "# $k $(($(node_count "$k" "$logs/node.timed") + $(node_count "$k" "$logs/node.rest")))"
+    done
+    [ "$timed_rc" = 0 ] && [ "$rest_rc" = 0 ]
+}
+NODE_TIMED="tests/server/fairness.test.mjs tests/server/latency.test.mjs tests/server/behaviour.test.mjs
+    tests/e2e/client.test.mjs"
+# node_count KEY LOG: the count node's summary gives for KEY (pass, fail, skipped); none: 0,
+# and a run without its summary fails (pass 0, fail 1).
+node_count() {
+    c=$(sed -n "s/^# $1 \([0-9]*\)$/\1/p" "$2" | tail -n 1)
+    [ -n "$c" ] && { echo "$c"; return; }
+    [ "$1" = fail ] && echo 1 || echo 0
+}
+# The C tests in two binaries (tests/harness.h says why): the long runs in the optimized one,
+# then the rest under the sanitizers, each with its own times file; one tally line for both.
+tally() { tail -n 1 "$1" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p'; }
+c_tests() {
+    fast_times="${SOFTCAST_TEST_TIMES%.txt}-fast.txt"
+    [ -s "$fast_times" ] || cp tests/c-test-times.txt "$fast_times"
+    SOFTCAST_TEST_TIMES="$fast_times" nice -n 19 "$BUILD/softcast-tests-fast" --long "$@" >"$logs/c.long" 2>&1
+    long_rc=$?
+    nice -n 19 "$BUILD/softcast-tests" --short "$@" >"$logs/c.short" 2>&1
+    short_rc=$?
+    echo "run-tests: the long runs, optimized (softcast-tests-fast --long):"
+    cat "$logs/c.long"
+    echo "run-tests: the rest, under ASan and UBSan (softcast-tests --short):"
+    cat "$logs/c.short"
+    set -- $(tally "$logs/c.long") $(tally "$logs/c.short")
+    [ $# = 6 ] || set -- 0 1 0 0 1 0 # a binary that did not end with its tally failed
+    echo "$(($1 + $4)) passed, $(($2 + $5)) failed, $(($3 + $6)) skipped"
+    [ "$long_rc" = 0 ] && [ "$short_rc" = 0 ]
+}
+fuzz_smoke() {
+    nice -n 19 "${MAKE:-make}" --no-print-directory -s -j"$(nproc)" BUILD="$BUILD" fuzz-bin &&
+        idle tests/fuzz/smoke.sh "$BUILD" "$@"
 }
 parts="the C tests (nice 19)"
-part c nice -n 19 "$BUILD/softcast-tests" "$@"
+part c c_tests "$@"
 if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
     part node node_tests
     parts="$parts, the node tests"
 fi
 if [ -n "${SOFTCAST_FUZZ_SMOKE:-}" ]; then
     # shellcheck disable=SC2086 # SECONDS JOBS TARGET... are words
-    part fuzz idle tests/fuzz/smoke.sh "$BUILD" $SOFTCAST_FUZZ_SMOKE
+    part fuzz fuzz_smoke $SOFTCAST_FUZZ_SMOKE
     parts="$parts, the fuzz smoke (idle priority)"
 fi
 echo "run-tests: $parts run at once; each prints its log when it ends"
 
 finish c "the C tests"
 c_status=$(cat "$logs/c.rc")
-set -- $(tail -n 1 "$logs/c" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p')
+set -- $(tally "$logs/c")
 c_pass=${1:-0} c_fail=${2:-1} c_skip=${3:-0}
 
 n_pass=0 n_fail=0 n_skip=0

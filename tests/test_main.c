@@ -1,7 +1,8 @@
 /* test_main.c: runs registered tests, optionally those whose name contains a filter.
  *
- *   softcast-tests [-j N | -jN] [FILTER]
+ *   softcast-tests [-j N | -jN] [--long | --short] [FILTER]
  *
+ * --long: only the long runs (TEST_LONG), --short: all but them (harness.h says why).
  * -j N (or SOFTCAST_TEST_JOBS=N): N worker processes, forked before any test runs, take
  * tests one at a time from the parent; each test's output (stdout and stderr, so a
  * sanitizer's report too) goes to its worker's scratch file and is printed whole when it
@@ -25,16 +26,18 @@
 static struct {
     const char *name, *file;
     th_fn fn;
+    int long_run;
 } g_tests[TH_MAX];
 static int g_ntests;
 static int g_cur_failed, g_cur_skipped;
 
-void th_register(const char *name, th_fn fn, const char *file)
+void th_register(const char *name, th_fn fn, const char *file, int long_run)
 {
     SC_ASSERT(g_ntests < TH_MAX);
     g_tests[g_ntests].name = name;
     g_tests[g_ntests].file = file;
     g_tests[g_ntests].fn = fn;
+    g_tests[g_ntests].long_run = long_run;
     g_ntests++;
 }
 
@@ -355,9 +358,11 @@ static void save_times(const int *order, int n, const th_tally *t, const char *t
 int main(int argc, char **argv)
 {
     const char *filter = NULL, *env = getenv("SOFTCAST_TEST_JOBS");
-    int jobs = env ? atoi(env) : 1;
+    int jobs = env ? atoi(env) : 1, want_long = -1; /* -1: both kinds */
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "-j") && a + 1 < argc)
+        if (!strcmp(argv[a], "--long") || !strcmp(argv[a], "--short"))
+            want_long = argv[a][2] == 'l';
+        else if (!strcmp(argv[a], "-j") && a + 1 < argc)
             jobs = atoi(argv[++a]);
         else if (!strncmp(argv[a], "-j", 2))
             jobs = atoi(argv[a] + 2);
@@ -381,7 +386,8 @@ int main(int argc, char **argv)
         idx[j + 1] = k;
     }
     for (int i = 0; i < g_ntests; i++)
-        if (!filter || strstr(g_tests[idx[i]].name, filter))
+        if ((!filter || strstr(g_tests[idx[i]].name, filter)) &&
+            (want_long < 0 || g_tests[idx[i]].long_run == want_long))
             order[n++] = idx[i];
     setvbuf(stdout, NULL, _IOLBF, 0);
     static th_tally t;

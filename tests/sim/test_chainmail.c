@@ -502,15 +502,21 @@ static void random_grabs(uint32_t seed, int frames)
 }
 
 /* Two runs of 5,000 frames from two seeds rather than one of 10,000: the same grabs in all
- * (250), and two workers of softcast-tests -j take them at once. */
-TEST(random_grabs_5000_frames_no_nan_no_overspeed_seed_a)
+ * (250), and two workers of softcast-tests -j take them at once. Long runs (harness.h): the
+ * optimized build runs them; the sanitized one runs the 400 frames below, from a third seed. */
+TEST_LONG(random_grabs_5000_frames_no_nan_no_overspeed_seed_a)
 {
     random_grabs(12345, 5000);
 }
 
-TEST(random_grabs_5000_frames_no_nan_no_overspeed_seed_b)
+TEST_LONG(random_grabs_5000_frames_no_nan_no_overspeed_seed_b)
 {
     random_grabs(67890, 5000);
+}
+
+TEST(random_grabs_400_frames_no_nan_no_overspeed_seed_c)
+{
+    random_grabs(24680, 400);
 }
 
 /* threads: the backend's; state_threads: the state's share of them (0: all). */
@@ -539,7 +545,7 @@ static uint64_t scripted_hash(int threads, int state_threads, sim_condition c)
     return h;
 }
 
-TEST(same_state_hash_with_1_and_2_threads)
+TEST_LONG(same_state_hash_with_1_and_2_threads)
 {
     for (int c = 0; c < 3; c++) {
         uint64_t h1 = scripted_hash(1, 0, (sim_condition)c),

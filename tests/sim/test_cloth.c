@@ -121,7 +121,7 @@ static void gt_check(const char *sc, int from, int to, const gt_claim *c, int n)
                c[i].what, (double)c[i].ratio, (double)c[i].need);
 }
 
-TEST(cloth_handoff_against_ground_truth_in_six_scenarios_both_ways)
+TEST_LONG(cloth_handoff_against_ground_truth_in_six_scenarios_both_ways)
 {
     sim_cloth_model *m = default_model();
     sim_backend *b = cpu(1);
@@ -358,7 +358,7 @@ TEST(cloth_random_10000_frames_no_nan_no_deep_penetration)
 
 /* A crowd (characters in parallel) and a big sheet (constraints of a colour in parallel)
  * give bitwise the same result on 1 and 2 threads. */
-TEST(cloth_same_hash_with_1_and_2_threads)
+TEST_LONG(cloth_same_hash_with_1_and_2_threads)
 {
     char err[256];
     sim_cloth_model_options big = sim_cloth_default_model_options();

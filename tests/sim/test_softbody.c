@@ -47,7 +47,7 @@ static void set(sim_softbody_state *s, const sim_softbody_params *p)
 static int run(sim_softbody_state *s, int frames, sim_softbody_metrics *last)
 {
     char err[256];
-    sim_softbody_metrics mt;
+    sim_softbody_metrics mt = {0};
     for (int f = 0; f < frames; f++)
         if (sim_softbody_step(s, &mt, err, sizeof err) != SIM_OK)
             return 0;
@@ -461,7 +461,7 @@ TEST(softbody_rests_on_the_floor_keeping_its_volume)
         set(fx.s, &p);
         int n, ntri;
         const uint32_t *tri = sim_softbody_model_triangles(fx.m, &ntri);
-        sim_softbody_metrics mt;
+        sim_softbody_metrics mt = {0};
         for (int f = 0; f < 600; f++) {
             REQUIRE(run(fx.s, 1, &mt));
             if (v == 0)
@@ -559,7 +559,7 @@ TEST(softbody_stiffness_1_survives_10000_random_grabs_and_tray_moves)
     float fastest = 0.0f;
     for (int f = 0; f < 10000; f++) {
         random_event(fx.s, 60, planes, &nplanes);
-        sim_softbody_metrics mt;
+        sim_softbody_metrics mt = {0};
         REQUIRE(run(fx.s, 1, &mt));
         const float *x = sim_softbody_positions(fx.s, &n), *v = sim_softbody_velocities(fx.s, &n);
         for (int i = 0; i < n * 3; i++)

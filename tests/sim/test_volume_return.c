@@ -130,7 +130,7 @@ static void head_ct_return(const int *crop, const char *what)
     sim_volume_free(&v);
 }
 
-TEST(volume_return_head_ct_skin_back_within_1mm_in_3s_each_condition)
+TEST_LONG(volume_return_head_ct_skin_back_within_1mm_in_3s_each_condition)
 {
     head_ct_return(NULL, "head CT");
 }
@@ -139,7 +139,7 @@ TEST(volume_return_head_ct_skin_back_within_1mm_in_3s_each_condition)
  * skull touch five faces of the lattice, the face among them. The pull is at the front,
  * outward through the cut face: only the air margin the loader adds there gives it room
  * (without it the grab stops at the lattice box, boundary_margin beyond the edge). */
-TEST(volume_return_cropped_head_ct_pulled_and_settles)
+TEST_LONG(volume_return_cropped_head_ct_pulled_and_settles)
 {
     const int crop[6] = {40, 0, 30, 216, 200, 90};
     head_ct_return(crop, "cropped head CT");
