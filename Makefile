@@ -288,14 +288,13 @@ $(REL)/%.cu.o: %.cu
 	$(NVCC) $(NVFLAGS) -MMD -MP -c -o $@ $<
 
 # The packages first, then everything the tests need built one job a core, then the tests
-# (tests/run-tests.sh: the C tests, the node tests and the fuzz smoke at once; the fuzz
-# targets are built there, beside the tests).
+# (tests/run-tests.sh: the C tests, the node tests and the fuzz smoke at once).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 .PHONY: test-build
 test: deps test-deps
 	$(MAKE) --no-print-directory -j$(JOBS) test-build
 	SOFTCAST_FUZZ_SMOKE="$(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)" tests/run-tests.sh $(BUILD)
-test-build: format-check $(BUILD)/softcast-tests $(BUILD)/softcast-tests-fast $(TST)/softcast-server cuda-check web
+test-build: format-check $(BUILD)/softcast-tests $(BUILD)/softcast-tests-fast $(TST)/softcast-server cuda-check web fuzz-bin
 
 # The local cluster (deploy/local/: three servers behind nginx over TLS) and the manifests
 # checks; make test runs them with the other node tests.

@@ -81,10 +81,8 @@ shift 2>/dev/null || true
 #    mostly wait on frame periods and pages);
 # 2. the C tests (sim, protocol, scenes) at nice 19: they count work, never time, so they
 #    take what the node tests leave (the node tests mostly wait on frame periods);
-# 3. with SOFTCAST_FUZZ_SMOKE="SECONDS JOBS TARGET..." (make test sets it), the fuzz smoke:
-#    the fuzz targets built first (make fuzz-bin, nice 19: clang's build is a third of the
-#    whole build, and beside the tests it takes what they leave instead of delaying them),
-#    then tests/fuzz/smoke.sh at idle priority: each target runs its SECONDS on what the
+# 3. with SOFTCAST_FUZZ_SMOKE="SECONDS JOBS TARGET..." (make test sets it), the fuzz smoke
+#    (tests/fuzz/smoke.sh) at idle priority: each target runs its SECONDS on what the
 #    tests leave, and its executions line says how much that was.
 logs=$(mktemp -d)
 trap 'trap - INT TERM; kill 0' INT TERM
@@ -163,10 +161,6 @@ c_tests() {
     echo "$(($1 + $4)) passed, $(($2 + $5)) failed, $(($3 + $6)) skipped"
     [ "$long_rc" = 0 ] && [ "$short_rc" = 0 ]
 }
-fuzz_smoke() {
-    nice -n 19 "${MAKE:-make}" --no-print-directory -s -j"$(nproc)" BUILD="$BUILD" fuzz-bin &&
-        idle tests/fuzz/smoke.sh "$BUILD" "$@"
-}
 parts="the C tests (nice 19)"
 part c c_tests "$@"
 if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
@@ -175,7 +169,7 @@ if [ -z "${SOFTCAST_C_ONLY:-}" ]; then
 fi
 if [ -n "${SOFTCAST_FUZZ_SMOKE:-}" ]; then
     # shellcheck disable=SC2086 # SECONDS JOBS TARGET... are words
-    part fuzz fuzz_smoke $SOFTCAST_FUZZ_SMOKE
+    part fuzz idle tests/fuzz/smoke.sh "$BUILD" $SOFTCAST_FUZZ_SMOKE
     parts="$parts, the fuzz smoke (idle priority)"
 fi
 echo "run-tests: $parts run at once; each prints its log when it ends"
