@@ -7,10 +7,12 @@
  *   computes every candidate from the old positions (Jacobi) in parallel, then applies the
  *   moves and builds the next list in one sequential sweep, so the result does not depend
  *   on the thread count.
- * - relaxation (red-black, in place) and the velocity layer visit 8^3 blocks in which
- *   something moved (and their face neighbours); a settled volume visits none.
- * Since the kernels are idempotent, visiting a subset gives bit-for-bit the result of
- * visiting everything, which is what the CUDA backend does per active block. */
+ * - relaxation (red-black, in place) evaluates, in each phase, the elements that moved at
+ *   their last evaluation and the neighbours of what moved since (at a frame's start: the
+ *   8^3 blocks beside what moved since it last converged); the velocity layer visits the
+ *   blocks in which something moved. A settled volume visits none.
+ * An element that is not visited would not have moved, so visiting a subset gives bit for
+ * bit the result of visiting everything, which is what the CUDA backend does. */
 #include <string.h>
 
 #include "volume_internal.h"
@@ -185,101 +187,159 @@ static void block_range(const sim_volume_state *s, int64_t b, int r[6])
                          i##_end = i + ((r)[1] - (r)[0]);                                    \
                  i < i##_end; i++)
 
-/* One relaxation phase (cm_relax_phase) over the active blocks, in place: no element
- * reads another of its own phase, so no thread reads what another writes and the result
- * does not depend on the order. Only the phase's elements are looked at: every other x of
- * its parity, in blocks that hold a tissue class of the phase (a block of elastic tissue
- * alone has nothing in the passive phases). Sets BLK_MOVED. */
-static int64_t relax_phase(sim_volume_state *s, int phase, int pull)
+/* Relaxation's bookkeeping within one frame, in the propagation's scratch (free by then):
+ * a ring (s->cand) of the elements each of the last CM_RELAX_PHASES phases moved, phase h's
+ * at [lo[h % P], hi[h % P]) counted from the frame's start (an element belongs to one phase,
+ * so those are distinct elements and fit in nelem), and the next phase's candidates in
+ * s->cand_next, each queued once (cand_stamp against pass_id). */
+typedef struct {
+    int64_t lo[CM_RELAX_PHASES], hi[CM_RELAX_PHASES], end; /* end: appended so far */
+    uint8_t
+        classes[CM_RELAX_PHASES]; /* bit c: class c's elements of the phase's parity are in it */
+} relax_work;
+
+static void queue_relax(sim_volume_state *s, uint32_t i, int64_t *n)
+{
+    if (s->cand_stamp[i] == s->pass_id || (s->flags[i] & CM_FLAG_GRABBED))
+        return; /* queued already, or held by the hand (relaxation never moves it) */
+    s->cand_stamp[i] = s->pass_id;
+    s->cand_next[(*n)++] = i;
+}
+
+/* Every element of the phase in the listed blocks (nb of them in blk_list) that hold a class
+ * of the phase: every other x of the phase's parity. */
+static void queue_phase_blocks(sim_volume_state *s, int phase, uint8_t classes, int64_t nb,
+                               int64_t *n)
 {
     const cm_kparams *kp = &s->kp;
-    int nt = s->threads;
-    (void)nt;            /* unused when built without OpenMP */
-    uint8_t classes = 0; /* the classes whose elements of this parity are in the phase */
-    for (int c = 0; c < CM_NCLASS; c++)
-        if (cm_relax_phase_of(kp, c, 0, 0, phase & 1) == phase)
-            classes |= (uint8_t)(1u << c);
-    int64_t n = list_blocks(s, BLK_ACTIVE);
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
-    for (int64_t k = 0; k < n; k++) {
+    for (int64_t k = 0; k < nb; k++) {
         int64_t b = s->blk_list[k];
         if (!(s->blk_classes[b] & classes))
             continue;
-        int r[6], moved = 0;
+        int r[6];
         block_range(s, b, r);
         for (int z = r[4]; z < r[5]; z++)
             for (int y = r[2]; y < r[3]; y++)
                 for (int x = r[0] + ((phase + r[0] + y + z) & 1); x < r[1]; x += 2) {
                     int64_t i = x + (int64_t)kp->nx * (y + (int64_t)kp->ny * z);
-                    float o[3];
-                    if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase &&
-                        cm_relax_element_at(kp, i, x, y, z, s->pos, s->flags, pull, o)) {
-                        memcpy(&s->pos[i * 3], o, sizeof o);
-                        moved = 1;
-                    }
+                    if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase)
+                        queue_relax(s, (uint32_t)i, n);
                 }
-        if (moved)
-            s->blk_flags[b] |= BLK_MOVED;
+    }
+}
+
+/* Phase h's candidates: the elements an evaluation could move. One moves only when it moved at
+ * its last evaluation (phase h - P: not at rest yet) or a neighbour moved since (phases h - P + 1
+ * to h - 1); before any has been evaluated this frame (h < P), every element of the blocks
+ * beside what moved since relaxation last converged (nb_init in blk_list) is a candidate. */
+static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h, int64_t nb_init)
+{
+    const cm_kparams *kp = &s->kp;
+    int phase = h % CM_RELAX_PHASES;
+    int64_t n = 0, cap = s->nelem;
+    s->pass_id++;
+    if (s->full_sweeps) { /* the reference: every element of the phase, found the plain way */
+        for (int64_t i = 0; i < s->nelem; i++)
+            if (cm_relax_phase(kp, i, s->flags) == phase)
+                queue_relax(s, (uint32_t)i, &n);
+        return n;
+    }
+    if (h < CM_RELAX_PHASES)
+        queue_phase_blocks(s, phase, w->classes[phase], nb_init, &n);
+    else
+        for (int64_t k = w->lo[phase]; k < w->hi[phase]; k++)
+            queue_relax(s, s->cand[k % cap], &n);
+    for (int back = 1; back < CM_RELAX_PHASES && back <= h; back++) {
+        int q = (h - back) % CM_RELAX_PHASES;
+        for (int64_t k = w->lo[q]; k < w->hi[q]; k++) {
+            uint32_t i = s->cand[k % cap];
+            int x, y, z;
+            cm_coords(kp, i, &x, &y, &z);
+            for (int d = 0; d < 6; d++) {
+                int64_t j = cm_neighbour_of(kp, i, x, y, z, d);
+                int jx = x + (d == 1) - (d == 0), jy = y + (d == 3) - (d == 2),
+                    jz = z + (d == 5) - (d == 4);
+                if (j >= 0 &&
+                    cm_relax_phase_of(kp, s->flags[j] & CM_CLASS_MASK, jx, jy, jz) == phase)
+                    queue_relax(s, (uint32_t)j, &n);
+            }
+        }
     }
     return n;
 }
 
+/* Evaluate phase h's n candidates (s->cand_next) in place: no element reads another of its
+ * own phase, so no thread reads what another writes and the order does not matter. Then, in
+ * order, the ones that moved go on the ring as phase h's and mark their blocks. */
+static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n, int npull)
+{
+    const cm_kparams *kp = &s->kp;
+    const uint32_t *cand = s->cand_next;
+    int pull = h < npull, nt = s->threads;
+    (void)nt; /* unused when built without OpenMP */
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > 2048)
+    for (int64_t k = 0; k < n; k++) {
+        int64_t i = cand[k];
+        int x, y, z;
+        float o[3];
+        cm_coords(kp, i, &x, &y, &z);
+        s->scratch_status[k] =
+            (uint8_t)cm_relax_element_at(kp, i, x, y, z, s->pos, s->flags, pull, o);
+        if (s->scratch_status[k])
+            memcpy(&s->pos[i * 3], o, sizeof o);
+    }
+    int phase = h % CM_RELAX_PHASES;
+    w->lo[phase] = w->end;
+    /* Moved in the last elastic iteration or in the repair: the pull may move it (or a
+     * neighbour) again next frame. */
+    uint16_t mark = (uint16_t)(BLK_TOUCHED | (h >= npull - CM_RELAX_PHASES ? BLK_DIRTY : 0));
+    for (int64_t k = 0; k < n; k++)
+        if (s->scratch_status[k]) {
+            s->cand[w->end++ % s->nelem] = cand[k];
+            s->blk_flags[vol_block_of(s, cand[k])] |= mark;
+        }
+    w->hi[phase] = w->end;
+}
+
 /* Relaxation: relax_iterations iterations of CM_RELAX_PHASES phases, then up to
- * CM_REPAIR_ITERATIONS clip-only ones, on the blocks where something may move. An element must be
- * evaluated when it moved at its last evaluation (it is not at rest yet) or when a neighbour moved
- * since; any other element would not move. Both happened within the last CM_RELAX_PHASES phases, so
- * each phase visits the blocks within one block of a block that moved that recently (blk_age:
- * phases since the block last moved), and in the first iteration also those beside a dirty block.
- * That gives the CUDA backend's full sweeps bit for bit. */
+ * CM_REPAIR_ITERATIONS clip-only ones, each phase on its candidates alone (relax_candidates):
+ * the elements that moved, their neighbours, and at the frame's start the blocks beside what
+ * moved since relaxation last converged. Any other element would not move, so the result is
+ * the CUDA backend's full sweeps bit for bit (full_sweeps here: every element, every phase).
+ * Returns the elements evaluated. */
 static int64_t relax(sim_volume_state *s)
 {
-    int64_t visited = 0;
+    int64_t evaluated = 0, nb_init = 0;
     int npull = CM_RELAX_PHASES * s->params.relax_iterations;
     int nphases = npull + (npull > 0 ? CM_RELAX_PHASES * CM_REPAIR_ITERATIONS : 0);
-    uint16_t *bf = s->blk_flags;
-    uint8_t *age = s->blk_age;
-    if (nphases > 0)
+    relax_work w;
+    memset(&w, 0, sizeof w);
+    for (int phase = 0; phase < CM_RELAX_PHASES; phase++)
+        for (int c = 0; c < CM_NCLASS; c++)
+            if (cm_relax_phase_of(&s->kp, c, 0, 0, phase & 1) == phase)
+                w.classes[phase] |= (uint8_t)(1u << c);
+    if (nphases > 0) {
         dilate(s, BLK_DIRTY, BLK_INIT);
-    for (int64_t b = 0; b < s->nblocks; b++) {
-        bf[b] &= (uint16_t) ~(BLK_DIRTY | BLK_ACTIVE | BLK_MOVED | BLK_RECENT);
-        age[b] = UINT8_MAX;
+        nb_init = list_blocks(s, BLK_INIT);
     }
+    for (int64_t b = 0; b < s->nblocks; b++)
+        s->blk_flags[b] &= (uint16_t) ~(BLK_DIRTY | BLK_INIT);
     for (int h = 0; h < nphases; h++) {
-        if (h < CM_RELAX_PHASES)
-            for (int64_t b = 0; b < s->nblocks; b++)
-                bf[b] |= (uint16_t)((bf[b] & BLK_INIT) ? BLK_ACTIVE : 0);
-        dilate(s, BLK_RECENT, BLK_ACTIVE);
-        visited += relax_phase(s, h % CM_RELAX_PHASES, h < npull);
-        int recent = 0;
-        for (int64_t b = 0; b < s->nblocks; b++) {
-            uint16_t f = (uint16_t)(bf[b] & ~(BLK_ACTIVE | BLK_RECENT));
-            if (f & BLK_MOVED) {
-                age[b] = 0;
-                f = (uint16_t)((f & ~BLK_MOVED) | BLK_TOUCHED);
-                /* Moved in the last elastic iteration or in the repair: the pull may move
-                 * it (or a neighbour) again next frame. */
-                if (h >= npull - CM_RELAX_PHASES)
-                    f |= BLK_DIRTY;
-            } else if (age[b] < UINT8_MAX) {
-                age[b]++;
-            }
-            if (age[b] < CM_RELAX_PHASES) {
-                f |= BLK_RECENT;
-                recent = 1;
-            }
-            bf[b] = f;
-        }
+        int64_t n = relax_candidates(s, &w, h, nb_init);
+        evaluated += n;
+        relax_evaluate(s, &w, h, n, npull);
+        int64_t recent = 0; /* moved in the last CM_RELAX_PHASES phases */
+        for (int q = 0; q < CM_RELAX_PHASES; q++)
+            recent += w.hi[q] - w.lo[q];
         if (!recent && h + 1 >= CM_RELAX_PHASES)
             break; /* nothing moved in a whole iteration: at rest, every band held */
     }
-    /* Blocks that would still be evaluated did not converge within the iteration cap:
-     * they stay dirty for the next frame. */
-    for (int64_t b = 0; b < s->nblocks; b++) {
-        if (bf[b] & BLK_RECENT)
-            bf[b] |= BLK_DIRTY;
-        bf[b] &= (uint16_t) ~(BLK_INIT | BLK_RECENT);
-    }
-    return visited;
+    /* What moved in the last phases did not converge within the iteration cap: its blocks
+     * stay dirty for the next frame. */
+    for (int q = 0; q < CM_RELAX_PHASES; q++)
+        for (int64_t k = w.lo[q]; k < w.hi[q]; k++)
+            s->blk_flags[vol_block_of(s, s->cand[k % s->nelem])] |= BLK_DIRTY;
+    return evaluated;
 }
 
 /* Displaced rigid tissue steps home (cm_rigid_return_element) on the blocks the wave left
@@ -406,7 +466,7 @@ static sim_status cpu_frame(sim_volume_state *s, const vol_frame_in *in, sim_vol
     if (in->deform || stepped > 0)
         mt->moved_elements = propagate(s, mt);
     double t1 = sc_now_ms();
-    mt->active_blocks = relax(s);
+    mt->relax_evaluations = relax(s);
     double t2 = sc_now_ms();
     velocity(s, mt);
     double t3 = sc_now_ms();

@@ -442,7 +442,7 @@ sim_status cuda_frame(sim_volume_state *s, const vol_frame_in *in, sim_volume_me
             k_relax<<<grid, kThreads>>>(kp, n, d->pos, d->flags, phase, it < iters, d->ctr);
             CU(cudaGetLastError(), "relax");
         }
-        mt->active_blocks += CM_RELAX_PHASES * s->nblocks;
+        mt->relax_evaluations += s->nelem; /* every element once an iteration */
         if (it + 1 >= iters) {
             /* The repair iterations stop once one moved nothing (every band held), as the
              * CPU's do; running on would change nothing. The volume is at rest when the

@@ -361,7 +361,7 @@ typedef struct sim_volume_metrics {
     double kinetic;         ///< sum of |V|^2
     float max_displacement; ///< largest |X - X0|, lattice units
     float mean_speed[SIM_NTISSUE]; ///< mean |V| per tissue class
-    int64_t active_blocks;         ///< 8^3 blocks relaxed this frame (summed over iterations)
+    int64_t relax_evaluations;     ///< elements relaxation evaluated (summed over its phases)
     int64_t nonfinite;     ///< elements found NaN or infinite this frame (then the state resets)
     uint32_t guard_resets; ///< times the state was reset by that guard since create
     /// The probe: the elements of the last grab, followed after the release (the ringing

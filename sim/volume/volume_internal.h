@@ -38,11 +38,8 @@ typedef struct sim_volume_backend_i sim_volume_backend_i; /* below */
 #define BLK_TOUCHED 0x002u /* moved this frame: the velocity step must visit it */
 #define BLK_VEL     0x004u /* holds a non-zero velocity */
 #define BLK_RIGID   0x200u /* holds rigid tissue the wave moved: it goes home when free */
-/* Relaxation's bookkeeping within one frame (see relax in cpu/volume_cpu.c). */
-#define BLK_INIT   0x008u /* dirty or beside a dirty block: every phase looks at it once */
-#define BLK_ACTIVE 0x010u /* evaluate in this phase */
-#define BLK_MOVED  0x020u /* moved in this phase */
-#define BLK_RECENT 0x040u /* moved within the last CM_RELAX_PHASES phases */
+/* Relaxation's bookkeeping within one frame (see relax in sim/volume/cpu.c). */
+#define BLK_INIT 0x008u /* dirty or beside a dirty block: the first iteration looks at it */
 
 struct sim_volume_state {
     const sim_volume_model *m;
@@ -97,7 +94,6 @@ struct sim_volume_state {
     int bx, by, bz;
     int64_t nblocks;
     uint16_t *blk_flags;    /* (nblocks) BLK_* */
-    uint8_t *blk_age;       /* (nblocks) relaxation phases since the block last moved */
     uint32_t *blk_list;     /* (nblocks) scratch list of block ids */
     double *blk_kinetic;    /* (nblocks) per-block sums, reduced in block order */
     float *blk_maxdisp;     /* (nblocks) */

@@ -9,7 +9,7 @@
 
 #include "volume_internal.h"
 
-#define VOL_SNAP_VERSION 1u
+#define VOL_SNAP_VERSION 2u
 
 sim_status sim_volume_state_save(sim_volume_state *s, sc_blob *out, char *err, size_t err_sz)
 {
@@ -47,7 +47,6 @@ sim_status sim_volume_state_save(sim_volume_state *s, sc_blob *out, char *err, s
     sc_blob_put(out, s->vel, n * 3 * sizeof(float));
     sc_blob_put(out, s->flags, n);
     sc_blob_put(out, s->blk_flags, nb * sizeof *s->blk_flags);
-    sc_blob_put(out, s->blk_age, nb);
     sc_blob_put(out, s->blk_maxdisp, nb * sizeof(float));
     if (out->failed)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "snapshot: out of memory");
@@ -107,7 +106,6 @@ sim_status sim_volume_state_restore(sim_volume_state *s, const void *data, size_
         sc_reader_get(&r, s->vel, n * 3 * sizeof(float));
         sc_reader_get(&r, s->flags, n);
         sc_reader_get(&r, s->blk_flags, nb * sizeof *s->blk_flags);
-        sc_reader_get(&r, s->blk_age, nb);
         sc_reader_get(&r, s->blk_maxdisp, nb * sizeof(float));
         if (!r.failed && r.at != r.n)
             snprintf(r.why, sizeof r.why, "%zu bytes past its end", r.n - r.at), r.failed = 1;

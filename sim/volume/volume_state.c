@@ -86,8 +86,8 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
     size_t per_elem = 3 * 3 * sizeof(float) + 1 + sizeof(float) + 4 * sizeof(uint32_t) +
                       3 * sizeof(float) + sizeof(float) + 1;
     size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
-    size_t per_block = sizeof *s->blk_flags + 1 + sizeof(uint32_t) + sizeof(double) +
-                       sizeof(float) + SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1;
+    size_t per_block = sizeof *s->blk_flags + sizeof(uint32_t) + sizeof(double) + sizeof(float) +
+                       SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1;
     return sizeof *s + n * per_elem + grab + nb * per_block;
 }
 
@@ -130,7 +130,6 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->scratch_t = sc_calloc(n, sizeof(float));
     s->scratch_status = sc_calloc(n, 1);
     s->blk_flags = sc_calloc(nb, sizeof *s->blk_flags);
-    s->blk_age = sc_calloc(nb, 1);
     s->blk_list = sc_calloc(nb, sizeof(uint32_t));
     s->blk_kinetic = sc_calloc(nb, sizeof(double));
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
@@ -140,7 +139,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
-        !s->blk_age || !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
+        !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
         !s->blk_classes || !s->blk_speed || !s->probe_pos) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
@@ -182,7 +181,6 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->scratch_t);
     free(s->scratch_status);
     free(s->blk_flags);
-    free(s->blk_age);
     free(s->blk_list);
     free(s->blk_kinetic);
     free(s->blk_maxdisp);
@@ -530,7 +528,7 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
             mt.propagation_capped = 0;
             mt.moved_elements = 0;
             mt.max_violation = 0.0f;
-            mt.active_blocks = 0;
+            mt.relax_evaluations = 0;
             mt.propagate_ms = mt.relax_ms = mt.velocity_ms = 0.0;
         } else {
             vol_frame_in in;

@@ -287,10 +287,10 @@ TEST(bone_dragged_stays_rigid_and_goes_home_once_released)
     done(&sc, &v);
 }
 
-/* The CPU backend visits only the blocks where something may move; the CUDA backend
- * sweeps everything. Both must give the same state bit for bit: here the CPU backend
- * against itself with every block visited. */
-TEST(active_blocks_give_the_same_state_as_full_sweeps)
+/* The CPU backend's relaxation evaluates only the elements that may move (relax_candidates in
+ * sim/volume/cpu.c); the CUDA backend sweeps everything. Both must give the same state bit
+ * for bit: here the CPU backend against itself with every element evaluated. */
+TEST(relax_candidates_give_the_same_state_as_full_sweeps)
 {
     uint64_t h[2];
     for (int k = 0; k < 2; k++) {
