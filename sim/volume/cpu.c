@@ -9,7 +9,8 @@
  *   on the thread count.
  * - relaxation (red-black, in place) evaluates, in each phase, the elements that moved at
  *   their last evaluation and the neighbours of what moved since (at a frame's start: the
- *   8^3 blocks beside what moved since it last converged); the velocity layer visits the
+ *   8^3 blocks in which something moved since it last converged, and the face layers beside
+ *   them); the velocity layer visits the
  *   blocks in which something moved. A settled volume visits none.
  * An element that is not visited would not have moved, so visiting a subset gives bit for
  * bit the result of visiting everything, which is what the CUDA backend does. */
@@ -134,30 +135,6 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
     return moved_count;
 }
 
-/* Set `to` on every block flagged `from` and on its six face neighbours. */
-static void dilate(sim_volume_state *s, uint16_t from, uint16_t to)
-{
-    for (int bz = 0; bz < s->bz; bz++)
-        for (int by = 0; by < s->by; by++)
-            for (int bx = 0; bx < s->bx; bx++) {
-                if (!(s->blk_flags[blk_id(s, bx, by, bz)] & from))
-                    continue;
-                s->blk_flags[blk_id(s, bx, by, bz)] |= to;
-                if (bx > 0)
-                    s->blk_flags[blk_id(s, bx - 1, by, bz)] |= to;
-                if (bx + 1 < s->bx)
-                    s->blk_flags[blk_id(s, bx + 1, by, bz)] |= to;
-                if (by > 0)
-                    s->blk_flags[blk_id(s, bx, by - 1, bz)] |= to;
-                if (by + 1 < s->by)
-                    s->blk_flags[blk_id(s, bx, by + 1, bz)] |= to;
-                if (bz > 0)
-                    s->blk_flags[blk_id(s, bx, by, bz - 1)] |= to;
-                if (bz + 1 < s->bz)
-                    s->blk_flags[blk_id(s, bx, by, bz + 1)] |= to;
-            }
-}
-
 static int64_t list_blocks(sim_volume_state *s, uint16_t mask)
 {
     int64_t n = 0;
@@ -206,32 +183,56 @@ static void queue_relax(sim_volume_state *s, uint32_t i, int64_t *n)
     s->cand_next[(*n)++] = i;
 }
 
-/* Every element of the phase in the listed blocks (nb of them in blk_list) that hold a class
- * of the phase: every other x of the phase's parity. */
-static void queue_phase_blocks(sim_volume_state *s, int phase, uint8_t classes, int64_t nb,
-                               int64_t *n)
+/* Every element of the phase in the element range r: every other x of the phase's parity. */
+static void queue_phase_range(sim_volume_state *s, int phase, const int r[6], int64_t *n)
 {
     const cm_kparams *kp = &s->kp;
+    for (int z = r[4]; z < r[5]; z++)
+        for (int y = r[2]; y < r[3]; y++)
+            for (int x = r[0] + ((phase + r[0] + y + z) & 1); x < r[1]; x += 2) {
+                int64_t i = x + (int64_t)kp->nx * (y + (int64_t)kp->ny * z);
+                if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase)
+                    queue_relax(s, (uint32_t)i, n);
+            }
+}
+
+/* The frame's first candidates of the phase: every element of the blocks that were dirty at
+ * the frame's start (nb of them in blk_list, flagged BLK_INIT), and of the blocks beside them
+ * the face layer that touches them (the rest of those blocks has no neighbour that moved).
+ * Blocks without a class of the phase are skipped. */
+static void queue_dirty_blocks(sim_volume_state *s, int phase, uint8_t classes, int64_t nb,
+                               int64_t *n)
+{
     for (int64_t k = 0; k < nb; k++) {
         int64_t b = s->blk_list[k];
-        if (!(s->blk_classes[b] & classes))
-            continue;
+        int bc[3] = {(int)(b % s->bx), (int)((b / s->bx) % s->by),
+                     (int)(b / ((int64_t)s->bx * s->by))};
+        const int nbk[3] = {s->bx, s->by, s->bz};
         int r[6];
         block_range(s, b, r);
-        for (int z = r[4]; z < r[5]; z++)
-            for (int y = r[2]; y < r[3]; y++)
-                for (int x = r[0] + ((phase + r[0] + y + z) & 1); x < r[1]; x += 2) {
-                    int64_t i = x + (int64_t)kp->nx * (y + (int64_t)kp->ny * z);
-                    if (cm_relax_phase_of(kp, s->flags[i] & CM_CLASS_MASK, x, y, z) == phase)
-                        queue_relax(s, (uint32_t)i, n);
-                }
+        if (s->blk_classes[b] & classes)
+            queue_phase_range(s, phase, r, n);
+        for (int d = 0; d < 6; d++) {
+            int a = d >> 1, up = d & 1, c[3] = {bc[0], bc[1], bc[2]};
+            c[a] += up ? 1 : -1;
+            if (c[a] < 0 || c[a] >= nbk[a])
+                continue;
+            int64_t nbr = blk_id(s, c[0], c[1], c[2]);
+            if ((s->blk_flags[nbr] & BLK_INIT) || !(s->blk_classes[nbr] & classes))
+                continue; /* queued whole, or nothing of the phase there */
+            int face[6];
+            memcpy(face, r, sizeof face);
+            face[2 * a] = up ? r[2 * a + 1] : r[2 * a] - 1;
+            face[2 * a + 1] = face[2 * a] + 1;
+            queue_phase_range(s, phase, face, n);
+        }
     }
 }
 
 /* Phase h's candidates: the elements an evaluation could move. One moves only when it moved at
  * its last evaluation (phase h - P: not at rest yet) or a neighbour moved since (phases h - P + 1
- * to h - 1); before any has been evaluated this frame (h < P), every element of the blocks
- * beside what moved since relaxation last converged (nb_init in blk_list) is a candidate. */
+ * to h - 1); before any has been evaluated this frame (h < P), the elements in and beside the
+ * blocks where something moved since relaxation last converged (queue_dirty_blocks). */
 static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h, int64_t nb_init)
 {
     const cm_kparams *kp = &s->kp;
@@ -245,7 +246,7 @@ static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h,
         return n;
     }
     if (h < CM_RELAX_PHASES)
-        queue_phase_blocks(s, phase, w->classes[phase], nb_init, &n);
+        queue_dirty_blocks(s, phase, w->classes[phase], nb_init, &n);
     else
         for (int64_t k = w->lo[phase]; k < w->hi[phase]; k++)
             queue_relax(s, s->cand[k % cap], &n);
@@ -303,10 +304,10 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
 
 /* Relaxation: relax_iterations iterations of CM_RELAX_PHASES phases, then up to
  * CM_REPAIR_ITERATIONS clip-only ones, each phase on its candidates alone (relax_candidates):
- * the elements that moved, their neighbours, and at the frame's start the blocks beside what
- * moved since relaxation last converged. Any other element would not move, so the result is
- * the CUDA backend's full sweeps bit for bit (full_sweeps here: every element, every phase).
- * Returns the elements evaluated. */
+ * the elements that moved, their neighbours, and at the frame's start the elements in and
+ * beside the blocks where something moved since relaxation last converged. Any other element would
+ * not move, so the result is the CUDA backend's full sweeps bit for bit (full_sweeps here: every
+ * element, every phase). Returns the elements evaluated. */
 static int64_t relax(sim_volume_state *s)
 {
     int64_t evaluated = 0, nb_init = 0;
@@ -318,12 +319,12 @@ static int64_t relax(sim_volume_state *s)
         for (int c = 0; c < CM_NCLASS; c++)
             if (cm_relax_phase_of(&s->kp, c, 0, 0, phase & 1) == phase)
                 w.classes[phase] |= (uint8_t)(1u << c);
-    if (nphases > 0) {
-        dilate(s, BLK_DIRTY, BLK_INIT);
-        nb_init = list_blocks(s, BLK_INIT);
-    }
+    if (nphases > 0)
+        nb_init = list_blocks(s, BLK_DIRTY);
+    for (int64_t k = 0; k < nb_init; k++) /* dirty at the start: BLK_INIT, until the end */
+        s->blk_flags[s->blk_list[k]] |= BLK_INIT;
     for (int64_t b = 0; b < s->nblocks; b++)
-        s->blk_flags[b] &= (uint16_t) ~(BLK_DIRTY | BLK_INIT);
+        s->blk_flags[b] &= (uint16_t)~BLK_DIRTY;
     for (int h = 0; h < nphases; h++) {
         int64_t n = relax_candidates(s, &w, h, nb_init);
         evaluated += n;
@@ -334,6 +335,8 @@ static int64_t relax(sim_volume_state *s)
         if (!recent && h + 1 >= CM_RELAX_PHASES)
             break; /* nothing moved in a whole iteration: at rest, every band held */
     }
+    for (int64_t k = 0; k < nb_init; k++)
+        s->blk_flags[s->blk_list[k]] &= (uint16_t)~BLK_INIT;
     /* What moved in the last phases did not converge within the iteration cap: its blocks
      * stay dirty for the next frame. */
     for (int q = 0; q < CM_RELAX_PHASES; q++)

@@ -39,7 +39,7 @@ typedef struct sim_volume_backend_i sim_volume_backend_i; /* below */
 #define BLK_VEL     0x004u /* holds a non-zero velocity */
 #define BLK_RIGID   0x200u /* holds rigid tissue the wave moved: it goes home when free */
 /* Relaxation's bookkeeping within one frame (see relax in sim/volume/cpu.c). */
-#define BLK_INIT 0x008u /* dirty or beside a dirty block: the first iteration looks at it */
+#define BLK_INIT 0x008u /* dirty at the frame's start: the first iteration looks at it */
 
 struct sim_volume_state {
     const sim_volume_model *m;

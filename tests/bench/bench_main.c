@@ -235,7 +235,7 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     memcpy(t, g, sizeof t);
     vs_push(sc->state, SIM_EV_GRAB, g, 2.5f);
     double *ms = calloc((size_t)o->frames, sizeof(double));
-    double prop = 0, relax = 0, vel = 0, moved = 0;
+    double prop = 0, relax = 0, vel = 0, moved = 0, evals = 0;
     float viol = 0, viol_after = 0;
     int half = o->frames / 2 > 0 ? o->frames / 2 : 1, clamped = 0;
     for (int f = 0; f < o->frames; f++) {
@@ -254,6 +254,7 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
         relax += mt.relax_ms;
         vel += mt.velocity_ms;
         moved += (double)mt.moved_elements;
+        evals += (double)mt.relax_evaluations;
         if (mt.max_violation > viol)
             viol = mt.max_violation;
         /* Over the whole state after the frame (not timed): ChainMail's invariant. */
@@ -265,11 +266,12 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     print_common(o, sc, v);
     printf(",\"ms_per_frame_median\":%.3f,\"ms_per_frame_p90\":%.3f,\"frames_per_s\":%.1f,"
            "\"propagate_ms\":%.3f,\"relax_ms\":%.3f,\"velocity_ms\":%.3f,"
-           "\"moved_elements\":%.0f,\"ns_per_moved_element\":%.1f,\"max_violation\":%.6f,"
+           "\"moved_elements\":%.0f,\"ns_per_moved_element\":%.1f,\"relax_evaluations\":%.0f,"
+           "\"max_violation\":%.6f,"
            "\"max_violation_after_frame\":%.6f,\"grab_clamped_frames\":%d,\"pull\":%.2f}\n",
            med, p90, med > 0 ? 1000.0 / med : 0.0, prop / o->frames, relax / o->frames,
-           vel / o->frames, moved / o->frames, moved > 0 ? prop * 1e6 / moved : 0.0, (double)viol,
-           (double)viol_after, clamped, (double)o->pull);
+           vel / o->frames, moved / o->frames, moved > 0 ? prop * 1e6 / moved : 0.0,
+           evals / o->frames, (double)viol, (double)viol_after, clamped, (double)o->pull);
     free(ms);
     return 1;
 }
