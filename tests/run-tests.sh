@@ -77,8 +77,8 @@ shift 2>/dev/null || true
 #    The files that bound frame rates, latencies or a page's longest task (NODE_TIMED) first,
 #    one at a time: with other files' servers beside them the fairness test's small session
 #    once fell under its frame-rate bound, and the browser client's crowd page once had a
-#    357 ms task against its bound; then the rest, SOFTCAST_NODE_JOBS files at a time (default 3: they
-#    mostly wait on frame periods and pages);
+#    357 ms task against its bound; then the rest, SOFTCAST_NODE_JOBS files at a time
+#    (default 3: they mostly wait on frame periods and pages);
 # 2. the C tests (sim, protocol, scenes) at nice 19: they count work, never time, so they
 #    take what the node tests leave (the node tests mostly wait on frame periods);
 # 3. with SOFTCAST_FUZZ_SMOKE="SECONDS JOBS TARGET..." (make test sets it), the fuzz smoke

@@ -10,8 +10,8 @@
  * - relaxation (red-black, in place) evaluates, in each phase, the elements that moved at
  *   their last evaluation and the neighbours of what moved since (at a frame's start: the
  *   8^3 blocks in which something moved since it last converged, and the face layers beside
- *   them); the velocity layer visits the
- *   blocks in which something moved. A settled volume visits none.
+ *   them); the velocity layer visits the blocks in which something moved. A settled volume
+ *   visits none.
  * An element that is not visited would not have moved, so visiting a subset gives bit for
  * bit the result of visiting everything, which is what the CUDA backend does. */
 #include <string.h>
@@ -310,7 +310,7 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
  * element, every phase). Returns the elements evaluated. */
 static int64_t relax(sim_volume_state *s)
 {
-    int64_t evaluated = 0, nb_init = 0;
+    int64_t evaluated = 0, nb_init;
     int npull = CM_RELAX_PHASES * s->params.relax_iterations;
     int nphases = npull + (npull > 0 ? CM_RELAX_PHASES * CM_REPAIR_ITERATIONS : 0);
     relax_work w;
@@ -319,12 +319,11 @@ static int64_t relax(sim_volume_state *s)
         for (int c = 0; c < CM_NCLASS; c++)
             if (cm_relax_phase_of(&s->kp, c, 0, 0, phase & 1) == phase)
                 w.classes[phase] |= (uint8_t)(1u << c);
-    if (nphases > 0)
-        nb_init = list_blocks(s, BLK_DIRTY);
-    for (int64_t k = 0; k < nb_init; k++) /* dirty at the start: BLK_INIT, until the end */
-        s->blk_flags[s->blk_list[k]] |= BLK_INIT;
-    for (int64_t b = 0; b < s->nblocks; b++)
-        s->blk_flags[b] &= (uint16_t)~BLK_DIRTY;
+    nb_init = list_blocks(s, BLK_DIRTY);
+    for (int64_t k = 0; k < nb_init; k++) { /* dirty at the start: BLK_INIT, until the end */
+        uint16_t *f = &s->blk_flags[s->blk_list[k]];
+        *f = (uint16_t)((*f | BLK_INIT) & ~BLK_DIRTY);
+    }
     for (int h = 0; h < nphases; h++) {
         int64_t n = relax_candidates(s, &w, h, nb_init);
         evaluated += n;

@@ -81,6 +81,13 @@ export default [
     build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
   },
   {
+    name: 'the speed clamp four times too loose',
+    file: 'sim/volume/kernels.h',
+    find: '    if (vlen > kp->v_max) {',
+    replace: '    if (vlen > 4.0f * kp->v_max) {',
+    build: tests, test: run('random_grabs_400'), caught_by: 'random_grabs_400_frames_no_nan_no_overspeed_seed_c',
+  },
+  {
     name: 'relaxation forgets the neighbours of what moved two or three phases ago',
     file: 'sim/volume/cpu.c',
     find: 'for (int back = 1; back < CM_RELAX_PHASES && back <= h; back++) {',
