@@ -111,7 +111,7 @@ TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(SIM_CPP:%.cpp=$(TST)/%.cpp.o) \
             $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
 .PHONY: all deps test-deps test mutants bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
-all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server web
+all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server $(BUILD)/softcast-load web
 
 # The browser client: npm packages from the committed lock file, bundled by esbuild into
 # web-client/dist/: app.js (the page) and wire.js (its Web Worker: the socket and the frame
@@ -162,6 +162,10 @@ $(BUILD)/softcast-geometry: $(REL)/tests/tools/geometry_figures.o $(BUILD)/libso
 
 $(BUILD)/softcast-server: $(SERVER_C:%.c=$(REL)/%.o) $(PROTO_C:%.c=$(REL)/%.o) $(BUILD)/libsoftcast-sim.a
 	$(CC) $(OPENMP) -o $@ $^ $(SERVER_LIBS) $(PROTO_LIBS) $(LIBS)
+
+# The operators' load generator in C (deploy/load/softcast-load.c): one thread, libwebsockets.
+$(BUILD)/softcast-load: $(REL)/deploy/load/softcast-load.o
+	$(CC) -o $@ $^ -lwebsockets -lcjson -lm
 
 # The server under ASan and UBSan, for the integration tests (leaks show at exit).
 $(TST)/softcast-server: $(SERVER_C:%.c=$(TST)/%.o) $(PROTO_C:%.c=$(TST)/%.o) $(TST_SIM_O)
@@ -294,7 +298,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps test-deps
 	$(MAKE) --no-print-directory -j$(JOBS) test-build
 	SOFTCAST_FUZZ_SMOKE="$(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)" tests/run-tests.sh $(BUILD)
-test-build: format-check $(BUILD)/softcast-tests $(BUILD)/softcast-tests-fast $(TST)/softcast-server cuda-check web fuzz-bin
+test-build: format-check $(BUILD)/softcast-tests $(BUILD)/softcast-tests-fast $(TST)/softcast-server $(BUILD)/softcast-load cuda-check web fuzz-bin
 
 # The local cluster (deploy/local/: three servers behind nginx over TLS) and the manifests
 # checks; make test runs them with the other node tests.

@@ -102,7 +102,7 @@ async function main() {
           : o.dims ? { scene: 'volume', dims: o.dims } : { scene: 'volume' }),
     });
     if (r.status !== 201) throw new Error(`creating session ${i}: HTTP ${r.status} ${await r.text()}`);
-    sessions.push({ info: await r.json(), sent: new Map(), clients: [] });
+    sessions.push({ info: await r.json(), sent: new Map(), clients: [], frames: 0 });
   }
   // Connect everyone.
   for (const s of sessions)
@@ -123,6 +123,7 @@ async function main() {
         // here); anything else is a server this tool does not know.
         if (data.length < 40 || data[4] !== 2 || data[5] !== 5) { stats.other++; return; }
         stats.frames++;
+        s.frames++;
         if (data.readUInt32LE(36) & 2) stats.structural++;
         cl.frames++;
         cl.decoder?.receive(data);
@@ -139,7 +140,10 @@ async function main() {
       s.clients.push(cl);
     }
   // Drive: grab the belly, drag it in and out, release, again.
-  const t0 = performance.now(), period = 1000 / o.rate;
+  const t0 = performance.now(), period = 1000 / o.rate, cpu0 = process.cpuUsage();
+  // What the run itself carries, as the C tool counts it (not the joins' snapshots).
+  for (const s of sessions) s.frames = 0;
+  Object.assign(stats, { frames: 0, structural: 0, other: 0, bytes: 0 });
   let ticks = 0;
   await new Promise((resolve) => {
     const timer = setInterval(() => {
@@ -176,7 +180,8 @@ async function main() {
       ticks++;
     }, period);
   });
-  const seconds = (performance.now() - t0) / 1000;
+  const seconds = (performance.now() - t0) / 1000, cpu = process.cpuUsage(cpu0);
+  const sessionFps = sessions.map((s) => s.frames / o.clients / seconds);
   for (const s of sessions) {
     for (const c of s.clients) c.ws.close();
     await fetch(`${base}/api/sessions/${s.info.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${s.info.control_token}` } });
@@ -192,11 +197,15 @@ async function main() {
     sessions: o.sessions, clients: nclients, seconds: Number(seconds.toFixed(2)),
     frames: stats.frames, structural_frames: stats.structural, other_frames: stats.other, bytes: stats.bytes,
     fps_per_client: Number((stats.frames / nclients / seconds).toFixed(2)),
+    fps_session_min: Number(Math.min(...sessionFps).toFixed(2)),
+    fps_session_max: Number(Math.max(...sessionFps).toFixed(2)),
     kbytes_per_s: Number((stats.bytes / 1024 / seconds).toFixed(1)),
     latency_ms_p50: quantile(stats.latencies, 0.5)?.toFixed(2) * 1 ?? null,
     latency_ms_p99: quantile(stats.latencies, 0.99)?.toFixed(2) * 1 ?? null,
     latency_samples: stats.latencies.length,
     errors: stats.errors,
+    cpu_percent: Number(((cpu.user + cpu.system) / 1e4 / seconds).toFixed(1)),
+    tool: 'node',
     ...decoding,
   }));
 }

@@ -82,6 +82,9 @@ const env = {
   BUILD: build,
   SOFTCAST_SERVER: path.join(build, 'test/softcast-server'),
   SOFTCAST_DATA: process.env.SOFTCAST_DATA ?? path.join(root, 'build/data'),
+  // The load generator the tests drive servers with (a mutant of the tool itself builds its
+  // own and names it in its test command).
+  SOFTCAST_LOAD: process.env.SOFTCAST_LOAD ?? path.join(root, 'build/softcast-load'),
   ASAN_OPTIONS: 'detect_leaks=0:abort_on_error=0',
   UBSAN_OPTIONS: 'print_stacktrace=1:halt_on_error=1',
 };

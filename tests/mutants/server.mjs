@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'scheduler takes the first due session in slot order, not the most overdue',
+    file: 'server/sched.c',
+    find: 'if (at <= now && (!pick || at < pick_at)) {',
+    replace: 'if (at <= now && (!pick || (at < pick_at && 0))) {',
+    build: server,
+    test: node('fairness', '16 busy sessions'),
+    caught_by: 'fairness: 16 busy sessions: every session gets a frame rate within 25% of the others',
+  },
+  {
+    name: 'softcast-load (C) leaves the sessions it made behind when a run fails',
+    file: 'deploy/load/softcast-load.c',
+    find: '    delete_sessions(&g_run);\n    exit(1);',
+    replace: '    exit(1);',
+    build: ['$BUILD/softcast-load'],
+    test: `SOFTCAST_LOAD=$BUILD/softcast-load ${node('load', 'a failed run deletes what it made')}`,
+    caught_by: 'load: softcast-load (c): bad flags are refused by name; a failed run deletes what it made',
+  },
+  {
     name: 'element-limit check removed (any volume size is built)',
     file: 'server/scene_volume.c',
     find: 'if (n > g_vol.max_elements) {',
