@@ -8,7 +8,9 @@
  *
  * The line adds what the node tool cannot tell apart from its own cost: the tool's CPU
  * (cpu_percent of one core, from getrusage), and the slowest and fastest session's frame rate
- * per client (fps_session_min/max: a starved session shows there, not in the mean). */
+ * per client (fps_session_min/max: a starved session shows there, not in the mean), and the
+ * server's own mean step and encode times for its sessions (server_step_ms, server_encode_ms,
+ * from GET /metrics at the run's end). */
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
@@ -714,7 +716,47 @@ static double cpu_seconds(void)
            ru.ru_stime.tv_usec / 1e6;
 }
 
-static void report(run *R, double seconds, double cpu_s)
+/* The server's own mean step and encode times over this run's sessions (GET /metrics: each
+ * session's softcast_session_step_ms_mean and _encode_ms_mean), read before they are deleted;
+ * NAN when the server does not say. */
+static void server_means(run *R, double *step_ms, double *encode_ms)
+{
+    *step_ms = *encode_ms = NAN;
+    char *text = NULL;
+    if (http_request(&R->o, "GET", "/metrics", NULL, NULL, &text) != 200) {
+        free(text);
+        return;
+    }
+    double sum[2] = {0, 0};
+    int n[2] = {0, 0};
+    static const char *const names[2] = {"softcast_session_step_ms_mean{session=\"",
+                                         "softcast_session_encode_ms_mean{session=\""};
+    for (int k = 0; k < 2; k++)
+        for (const char *p = text; (p = strstr(p, names[k])); p++) {
+            const char *id = p + strlen(names[k]), *end = strchr(id, '"');
+            for (int i = 0; end && i < R->made; i++)
+                if ((size_t)(end - id) == strlen(R->ss[i].id) &&
+                    !strncmp(id, R->ss[i].id, (size_t)(end - id)) && end[1] == '}') {
+                    sum[k] += strtod(end + 2, NULL);
+                    n[k]++;
+                }
+        }
+    free(text);
+    if (n[0])
+        *step_ms = sum[0] / n[0];
+    if (n[1])
+        *encode_ms = sum[1] / n[1];
+}
+
+static void json_ms(char *buf, size_t cap, double x)
+{
+    if (isnan(x))
+        snprintf(buf, cap, "null");
+    else
+        snprintf(buf, cap, "%.3f", x);
+}
+
+static void report(run *R, double seconds, double cpu_s, double step_ms, double encode_ms)
 {
     const opts *o = &R->o;
     int nclients = o->sessions * o->clients;
@@ -724,23 +766,26 @@ static void report(run *R, double seconds, double cpu_s)
         fmin = f < fmin ? f : fmin;
         fmax = f > fmax ? f : fmax;
     }
-    char p50[32] = "null", p99[32] = "null";
+    char p50[32] = "null", p99[32] = "null", step[32], encode[32];
     if (R->nlat) {
         qsort(R->lat, R->nlat, sizeof *R->lat, cmp_double);
         snprintf(p50, sizeof p50, "%.2f", quantile(R->lat, R->nlat, 0.5));
         snprintf(p99, sizeof p99, "%.2f", quantile(R->lat, R->nlat, 0.99));
     }
+    json_ms(step, sizeof step, step_ms);
+    json_ms(encode, sizeof encode, encode_ms);
     printf("{\"sessions\":%d,\"clients\":%d,\"seconds\":%.2f,\"frames\":%llu,"
            "\"structural_frames\":%llu,\"other_frames\":%llu,\"bytes\":%llu,"
            "\"fps_per_client\":%.2f,\"fps_session_min\":%.2f,\"fps_session_max\":%.2f,"
            "\"kbytes_per_s\":%.1f,\"latency_ms_p50\":%s,\"latency_ms_p99\":%s,"
            "\"latency_samples\":%zu,\"errors\":%llu,\"moves_not_sent\":%llu,"
-           "\"cpu_percent\":%.1f,\"tool\":\"c\"}\n",
+           "\"cpu_percent\":%.1f,\"server_step_ms\":%s,\"server_encode_ms\":%s,"
+           "\"tool\":\"c\"}\n",
            o->sessions, nclients, seconds, (unsigned long long)R->frames,
            (unsigned long long)R->structural, (unsigned long long)R->other,
            (unsigned long long)R->bytes, R->frames / (double)nclients / seconds, fmin, fmax,
            R->bytes / 1024.0 / seconds, p50, p99, R->nlat, (unsigned long long)R->errors,
-           (unsigned long long)R->dropped_moves, 100.0 * cpu_s / seconds);
+           (unsigned long long)R->dropped_moves, 100.0 * cpu_s / seconds, step, encode);
 }
 
 int main(int argc, char **argv)
@@ -789,7 +834,9 @@ int main(int argc, char **argv)
     while (!R->done)
         lws_service(R->ctx, 0);
     double seconds = (now_ms() - R->t0_ms) / 1000.0, cpu_s = cpu_seconds() - cpu0;
+    double step_ms, encode_ms;
+    server_means(R, &step_ms, &encode_ms);
     delete_sessions(R);
-    report(R, seconds, cpu_s);
+    report(R, seconds, cpu_s, step_ms, encode_ms);
     return 0;
 }
