@@ -149,6 +149,14 @@ typedef struct proto_object_in {
                    ///< and scalar, still valid, are not sent) and take this frame's xf: update
                    ///< far objects' shapes less often while they move every frame. Ignored
                    ///< when the object must be keyed or grows
+    /// Where pos and scalar may differ from this object's input in the encoder's last frame:
+    /// nranges (first vertex, count) pairs, ascending and disjoint; outside them the input is
+    /// the same as then, so the encoder quantises only these (a dent costs its moved
+    /// vertices). NULL: any vertex may have changed. Read only for an object that was keyed
+    /// or updated in the encoder's last frame and keeps its vertex count; the frame's bytes
+    /// are the same as without it.
+    const uint32_t *ranges;
+    uint32_t nranges;
 } proto_object_in;
 
 typedef struct proto_encoder_options {

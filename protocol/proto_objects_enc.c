@@ -38,6 +38,7 @@ typedef struct enc_obj {
     uint32_t *elem;             /* (cap_elem x elem size) */
     size_t key_bytes;           /* the key's and appends' stream bytes */
     uint64_t keyed_at;          /* the encoder's frame count when keyed */
+    uint64_t input_frame;       /* cur is the quantised input of this frame (+1; 0: it is not) */
 } enc_obj;
 
 struct proto_encoder {
@@ -282,6 +283,13 @@ static int input_ok(const proto_object_in *o)
             return 0;
     if (o->scalar && !(isfinite(o->smin) && isfinite(o->smax) && o->smax >= o->smin))
         return 0;
+    uint64_t end = 0; /* ranges: ascending, disjoint, inside */
+    for (uint32_t r = 0; o->ranges && r < o->nranges; r++) {
+        uint64_t a = o->ranges[2 * r], n = o->ranges[2 * r + 1];
+        if (a < end || a + n > o->nvert)
+            return 0;
+        end = a + n;
+    }
     return 1;
 }
 
@@ -295,11 +303,12 @@ static int elems_below(const uint32_t *elem, size_t nidx, uint32_t nvert)
 
 /* ------------------------------------------------------------------ one object */
 
-/* Quantise the input's vertices into v (n x 4). */
-static void quantise_in(const proto_object_in *in, unsigned qbits, uint16_t *v)
+/* Quantise the input's vertices [first, end) into v (n x 4). */
+static void quantise_range(const proto_object_in *in, unsigned qbits, uint16_t *v, uint32_t first,
+                           uint32_t end)
 {
     float top = (float)qmax(qbits);
-    for (uint32_t i = 0; i < in->nvert; i++) {
+    for (uint32_t i = first; i < end; i++) {
         for (int b = 0; b < 3; b++) {
             float ext = in->bmax[b] - in->bmin[b];
             float t = ext > 0.0f ? (in->pos[i * 3 + b] - in->bmin[b]) / ext : 0.0f;
@@ -315,6 +324,11 @@ static void quantise_in(const proto_object_in *in, unsigned qbits, uint16_t *v)
         }
         v[i * 4 + 3] = s;
     }
+}
+
+static void quantise_in(const proto_object_in *in, unsigned qbits, uint16_t *v)
+{
+    quantise_range(in, qbits, v, 0, in->nvert);
 }
 
 /* What the encoder will do with one input. */
@@ -375,6 +389,7 @@ static proto_status plan_key(proto_encoder *e, plan *p, const proto_transform *x
         return PROTO_ERR_NOMEM;
     quantise_in(in, n->qbits, n->base);
     memcpy(n->cur, n->base, (size_t)in->nvert * 4 * sizeof(uint16_t));
+    n->input_frame = e->frames + 1;
     if (in->nelem)
         memcpy(n->elem, in->elem, (size_t)in->nelem * wire_elem_size(in->primitive) * 4);
     return PROTO_OK;
@@ -424,7 +439,16 @@ static proto_status plan_update(proto_encoder *e, plan *p, const proto_transform
         return PROTO_OK;
     }
     p->parts = p->next.has_xf ? PROTO_PART_TRANSFORM : 0;
-    quantise_in(in, o->qbits, o->alt);
+    if (in->ranges && topo == 0 && o->input_frame == e->frames) {
+        /* The last frame's input quantised is cur: copy it, then what the ranges name. */
+        memcpy(o->alt, o->cur, (size_t)in->nvert * 4 * sizeof(uint16_t));
+        for (uint32_t r = 0; r < in->nranges; r++)
+            quantise_range(in, o->qbits, o->alt, in->ranges[2 * r],
+                           in->ranges[2 * r] + in->ranges[2 * r + 1]);
+    } else {
+        quantise_in(in, o->qbits, o->alt);
+    }
+    p->next.input_frame = e->frames + 1;
     if (topo > 0) {
         if (!elems_below(in->elem + (size_t)o->nelem * es, (size_t)(in->nelem - o->nelem) * es,
                          in->nvert))
@@ -681,6 +705,10 @@ proto_status proto_encode_frame2(proto_encoder *e, proto_buf *out, const proto_h
             if (plans[i].new_arrays)
                 obj_free(&plans[i].next);
         e->next_key = key0;
+        /* The caller's ranges for the next frame will be relative to this frame's input,
+         * which no object holds: the next frame reads every vertex. */
+        for (uint32_t i = 0; i < e->nobj; i++)
+            e->obj[i].input_frame = 0;
     }
     if (stats)
         *stats = s;

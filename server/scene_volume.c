@@ -306,6 +306,10 @@ typedef struct vol_scene {
     sim_volume_state *state;
     float bmin[3], bmax[3]; /* quantisation box, world mm */
     float *pos[SIM_NSURFACE];
+    /* What the last view evaluated (sim_volume_surface_update): pos[k] is the surface as of
+     * seen[k]; ranges[k], the vertices that changed then, go to the encoder. */
+    uint64_t seen[SIM_NSURFACE];
+    uint32_t *ranges[SIM_NSURFACE], nranges[SIM_NSURFACE];
     /* The view: skin (id 0) and bone (id 1), world mm; and the probe (id 2). */
     proto_object_in obj[SIM_NSURFACE + 1];
     int clamp_noticed;    /* the driver was told that this pull stops at the box */
@@ -424,7 +428,9 @@ static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz)
     for (int k = 0; k < SIM_NSURFACE; k++) {
         const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);
         v->pos[k] = malloc(((size_t)sf->nvert * 3 + 3) * sizeof(float));
-        if (!v->pos[k]) {
+        v->ranges[k] = malloc(((size_t)sf->nrun * 2 + 2) * sizeof(uint32_t));
+        v->seen[k] = 0; /* the first view evaluates every vertex */
+        if (!v->pos[k] || !v->ranges[k]) {
             snprintf(err, err_sz, "out of memory");
             return 500;
         }
@@ -486,8 +492,10 @@ static void vol_destroy(void *scene)
     vol_scene *v = scene;
     if (!v)
         return;
-    for (int k = 0; k < SIM_NSURFACE; k++)
+    for (int k = 0; k < SIM_NSURFACE; k++) {
         free(v->pos[k]);
+        free(v->ranges[k]);
+    }
     sim_volume_state_destroy(v->state);
     if (v->own_model)
         sim_volume_model_destroy(v->model);
@@ -797,16 +805,20 @@ static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
 
 /* Two objects in world millimetres (the identity transform), 16 bits over the volume's
  * box and its margin: the surfaces are bound to the lattice, so their triangles never
- * change and a dent costs its moved vertices. */
+ * change and a dent costs its moved vertices: only the vertices of the blocks that moved
+ * since the last view are evaluated again, and the encoder is told which (ranges). */
 static void vol_view(void *scene, uint64_t frame, const srv_view_budget *budget, srv_view *out)
 {
     (void)frame, (void)budget; /* a dent costs its moved vertices: nothing to leave out */
     vol_scene *v = scene;
     for (int k = 0; k < SIM_NSURFACE; k++) {
         const sim_surface *sf = sim_volume_model_surface(v->model, (sim_surface_kind)k);
-        sim_volume_surface_positions(v->state, (sim_surface_kind)k, v->pos[k]);
+        sim_volume_surface_update(v->state, (sim_surface_kind)k, v->pos[k], &v->seen[k],
+                                  v->ranges[k], &v->nranges[k]);
         proto_object_in *o = &v->obj[k];
         memset(o, 0, sizeof *o);
+        o->ranges = v->ranges[k];
+        o->nranges = v->nranges[k];
         o->id = (uint16_t)k;
         o->primitive = PROTO_PRIM_TRIANGLES;
         o->qbits = 16;

@@ -425,6 +425,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             s->blk_speed[b * SIM_NTISSUE + c] = sp[c];
         s->blk_maxdisp[b] = maxd;
         s->blk_nonfinite[b] = bad;
+        vol_stamp_block(s, b); /* moved this frame, or holds a velocity: the surfaces look */
         uint16_t f = (uint16_t)(s->blk_flags[b] & ~(BLK_TOUCHED | BLK_VEL));
         if (any_v)
             f |= BLK_VEL; /* the next frame's inertial step moves it */

@@ -489,6 +489,7 @@ sim_status cuda_download(sim_volume_state *s, char *err, size_t err_sz)
        "download velocities");
     memcpy(s->pos_prev, s->pos, n * 3 * sizeof(float));
     s->host_valid = 1;
+    vol_stamp_all(s); /* which blocks moved stays on the device: the surfaces look at all */
     return SIM_OK;
 }
 

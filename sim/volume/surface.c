@@ -16,6 +16,7 @@
  * so that triangles are counter-clockwise seen from outside.
  */
 #include "surface.h"
+#include "volume_internal.h" /* VOL_BLOCK_SHIFT: the runs are the state's blocks */
 
 #include <limits.h>
 #include <math.h>
@@ -186,6 +187,78 @@ static sim_status sn_cell_quads(sn_build *b, uint32_t m, int mask, const uint32_
     return SIM_OK;
 }
 
+/* Renumber the vertices block by block and reach by reach (a stable counting sort on the
+ * 8^3 block of each vertex's cell and which next blocks the cell reaches, so within a run
+ * the raster order stays), remap the triangles, and write the runs into out. */
+static sim_status sn_order_by_block(sn_build *b, sim_surface_data *out, size_t nx, size_t ny,
+                                    size_t nz, char *err, size_t err_sz)
+{
+    const size_t bx = (nx + VOL_BLOCK - 1) >> VOL_BLOCK_SHIFT;
+    const size_t by = (ny + VOL_BLOCK - 1) >> VOL_BLOCK_SHIFT;
+    const size_t nb = 8 * bx * by * ((nz + VOL_BLOCK - 1) >> VOL_BLOCK_SHIFT); /* keys */
+    const size_t n = b->nvert;
+    if (n == 0)
+        return SIM_OK; /* an empty surface: no runs, NULL arrays */
+    uint32_t *count = (uint32_t *)sc_calloc(nb + 1, sizeof(uint32_t));
+    uint32_t *blk = (uint32_t *)sc_calloc(n ? n : 1, sizeof(uint32_t));
+    uint32_t *newidx = (uint32_t *)sc_calloc(n ? n : 1, sizeof(uint32_t));
+    uint32_t *cell2 = (uint32_t *)sc_calloc(n ? n : 1, sizeof(uint32_t));
+    float *frac2 = (float *)sc_calloc(3 * (n ? n : 1), sizeof(float));
+    sim_status st = SIM_OK;
+    if (!count || !blk || !newidx || !cell2 || !frac2) {
+        st = (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
+                                 "surface: out of memory ordering %zu vertices", n);
+        goto done;
+    }
+    size_t nrun = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t c = b->vert_cell[k], x = c % nx, y = (c / nx) % ny, z = c / (nx * ny);
+        const size_t last = VOL_BLOCK - 1;
+        size_t reach = ((x & last) == last) | ((y & last) == last) << 1 | ((z & last) == last) << 2;
+        blk[k] = (uint32_t)(8 * ((x >> VOL_BLOCK_SHIFT) +
+                                 bx * ((y >> VOL_BLOCK_SHIFT) + by * (z >> VOL_BLOCK_SHIFT))) +
+                            reach);
+        nrun += count[blk[k] + 1]++ == 0;
+    }
+    out->run_block = (uint32_t *)sc_calloc(nrun ? nrun : 1, sizeof(uint32_t));
+    out->run_reach = (uint8_t *)sc_calloc(nrun ? nrun : 1, 1);
+    out->run_start = (uint32_t *)sc_calloc(nrun + 1, sizeof(uint32_t));
+    if (!out->run_block || !out->run_reach || !out->run_start) {
+        st = (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "surface: out of memory for runs");
+        goto done;
+    }
+    int r = 0;
+    for (size_t q = 0; q < nb; q++) { /* count[q]: the first index of key q, after this */
+        if (count[q + 1]) {
+            out->run_block[r] = (uint32_t)(q / 8);
+            out->run_reach[r] = (uint8_t)(q % 8);
+            out->run_start[r++] = count[q];
+        }
+        count[q + 1] += count[q];
+    }
+    out->run_start[r] = (uint32_t)n;
+    out->nrun = r;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t j = count[blk[k]]++;
+        newidx[k] = j;
+        cell2[j] = b->vert_cell[k];
+        memcpy(frac2 + 3 * (size_t)j, b->vert_frac + 3 * k, 3 * sizeof(float));
+    }
+    for (size_t t = 0; t < 3 * b->ntri; t++)
+        b->tri[t] = newidx[b->tri[t]];
+    if (n) {
+        memcpy(b->vert_cell, cell2, n * sizeof(uint32_t));
+        memcpy(b->vert_frac, frac2, 3 * n * sizeof(float));
+    }
+done:
+    free(count);
+    free(blk);
+    free(newidx);
+    free(cell2);
+    free(frac2);
+    return st;
+}
+
 sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float iso_hu, char *err,
                                size_t err_sz)
 {
@@ -262,6 +335,9 @@ sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float
         }
     }
 
+    st = sn_order_by_block(&b, out, nx, ny, nz, err, err_sz);
+    if (st != SIM_OK)
+        goto done;
     out->nvert = (int)b.nvert;
     out->ntri = (int)b.ntri;
     out->tri = (uint32_t *)sn_shrink(b.tri, 3 * b.ntri, sizeof(uint32_t));
@@ -269,6 +345,8 @@ sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float
     out->vert_frac = (float *)sn_shrink(b.vert_frac, 3 * b.nvert, sizeof(float));
     memset(&b, 0, sizeof(b));
 done:
+    if (st != SIM_OK)
+        sim_surface_data_free(out); /* the runs, when ordering got that far */
     sn_build_free(&b);
     free(layer_a);
     free(layer_b);
@@ -282,6 +360,9 @@ void sim_surface_data_free(sim_surface_data *s)
     free(s->tri);
     free(s->vert_cell);
     free(s->vert_frac);
+    free(s->run_block);
+    free(s->run_reach);
+    free(s->run_start);
     memset(s, 0, sizeof(*s));
 }
 
@@ -289,8 +370,15 @@ void sim_surface_eval(const sim_surface_data *s, int nx, int ny, const float *el
                       const float spacing_mm[3], float *out)
 {
     SC_ASSERT(s && elem_pos && spacing_mm && (out || s->nvert == 0));
+    sim_surface_eval_range(s, nx, ny, elem_pos, spacing_mm, out, 0, (uint32_t)s->nvert);
+}
+
+void sim_surface_eval_range(const sim_surface_data *s, int nx, int ny, const float *elem_pos,
+                            const float spacing_mm[3], float *out, uint32_t first, uint32_t end)
+{
+    SC_ASSERT(end <= (uint32_t)s->nvert);
     const size_t sx = 3, sy = 3 * (size_t)nx, sz = 3 * (size_t)nx * (size_t)ny;
-    for (int k = 0; k < s->nvert; k++) {
+    for (uint32_t k = first; k < end; k++) {
         const float *f = s->vert_frac + 3 * (size_t)k;
         const float *p000 = elem_pos + 3 * (size_t)s->vert_cell[k];
         const float fx = f[0], fy = f[1], fz = f[2];

@@ -22,6 +22,16 @@ typedef struct sim_surface_data {
     uint32_t *tri;       // (ntri x 3) vertex indices, counter-clockwise seen from outside
     uint32_t *vert_cell; // (nvert) element index of the cell's lowest corner
     float *vert_frac;    // (nvert x 3) offsets in the cell, [0,1]^3, lattice units
+    /* Vertices are numbered block by block (the state's 8^3 blocks, VOL_BLOCK, of each
+     * vertex's cell's lowest corner, in block order) and, within a block, by how far their
+     * cells reach: run r is the vertices [run_start[r], run_start[r+1]) of block run_block[r]
+     * whose cells also reach the next block along x (bit 0 of run_reach[r]), y (bit 1) or
+     * z (bit 2), their lowest corner on the block's last layer. The vertices that a block's
+     * motion can move are then a few contiguous ranges (sim_volume_surface_update). */
+    int nrun;
+    uint32_t *run_block; // (nrun)
+    uint8_t *run_reach;  // (nrun)
+    uint32_t *run_start; // (nrun + 1)
 } sim_surface_data;
 
 /* Extract the iso-surface hu == iso_hu from the rest volume with naive Surface Nets:
@@ -42,6 +52,10 @@ sim_status sim_surface_extract(sim_surface_data *out, const sim_volume *v, float
 
 /* Free the arrays and zero *s (NULL or already freed is fine). */
 void sim_surface_data_free(sim_surface_data *s);
+
+/* sim_surface_eval for the vertices [first, end) only. */
+void sim_surface_eval_range(const sim_surface_data *s, int nx, int ny, const float *elem_pos,
+                            const float spacing_mm[3], float *out, uint32_t first, uint32_t end);
 
 /* Positions of the surface vertices in world mm: each vertex is the trilinear blend
  * (weights from vert_frac) of the current lattice positions of its cell's 8 corner

@@ -317,6 +317,7 @@ typedef struct sim_surface {
     const uint32_t *tri;       ///< (ntri x 3) vertex indices, counter-clockwise seen from outside
     const uint32_t *vert_cell; ///< (nvert) element index of the cell's lowest corner
     const float *vert_frac;    ///< (nvert x 3)
+    int nrun; ///< vertex runs (one per 8^3 block holding vertices): sim_volume_surface_update
 } sim_surface;
 
 const sim_surface *sim_volume_model_surface(const sim_volume_model *m, sim_surface_kind kind);
@@ -432,6 +433,16 @@ float sim_volume_max_violation(sim_volume_state *s);
 
 /// Surface vertex positions in world mm, (nvert x 3), into out.
 sim_status sim_volume_surface_positions(sim_volume_state *s, sim_surface_kind kind, float *out);
+
+/// The same positions brought up to date in out, which holds them as of *seen (a value an
+/// earlier call left there for this surface and this state; 0: none, every vertex is
+/// evaluated): only the vertices whose cells may have moved since are evaluated again, and
+/// only they can differ from what out held. Their ranges go to ranges as (first, count)
+/// pairs, ascending and disjoint (room for the surface's nrun pairs, sim_surface), their
+/// number to *nranges; *seen is advanced. Bit for bit what sim_volume_surface_positions
+/// gives. A settled session evaluates nothing; a local pull, the blocks it moved.
+sim_status sim_volume_surface_update(sim_volume_state *s, sim_surface_kind kind, float *out,
+                                     uint64_t *seen, uint32_t *ranges, uint32_t *nranges);
 
 typedef enum sim_plane { SIM_PLANE_AXIAL = 0, SIM_PLANE_CORONAL, SIM_PLANE_SAGITTAL } sim_plane;
 

@@ -100,6 +100,13 @@ struct sim_volume_state {
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
     int64_t *blk_nonfinite; /* (nblocks) elements found NaN or infinite */
     uint8_t *blk_classes;   /* (nblocks) bit c set: the block holds tissue class c */
+    /* Where positions changed, for the surfaces' incremental evaluation
+     * (sim_volume_surface_update): a block's positions may have changed since generation g
+     * when blk_pos_gen[b] >= g. Every position write stamps its block with pos_gen (the
+     * velocity step stamps every block it visits, which is every block moved this frame);
+     * a surface update advances pos_gen. Not part of the physics: not in snapshots. */
+    uint64_t *blk_pos_gen; /* (nblocks) */
+    uint64_t pos_gen;
 
     /* Events queued by push_event for the next step (VOL_QUEUE_CAP, allocated by the first
      * push: a caller that applies its events at once, as the server does, never pays). */
@@ -128,6 +135,19 @@ static inline int64_t vol_block_of(const sim_volume_state *s, int64_t i)
     cm_coords(&s->kp, i, &x, &y, &z);
     return (x >> VOL_BLOCK_SHIFT) +
            (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
+}
+
+/* Positions of block b may have changed (sim_volume_surface_update looks again). */
+static inline void vol_stamp_block(sim_volume_state *s, int64_t b)
+{
+    s->blk_pos_gen[b] = s->pos_gen;
+}
+
+/* Every position may have changed: a reset, a restore, a download from the device. */
+static inline void vol_stamp_all(sim_volume_state *s)
+{
+    for (int64_t b = 0; b < s->nblocks; b++)
+        s->blk_pos_gen[b] = s->pos_gen;
 }
 
 /* What one frame asks of the backend after the events are applied. */

@@ -240,6 +240,7 @@ sim_status sim_volume_model_create(sim_volume_model **out, const sim_volume *vol
         m->view[k].tri = m->surf[k].tri;
         m->view[k].vert_cell = m->surf[k].vert_cell;
         m->view[k].vert_frac = m->surf[k].vert_frac;
+        m->view[k].nrun = m->surf[k].nrun;
     }
     *out = m;
     return SIM_OK;
@@ -251,7 +252,8 @@ size_t sim_volume_model_bytes(const sim_volume_model *m)
     size_t b = sizeof *m + n * sizeof(float) + (m->class_override ? n : 0);
     for (int k = 0; k < SIM_NSURFACE; k++)
         b += (size_t)m->surf[k].ntri * 3 * sizeof(uint32_t) +
-             (size_t)m->surf[k].nvert * (sizeof(uint32_t) + 3 * sizeof(float));
+             (size_t)m->surf[k].nvert * (sizeof(uint32_t) + 3 * sizeof(float)) +
+             (2 * (size_t)m->surf[k].nrun + 1) * sizeof(uint32_t) + (size_t)m->surf[k].nrun;
     return b;
 }
 

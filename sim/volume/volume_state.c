@@ -9,9 +9,12 @@
 #include "slice.h"
 #include "volume_internal.h"
 
+/* Element i moved (or may move): its block's flags, and its stamp for the surfaces. */
 static void mark_block(sim_volume_state *s, int64_t i, uint8_t f)
 {
-    s->blk_flags[vol_block_of(s, i)] |= f;
+    int64_t b = vol_block_of(s, i);
+    s->blk_flags[b] |= f;
+    vol_stamp_block(s, b);
 }
 
 static void set_rest(sim_volume_state *s)
@@ -36,6 +39,7 @@ static void set_rest(sim_volume_state *s)
     s->nreached = 0;
     s->settled = 1;
     s->host_valid = 1;
+    vol_stamp_all(s);
 }
 
 /* Tissue class of every element under the current thresholds (keeps the grab bit). */
@@ -136,11 +140,13 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
     s->blk_nonfinite = sc_calloc(nb, sizeof(int64_t));
     s->blk_classes = sc_calloc(nb, 1);
+    s->blk_pos_gen = sc_calloc(nb, sizeof(uint64_t));
+    s->pos_gen = 1;
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
-        !s->blk_classes || !s->blk_speed || !s->probe_pos) {
+        !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -187,6 +193,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_speed);
     free(s->blk_nonfinite);
     free(s->blk_classes);
+    free(s->blk_pos_gen);
     free(s->queue);
     free(s);
 }
@@ -639,6 +646,45 @@ sim_status sim_volume_surface_positions(sim_volume_state *s, sim_surface_kind ki
     ensure_host(s);
     sim_surface_eval(&s->m->surf[kind], s->m->vol.nx, s->m->vol.ny, s->pos, s->m->vol.spacing_mm,
                      out);
+    return SIM_OK;
+}
+
+/* Whether the vertices of run r may have moved since generation g: their block, and the next
+ * blocks their cells reach (run_reach). */
+static int run_moved(const sim_volume_state *s, const sim_surface_data *sf, int r, uint64_t g)
+{
+    int64_t b = sf->run_block[r];
+    int reach = sf->run_reach[r];
+    int x = (int)(b % s->bx), y = (int)((b / s->bx) % s->by), z = (int)(b / s->bx / s->by);
+    for (int dz = 0; dz <= (reach >> 2 & 1) && z + dz < s->bz; dz++)
+        for (int dy = 0; dy <= (reach >> 1 & 1) && y + dy < s->by; dy++)
+            for (int dx = 0; dx <= (reach & 1) && x + dx < s->bx; dx++)
+                if (s->blk_pos_gen[b + dx + s->bx * (dy + (int64_t)s->by * dz)] >= g)
+                    return 1;
+    return 0;
+}
+
+sim_status sim_volume_surface_update(sim_volume_state *s, sim_surface_kind kind, float *out,
+                                     uint64_t *seen, uint32_t *ranges, uint32_t *nranges)
+{
+    if ((int)kind < 0 || kind >= SIM_NSURFACE || !seen || !ranges || !nranges)
+        return SIM_ERR_ARG;
+    ensure_host(s);
+    const sim_surface_data *sf = &s->m->surf[kind];
+    uint32_t n = 0;
+    for (int r = 0; r < sf->nrun; r++) {
+        if (*seen && !run_moved(s, sf, r, *seen))
+            continue;
+        uint32_t a = sf->run_start[r], e = sf->run_start[r + 1];
+        sim_surface_eval_range(sf, s->m->vol.nx, s->m->vol.ny, s->pos, s->m->vol.spacing_mm, out, a,
+                               e);
+        if (n && ranges[2 * n - 2] + ranges[2 * n - 1] == a)
+            ranges[2 * n - 1] += e - a; /* joins the last range */
+        else
+            ranges[2 * n] = a, ranges[2 * n + 1] = e - a, n++;
+    }
+    *nranges = n;
+    *seen = ++s->pos_gen; /* later writes stamp at least this */
     return SIM_OK;
 }
 

@@ -12,6 +12,24 @@ const held = '$BUILD/softcast-tests proto_objects_held';
 const randomTrips = '$BUILD/softcast-tests proto_objects_random';
 
 export default [
+  {
+    name: 'object encoder: changed ranges without the last frame copied first',
+    file: 'protocol/proto_objects_enc.c',
+    find: '        memcpy(o->alt, o->cur, (size_t)in->nvert * 4 * sizeof(uint16_t));',
+    replace: '',
+    build: tests,
+    test: '$BUILD/softcast-tests objects_changed_ranges',
+    caught_by: 'test_objects: objects_changed_ranges_give_the_same_bytes',
+  },
+  {
+    name: 'object encoder: changed ranges trusted after a held frame',
+    file: 'protocol/proto_objects_enc.c',
+    find: '    if (in->ranges && topo == 0 && o->input_frame == e->frames) {',
+    replace: '    if (in->ranges && topo == 0) {',
+    build: tests,
+    test: '$BUILD/softcast-tests objects_changed_ranges',
+    caught_by: 'test_objects: objects_changed_ranges_give_the_same_bytes',
+  },
   // Object frames, C decoder.
   {
     name: 'object decoder (C): element index bound removed (an index past the vertices is kept)',

@@ -4,6 +4,41 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 
 export default [
   {
+    name: 'surfaces: the velocity step does not stamp the blocks it visits (stale vertices)',
+    file: 'sim/volume/cpu.c',
+    find: '        vol_stamp_block(s, b); /* moved this frame, or holds a velocity: the surfaces look */',
+    replace: '',
+    build: tests, test: run('surface_update_equals'), caught_by: 'surface_update_equals_full_evaluation_through_grabs_resets_and_restores',
+  },
+  {
+    name: 'surfaces: a run looks at its own block only (cells reaching the next block go stale)',
+    file: 'sim/volume/volume_state.c',
+    find: '    int reach = sf->run_reach[r];',
+    replace: '    int reach = 0 * sf->run_reach[r];',
+    build: tests, test: run('surface_update_equals'), caught_by: 'surface_update_equals_full_evaluation_through_grabs_resets_and_restores',
+  },
+  {
+    name: 'surfaces: a restored snapshot not stamped (the surface keeps the old shape)',
+    file: 'sim/volume/volume_snapshot.c',
+    find: '    s->host_valid = 1;\n    vol_stamp_all(s);',
+    replace: '    s->host_valid = 1;',
+    build: tests, test: run('surface_update_equals'), caught_by: 'surface_update_equals_full_evaluation_through_grabs_resets_and_restores',
+  },
+  {
+    name: 'surfaces: a reset to rest not stamped',
+    file: 'sim/volume/volume_state.c',
+    find: '    s->host_valid = 1;\n    vol_stamp_all(s);',
+    replace: '    s->host_valid = 1;',
+    build: tests, test: run('surface_update_equals'), caught_by: 'surface_update_equals_full_evaluation_through_grabs_resets_and_restores',
+  },
+  {
+    name: 'surfaces: every run evaluated every time (no incremental update)',
+    file: 'sim/volume/volume_state.c',
+    find: '        if (*seen && !run_moved(s, sf, r, *seen))',
+    replace: '        if (0 && *seen && !run_moved(s, sf, r, *seen))',
+    build: tests, test: run('surface_update_'), caught_by: 'surface_update_of_a_small_pull_evaluates_a_small_part',
+  },
+  {
     name: 'relaxation off for condition A (a permanent dent)',
     file: 'sim/volume/cpu.c',
     find: 'int npull = CM_RELAX_PHASES * s->params.relax_iterations;',
