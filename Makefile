@@ -328,7 +328,9 @@ run: all
 # block at 64^3 and 128x128x75 (propagation cost follows moved elements, not size);
 # release under each damping condition; the cloth: LOD switches in six scenarios, the
 # hanging sheet beside Bullet, a crowd of 100; the soft body: the source's 500 particles and
-# 5,000 on one thread, the two-region tet box beside Bullet, the phantom organ on 2 threads.
+# 5,000 on one thread, the two-region tet box beside Bullet, the phantom organ on 2 threads;
+# then the server itself under build/softcast-load (tests/bench/server-load.sh): step and
+# encode per frame, sessions of 1 driver and 4 viewers, 1 driver and 100 viewers.
 bench: all
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 2 --scenario pull --frames 200
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
@@ -348,6 +350,7 @@ bench: all
 	$(BUILD)/softcast-bench softbody --model surface --particles 5000 --threads 1 --substeps 5 --frames 300
 	$(BUILD)/softcast-bench softbody --model hybrid --particles 2500 --threads 1 --frames 300 $(if $(BULLET_H),--peer bullet)
 	$(BUILD)/softcast-bench softbody --model hybrid --organ phantom --threads 2 --frames 100
+	BUILD=$(BUILD) tests/bench/server-load.sh
 
 # The browser client's figures in headless Chromium against the release server: first-load
 # bytes, time to first frame, frames/s and latency while dragging.
