@@ -108,6 +108,9 @@ typedef enum proto_primitive {
 #define PROTO_PART_HOLD \
     32u ///< show the vertices the last frame showed (an object updated less often than every
         ///< frame); alone, its transform too; with TRANSFORM, this frame's
+#define PROTO_PART_SPARSE \
+    64u ///< with DELTA: the delta names the vertex ranges that differ from the base and carries
+        ///< those vertices only (a dent costs its vertices, not the surface's)
 
 /// A rigid transform: world = rotate(r, local) + t. r is a unit quaternion (x, y, z, w).
 typedef struct proto_transform {

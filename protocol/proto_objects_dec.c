@@ -403,6 +403,54 @@ static proto_status read_append(ctx *x, rec *r, dobj *t)
     return PROTO_OK;
 }
 
+/* A sparse DELTA's ranges and their vertices into d (n x 4 differences, malloc'd; zero
+ * outside the ranges): the ranges ascending, disjoint, non-empty and inside n; the vertices
+ * checked against their base (base below split, base2 past it) as read_verts does. */
+static proto_status read_sparse(ctx *x, uint32_t n, uint16_t **d, uint16_t top, int scalar,
+                                const uint16_t *base, const uint16_t *base2, uint32_t split,
+                                uint16_t id)
+{
+    *d = NULL;
+    uint32_t nr = wire_take_u32(&x->c);
+    const uint8_t *p = x->c.bad || nr > n ? NULL : wire_take(&x->c, 8 * (size_t)nr);
+    if (!p)
+        return fail(x, PROTO_ERR_CORRUPT, "object %u: truncated or too many delta ranges", id);
+    uint64_t m = 0, end = 0;
+    for (uint32_t r = 0; r < nr; r++) {
+        uint64_t a = wire_get_u32(p + 8 * r), c = wire_get_u32(p + 8 * r + 4);
+        if (c == 0 || a < end || a + c > n)
+            return fail(x, PROTO_ERR_CORRUPT,
+                        "object %u: delta range %u (%llu, %llu) not ascending, disjoint, inside",
+                        id, r, (unsigned long long)a, (unsigned long long)c);
+        end = a + c;
+        m += c;
+    }
+    uint16_t *gb = malloc((size_t)(m ? m : 1) * OBJ_VERTEX), *dd = NULL;
+    uint16_t *out = calloc((size_t)n * 4 + 4, sizeof(uint16_t));
+    proto_status st = gb && out ? PROTO_OK : PROTO_ERR_NOMEM;
+    for (uint32_t r = 0, k = 0; st == PROTO_OK && r < nr; r++) { /* the ranges' base */
+        uint32_t a = wire_get_u32(p + 8 * r), c = wire_get_u32(p + 8 * r + 4);
+        for (uint32_t v = a; v < a + c; v++, k++)
+            memcpy(gb + 4 * (size_t)k,
+                   v < split ? base + 4 * (size_t)v : base2 + 4 * (size_t)(v - split), OBJ_VERTEX);
+    }
+    if (st == PROTO_OK)
+        st = read_verts(x, (uint32_t)m, &dd, top, scalar, gb, NULL, (uint32_t)m, id);
+    for (uint32_t r = 0, k = 0; st == PROTO_OK && r < nr; r++) {
+        uint32_t a = wire_get_u32(p + 8 * r), c = wire_get_u32(p + 8 * r + 4);
+        memcpy(out + 4 * (size_t)a, dd + 4 * (size_t)k, (size_t)c * OBJ_VERTEX);
+        k += c;
+    }
+    free(gb);
+    free(dd);
+    if (st != PROTO_OK) {
+        free(out);
+        return st;
+    }
+    *d = out;
+    return PROTO_OK;
+}
+
 /* DELTA against t's base (with this record's append, for a held object). */
 static proto_status read_delta(ctx *x, rec *r, dobj *t)
 {
@@ -417,7 +465,9 @@ static proto_status read_delta(ctx *x, rec *r, dobj *t)
     uint16_t top = (uint16_t)((1u << k->qbits) - 1u);
     const uint16_t *b2 = t == r->fresh ? NULL : r->a_v;
     uint16_t *d;
-    proto_status st = read_verts(x, n, &d, top, k->has_scalar, t->base, b2, k->nvert, r->id);
+    proto_status st = (r->parts & PROTO_PART_SPARSE)
+                          ? read_sparse(x, n, &d, top, k->has_scalar, t->base, b2, k->nvert, r->id)
+                          : read_verts(x, n, &d, top, k->has_scalar, t->base, b2, k->nvert, r->id);
     if (st != PROTO_OK || t != r->fresh) {
         r->d = d;
         return st;
@@ -441,7 +491,8 @@ static proto_status read_record(ctx *x, rec *r, int prev_id)
     if ((int)r->id <= prev_id)
         return fail(x, PROTO_ERR_CORRUPT, "object %u after object %d: ids must increase", r->id,
                     prev_id);
-    if (!r->parts || (r->parts & ~0x3fu) || p[5] ||
+    if (!r->parts || (r->parts & ~0x7fu) || p[5] ||
+        ((r->parts & PROTO_PART_SPARSE) && !(r->parts & PROTO_PART_DELTA)) ||
         ((r->parts & PROTO_PART_REMOVE) && r->parts != PROTO_PART_REMOVE) ||
         ((r->parts & PROTO_PART_HOLD) && (r->parts & ~(PROTO_PART_HOLD | PROTO_PART_TRANSFORM))))
         return fail(x, PROTO_ERR_CORRUPT, "object %u: bad parts %u", r->id, r->parts);

@@ -50,6 +50,10 @@ struct proto_encoder {
     int fresh; /* nothing encoded since create or reset: the next frame is a snapshot */
     uint8_t *vbytes;
     size_t vbytes_cap;
+    /* A sparse delta's scratch: its ranges, and the vertices in them and their base's. */
+    uint32_t *sp_ranges;
+    uint16_t *sp_cur, *sp_base;
+    size_t sp_cap; /* vertices (and pairs of ranges) each has room for */
 };
 
 proto_encoder_options proto_default_encoder_options(void)
@@ -92,6 +96,9 @@ void proto_encoder_destroy(proto_encoder *e)
         return;
     proto_encoder_reset(e);
     free(e->vbytes);
+    free(e->sp_ranges);
+    free(e->sp_cur);
+    free(e->sp_base);
     free(e);
 }
 
@@ -133,6 +140,78 @@ static proto_status put_verts(proto_encoder *e, proto_buf *raw, const uint16_t *
     raw->len += enc;
     *bytes = enc;
     return PROTO_OK;
+}
+
+/* Vertices closer than this that differ from the base join one range of a sparse delta (the
+ * equal ones between cost less as zero differences than as a range). */
+#define SPARSE_GAP 16u
+/* Below this many vertices a delta is always whole: a few ranges would save nothing. */
+#define SPARSE_MIN_VERTS 64u
+
+static int sparse_room(proto_encoder *e, size_t n)
+{
+    if (n <= e->sp_cap)
+        return 1;
+    uint32_t *r = realloc(e->sp_ranges, n * 2 * sizeof(uint32_t));
+    if (r)
+        e->sp_ranges = r;
+    uint16_t *c = realloc(e->sp_cur, n * OBJ_VERTEX);
+    if (c)
+        e->sp_cur = c;
+    uint16_t *b = realloc(e->sp_base, n * OBJ_VERTEX);
+    if (b)
+        e->sp_base = b;
+    if (!r || !c || !b)
+        return 0;
+    e->sp_cap = n;
+    return 1;
+}
+
+/* A DELTA's body after its u32 nvert: cur against base, n vertices. Where the vertices that
+ * differ from the base are at most half of them, a sparse one (*sparse set): u32 nranges,
+ * the ranges (u32 first, u32 count), and the stream of those vertices alone; else the
+ * stream of all n. *bytes: the stream's size. */
+static proto_status put_delta(proto_encoder *e, proto_buf *raw, const uint16_t *cur,
+                              const uint16_t *base, uint32_t n, size_t *bytes, int *sparse)
+{
+    *sparse = 0;
+    if (n < SPARSE_MIN_VERTS)
+        return put_verts(e, raw, cur, base, n, bytes);
+    if (!sparse_room(e, n))
+        return PROTO_ERR_NOMEM;
+    uint32_t nr = 0, m = 0, end = 0; /* end: past the last differing vertex */
+    for (uint32_t v = 0; v < n; v++) {
+        uint64_t a, b;
+        memcpy(&a, cur + 4 * (size_t)v, sizeof a);
+        memcpy(&b, base + 4 * (size_t)v, sizeof b);
+        if (a == b)
+            continue;
+        if (nr && v - end < SPARSE_GAP) { /* joins the last range */
+            e->sp_ranges[2 * nr - 1] += v + 1 - end;
+        } else {
+            e->sp_ranges[2 * nr] = v, e->sp_ranges[2 * nr + 1] = 1;
+            nr++;
+        }
+        end = v + 1;
+    }
+    for (uint32_t r = 0; r < nr; r++)
+        m += e->sp_ranges[2 * r + 1];
+    if (nr == 0 || 2 * (uint64_t)m > n)
+        return put_verts(e, raw, cur, base, n, bytes);
+    uint8_t *h = wire_put(raw, NULL, 4 + 8 * (size_t)nr);
+    if (!h)
+        return PROTO_ERR_NOMEM;
+    wire_put_u32(h, nr);
+    for (uint32_t r = 0, k = 0; r < nr; r++) {
+        uint32_t a = e->sp_ranges[2 * r], c = e->sp_ranges[2 * r + 1];
+        wire_put_u32(h + 4 + 8 * r, a);
+        wire_put_u32(h + 8 + 8 * r, c);
+        memcpy(e->sp_cur + 4 * (size_t)k, cur + 4 * (size_t)a, (size_t)c * OBJ_VERTEX);
+        memcpy(e->sp_base + 4 * (size_t)k, base + 4 * (size_t)a, (size_t)c * OBJ_VERTEX);
+        k += c;
+    }
+    *sparse = 1;
+    return put_verts(e, raw, e->sp_cur, e->sp_base, m, bytes);
 }
 
 /* nelem elements: triangles through the index codec, segments through the index sequence
@@ -465,11 +544,12 @@ static proto_status plan_update(proto_encoder *e, plan *p, const proto_transform
     p->next.alt = o->cur;
     *delta_bytes = 0;
     if (memcmp(o->alt, o->base, (size_t)in->nvert * 4 * sizeof(uint16_t))) {
-        p->parts |= PROTO_PART_DELTA;
         tmp->len = 0;
-        proto_status st = put_verts(e, tmp, o->alt, o->base, in->nvert, delta_bytes);
+        int sparse = 0;
+        proto_status st = put_delta(e, tmp, o->alt, o->base, in->nvert, delta_bytes, &sparse);
         if (st != PROTO_OK)
             return st;
+        p->parts |= PROTO_PART_DELTA | (sparse ? PROTO_PART_SPARSE : 0u);
         *rekey = e->o.rekey_ratio > 0.0f &&
                  (double)*delta_bytes > (double)e->o.rekey_ratio * (double)o->key_bytes;
     }
@@ -543,7 +623,8 @@ static proto_status put_record(proto_encoder *e, proto_buf *raw, plan *p, const 
     if (p->parts & PROTO_PART_DELTA) {
         if (!wire_put(raw, NULL, 4) || !wire_put(raw, tmp->data, tmp->len))
             return PROTO_ERR_NOMEM;
-        /* u32 nvert, then the stream (its own u32 byte count first) */
+        /* u32 nvert, then the stream (its own u32 byte count first; a sparse delta's
+         * ranges before it) */
         wire_put_u32(raw->data + raw->len - tmp->len - 4, n->nvert);
     }
     return PROTO_OK;

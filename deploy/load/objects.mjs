@@ -19,7 +19,7 @@ export function createObjectClient() {
   let queue = [], scheduled = false, awaitSnapshot = true;
   const stats = {
     applied: 0, skipped: 0, refused: 0, structural: 0, decodeMs: 0, objects: 0,
-    parts: { key: 0, append: 0, transform: 0, delta: 0, hold: 0, remove: 0 },
+    parts: { key: 0, append: 0, transform: 0, delta: 0, sparse: 0, hold: 0, remove: 0 },
   };
 
   function run() {
@@ -45,7 +45,7 @@ export function createObjectClient() {
         for (const o of r.objects) {
           if (!named.has(o.id)) continue;
           for (const [name, bit] of [['key', PART.KEY], ['append', PART.APPEND], ['transform', PART.TRANSFORM],
-            ['delta', PART.DELTA], ['hold', PART.HOLD]]) if (o.parts & bit) stats.parts[name]++;
+            ['delta', PART.DELTA], ['sparse', PART.SPARSE], ['hold', PART.HOLD]]) if (o.parts & bit) stats.parts[name]++;
         }
       } catch (e) {
         stats.refused++;

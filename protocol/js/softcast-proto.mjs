@@ -12,7 +12,7 @@ export const VERSION = 2;
 export const HEADER_SIZE = 40;
 export const KIND = { SLICE: 3, OBJECTS: 5 };
 export const FLAG = { SNAPSHOT: 1, STRUCTURAL: 2 };
-export const PART = { REMOVE: 1, KEY: 2, APPEND: 4, TRANSFORM: 8, DELTA: 16, HOLD: 32 };
+export const PART = { REMOVE: 1, KEY: 2, APPEND: 4, TRANSFORM: 8, DELTA: 16, HOLD: 32, SPARSE: 64 };
 export const PRIM = { TRIANGLES: 1, LINES: 2 };
 /** The limits every decoder keeps (protocol/README.md "Limits"; proto.h PROTO_MAX_*). */
 export const LIMITS = {
@@ -322,7 +322,8 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
       const id = c.u16(), key = c.u16(), parts = c.u8(), pad = c.u8();
       const rec = { id, key, parts };
       if (id <= prevId) throw new ProtocolError(`object ${id} after object ${prevId}: ids must increase`);
-      if (!parts || (parts & ~0x3f) || pad || ((parts & PART.REMOVE) && parts !== PART.REMOVE) ||
+      if (!parts || (parts & ~0x7f) || pad || ((parts & PART.SPARSE) && !(parts & PART.DELTA)) ||
+          ((parts & PART.REMOVE) && parts !== PART.REMOVE) ||
           ((parts & PART.HOLD) && (parts & ~(PART.HOLD | PART.TRANSFORM))))
         throw new ProtocolError(`object ${id}: bad parts ${parts}`);
       if ((h.flags & FLAG.SNAPSHOT) && !(parts & PART.KEY))
@@ -344,7 +345,6 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
       if (parts & PART.DELTA) {
         const n = c.u32();
         if (n !== nvert) throw new ProtocolError(`object ${id}: delta of ${n} vertices; it has ${nvert}`, 'state');
-        const d = vertexStream(c, n, id);
         let base = t._base.subarray(0, t.nvert * 4);
         if (rec.append) {
           const b = new Uint16Array(nvert * 4);
@@ -352,8 +352,36 @@ export function createDecoder({ decompress, MeshoptDecoder }) {
           b.set(rec.append.v, t.nvert * 4);
           base = b;
         }
-        checkVertices(d, (1 << t.qbits) - 1, t.hasScalar, base, id);
-        rec.delta = d;
+        if (parts & PART.SPARSE) { // the ranges that differ from the base, then their vertices
+          const nr = c.u32();
+          if (nr > n) throw new ProtocolError(`object ${id}: truncated or too many delta ranges`);
+          const ranges = [];
+          let m = 0, end = 0;
+          for (let r = 0; r < nr; r++) {
+            const a = c.u32(), k = c.u32();
+            if (k === 0 || a < end || a + k > n)
+              throw new ProtocolError(`object ${id}: delta range ${r} (${a}, ${k}) not ascending, disjoint, inside`);
+            ranges.push(a, k);
+            end = a + k;
+            m += k;
+          }
+          const dd = vertexStream(c, m, id), gb = new Uint16Array(m * 4);
+          for (let r = 0, q = 0; r < nr; r++) { // the ranges' base, gathered
+            gb.set(base.subarray(ranges[2 * r] * 4, (ranges[2 * r] + ranges[2 * r + 1]) * 4), q * 4);
+            q += ranges[2 * r + 1];
+          }
+          checkVertices(dd, (1 << t.qbits) - 1, t.hasScalar, gb, id);
+          const d = new Uint16Array(n * 4);
+          for (let r = 0, q = 0; r < nr; r++) {
+            d.set(dd.subarray(q * 4, (q + ranges[2 * r + 1]) * 4), ranges[2 * r] * 4);
+            q += ranges[2 * r + 1];
+          }
+          rec.delta = d;
+        } else {
+          const d = vertexStream(c, n, id);
+          checkVertices(d, (1 << t.qbits) - 1, t.hasScalar, base, id);
+          rec.delta = d;
+        }
       }
       return rec;
     }

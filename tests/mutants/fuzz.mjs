@@ -13,6 +13,33 @@ const randomTrips = '$BUILD/softcast-tests proto_objects_random';
 
 export default [
   {
+    name: 'object decoder (C): a sparse delta\'s ranges not checked for order (overlaps kept)',
+    file: 'protocol/proto_objects_dec.c',
+    find: '        if (c == 0 || a < end || a + c > n)',
+    replace: '        if (c == 0 || a < end * 0 || a + c > n)',
+    build: tests,
+    test: '$BUILD/softcast-tests objects_sparse',
+    caught_by: 'test_objects: objects_sparse_delta_decodes_and_bad_ranges_are_refused',
+  },
+  {
+    name: 'object encoder: a sparse delta gathers the base where this frame\'s vertices belong',
+    file: 'protocol/proto_objects_enc.c',
+    find: '        memcpy(e->sp_cur + 4 * (size_t)k, cur + 4 * (size_t)a, (size_t)c * OBJ_VERTEX);',
+    replace: '        memcpy(e->sp_cur + 4 * (size_t)k, base + 4 * (size_t)a, (size_t)c * OBJ_VERTEX);',
+    build: tests,
+    test: '$BUILD/softcast-tests objects_sparse',
+    caught_by: 'test_objects: objects_sparse_delta_decodes_and_bad_ranges_are_refused',
+  },
+  {
+    name: 'object decoder (JS): a sparse delta\'s vertices put from vertex 0, not at their ranges',
+    file: 'protocol/js/softcast-proto.mjs',
+    find: '            d.set(dd.subarray(q * 4, (q + ranges[2 * r + 1]) * 4), ranges[2 * r] * 4);',
+    replace: '            d.set(dd.subarray(q * 4, (q + ranges[2 * r + 1]) * 4), q * 4);',
+    build: [],
+    test: vectorsJs,
+    caught_by: 'vectors.test.mjs: the object frame sequence (objects-12-sparse-delta.bin)',
+  },
+  {
     name: 'object encoder: changed ranges without the last frame copied first',
     file: 'protocol/proto_objects_enc.c',
     find: '        memcpy(o->alt, o->cur, (size_t)in->nvert * 4 * sizeof(uint16_t));',

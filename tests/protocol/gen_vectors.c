@@ -97,7 +97,7 @@ static proto_transform coded(const proto_transform *key, float tstep, const prot
 
 /* ------------------------------------------------------------------ the model */
 
-#define MAXV 8
+#define MAXV 80
 
 /* One object as the server has it, and what a decoder must show for it. */
 typedef struct vobj {
@@ -506,6 +506,55 @@ static void objects_sequence(void)
     proto_decoder_destroy(check);
 }
 
+/* A sparse delta (PROTO_PART_SPARSE): an 80-vertex line set keyed, then two vertices far
+ * apart moved: the delta names two ranges and carries those two vertices; every other vertex
+ * shows its key's. A decoder of its own. */
+static void sparse_sequence(void)
+{
+    static vobj d;
+    memset(&d, 0, sizeof d);
+    d.in = (proto_object_in){
+        .id = 9, .primitive = PROTO_PRIM_LINES, .qbits = 12, .nvert = 80, .nelem = 79};
+    for (int v = 0; v < 80; v++) {
+        d.pos[3 * v] = 0.8f * cosf(0.3f * (float)v);
+        d.pos[3 * v + 1] = 0.8f * sinf(0.3f * (float)v);
+        d.pos[3 * v + 2] = 0.1f * (float)v;
+        if (v < 79)
+            d.elem[2 * v] = (uint32_t)v, d.elem[2 * v + 1] = (uint32_t)v + 1;
+    }
+    float box[6] = {-1, -1, 0, 1, 1, 9};
+    memcpy(d.in.bmin, box, 12);
+    memcpy(d.in.bmax, box + 3, 12);
+    d.in.xf = yaw(0.0f, 0.0f, 0.0f, 0.0f);
+    d.in.pos = d.pos;
+    d.in.elem = d.elem;
+    d.live = 1;
+    proto_encoder *e;
+    if (proto_encoder_create(&e, NULL) != PROTO_OK) {
+        g_ok = 0;
+        return;
+    }
+    proto_buf buf = {0};
+    proto_frame_stats st;
+    show(&d);
+    proto_header h = hdr(200, 1);
+    write_bin("objects-11-sparse-key.bin", &buf, proto_encode_frame2(e, &buf, &h, &d.in, 1, &st));
+    expect_key(&d, 0);
+    d.parts = PROTO_PART_KEY;
+    j_step("objects-11-sparse-key.bin", "sparse", &h, st.flags, &d, 1, NULL, 0,
+           "an 80-vertex line set keyed by a fresh encoder (a snapshot)");
+    d.pos[3 * 5 + 2] += 0.3f;
+    d.pos[3 * 60] -= 0.2f;
+    show(&d);
+    h = hdr(201, 2);
+    write_bin("objects-12-sparse-delta.bin", &buf, proto_encode_frame2(e, &buf, &h, &d.in, 1, &st));
+    d.parts = PROTO_PART_DELTA | PROTO_PART_SPARSE;
+    j_step("objects-12-sparse-delta.bin", "sparse", &h, st.flags, &d, 1, NULL, 0,
+           "vertices 5 and 60 moved: a sparse delta of two ranges, the rest as keyed");
+    proto_buf_free(&buf);
+    proto_encoder_destroy(e);
+}
+
 /* ------------------------------------------------------------------ slices */
 
 static void slices(void)
@@ -554,6 +603,7 @@ int main(int argc, char **argv)
     slices();
     fprintf(g_json, "  \"objects\": [");
     objects_sequence();
+    sparse_sequence();
     fprintf(g_json, "\n  ]\n}\n");
     if (fclose(g_json) != 0)
         g_ok = 0;

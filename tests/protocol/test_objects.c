@@ -1627,3 +1627,111 @@ TEST(objects_changed_ranges_give_the_same_bytes)
     free(sc);
     free(tri);
 }
+
+/* A frame's raw payload rewritten by fix (the header's sizes follow). */
+static size_t reframe(const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                      void (*fix)(uint8_t *raw, size_t n, int which), int which)
+{
+    proto_header h;
+    if (proto_header_read(&h, in, len) != PROTO_OK)
+        return 0;
+    uint8_t *raw = malloc(h.raw_size);
+    if (!raw ||
+        ZSTD_decompress(raw, h.raw_size, in + PROTO_HEADER_SIZE, h.payload_size) != h.raw_size) {
+        free(raw);
+        return 0;
+    }
+    fix(raw, h.raw_size, which);
+    size_t z = ZSTD_compress(out + PROTO_HEADER_SIZE, cap - PROTO_HEADER_SIZE, raw, h.raw_size, 1);
+    free(raw);
+    if (ZSTD_isError(z))
+        return 0;
+    h.payload_size = (uint32_t)z;
+    proto_header_write(out, &h);
+    return PROTO_HEADER_SIZE + z;
+}
+
+/* One record, no transform: u32 nrecords, u16 id, u16 key, u8 parts, u8 pad, then the
+ * DELTA: u32 nvert, u32 nranges, the ranges. */
+static void break_sparse(uint8_t *raw, size_t n, int which)
+{
+    (void)n;
+    uint32_t nr = (uint32_t)raw[14] | (uint32_t)raw[15] << 8;
+    switch (which) {
+    case 0: /* more ranges than vertices */
+        raw[14] = 0xff, raw[15] = 0xff;
+        break;
+    case 1: /* the second range starts inside the first */
+        raw[26] = raw[18];
+        break;
+    case 2: /* the last range runs past the end */
+        raw[18 + 8 * (nr - 1) + 4] = 0xf0;
+        break;
+    case 3: /* an empty range */
+        raw[22] = raw[23] = raw[24] = raw[25] = 0;
+        break;
+    case 4: /* SPARSE without DELTA */
+        raw[8] = PROTO_PART_SPARSE;
+        break;
+    default: /* the first range moved onto vertices that did not change: fine, if odd */
+        break;
+    }
+}
+
+/* A sparse delta from the encoder decodes to the vertices a whole one gives; each way of
+ * breaking its ranges is refused as corrupt and leaves the decoder as it was. */
+TEST(objects_sparse_delta_decodes_and_bad_ranges_are_refused)
+{
+    enum { NV = 200 };
+    float pos[NV * 3];
+    uint32_t seg[(NV - 1) * 2];
+    for (int v = 0; v < NV; v++) {
+        pos[3 * v] = frand(-1, 1), pos[3 * v + 1] = frand(-1, 1), pos[3 * v + 2] = frand(-1, 1);
+        if (v + 1 < NV)
+            seg[2 * v] = (uint32_t)v, seg[2 * v + 1] = (uint32_t)v + 1;
+    }
+    proto_object_in in;
+    memset(&in, 0, sizeof in);
+    in.id = 3;
+    in.primitive = PROTO_PRIM_LINES;
+    in.nvert = NV;
+    in.pos = pos;
+    in.nelem = NV - 1;
+    in.elem = seg;
+    in.topo_version = 1;
+    in.xf = proto_transform_identity();
+    for (int k = 0; k < 3; k++)
+        in.bmin[k] = -2, in.bmax[k] = 2;
+    proto_encoder *e;
+    proto_decoder *d;
+    REQUIRE(proto_encoder_create(&e, NULL) == PROTO_OK && proto_decoder_create(&d) == PROTO_OK);
+    proto_buf key = {0}, delta = {0};
+    proto_header h = hdr(1);
+    proto_frame_stats st;
+    char err[200];
+    REQUIRE(proto_encode_frame2(e, &key, &h, &in, 1, &st) == PROTO_OK);
+    REQUIRE(proto_decoder_apply(d, key.data, key.len, NULL, err, sizeof err) == PROTO_OK);
+    pos[3 * 10] += 0.5f, pos[3 * 120 + 1] -= 0.5f, pos[3 * 121 + 2] += 0.25f;
+    h = hdr(2);
+    REQUIRE(proto_encode_frame2(e, &delta, &h, &in, 1, &st) == PROTO_OK);
+    static uint8_t bad[1 << 16];
+    for (int w = 0; w < 5; w++) {
+        size_t n = reframe(delta.data, delta.len, bad, sizeof bad, break_sparse, w);
+        REQUIRE(n > 0);
+        proto_status s = proto_decoder_apply(d, bad, n, NULL, err, sizeof err);
+        CHECKF(s == PROTO_ERR_CORRUPT, "broken sparse delta %d: status %d (%s)", w, (int)s, err);
+    }
+    REQUIRE(proto_decoder_apply(d, delta.data, delta.len, NULL, err, sizeof err) == PROTO_OK);
+    const proto_object *o = proto_decoder_find(d, 3);
+    REQUIRE(o && o->nvert == NV);
+    CHECKF(o->parts == (PROTO_PART_DELTA | PROTO_PART_SPARSE), "parts %u", o->parts);
+    int wrong = 0;
+    for (int v = 0; v < NV; v++)
+        for (int b = 0; b < 3; b++)
+            wrong += o->q[4 * v + b] != quant(pos[3 * v + b], -2, 2, 16);
+    CHECKF(wrong == 0, "%d coordinates not what the input quantises to", wrong);
+    proto_buf_free(&key);
+    proto_buf_free(&delta);
+    proto_encoder_destroy(e);
+    proto_decoder_destroy(d);
+}

@@ -167,7 +167,7 @@ TEST(proto_vectors_object_frames_decode_to_stated_values)
     REQUIRE(j != NULL);
     const cJSON *steps = item(j, "objects");
     REQUIRE(cJSON_GetArraySize(steps) >= 10);
-    enum { NDEC = 4 };
+    enum { NDEC = 5 };
     const char *names[NDEC] = {0};
     proto_decoder *dec[NDEC] = {0};
     int accepted = 0, refused = 0;
