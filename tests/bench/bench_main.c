@@ -287,6 +287,7 @@ static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     vs_belly_point(v, p.hu_threshold[0], g);
     double *ms = calloc((size_t)o->frames, sizeof(double));
     double sum = 0, prop = 0, relax = 0, vel = 0, worst = 0, worst_prop = 0, worst_relax = 0;
+    double moved = 0, evals = 0;
     if (!ms)
         return 0;
     for (int f = 0; f < o->frames; f++) {
@@ -312,6 +313,8 @@ static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
         prop += mt.propagate_ms;
         relax += mt.relax_ms;
         vel += mt.velocity_ms;
+        moved += (double)mt.moved_elements;
+        evals += (double)mt.relax_evaluations;
         if (mt.total_ms > worst) {
             worst = mt.total_ms;
             worst_prop = mt.propagate_ms;
@@ -323,9 +326,10 @@ static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     printf(",\"ms_per_frame_mean\":%.3f,\"ms_per_frame_median\":%.3f,"
            "\"ms_per_frame_p99\":%.3f,\"ms_per_frame_max\":%.3f,\"propagate_ms\":%.3f,"
            "\"relax_ms\":%.3f,\"velocity_ms\":%.3f,\"worst_propagate_ms\":%.3f,"
-           "\"worst_relax_ms\":%.3f}\n",
+           "\"worst_relax_ms\":%.3f,\"moved_elements\":%.0f,\"relax_evaluations\":%.0f}\n",
            sum / o->frames, ms[o->frames / 2], ms[(o->frames * 99) / 100], ms[o->frames - 1],
-           prop / o->frames, relax / o->frames, vel / o->frames, worst_prop, worst_relax);
+           prop / o->frames, relax / o->frames, vel / o->frames, worst_prop, worst_relax,
+           moved / o->frames, evals / o->frames);
     free(ms);
     return 1;
 }
