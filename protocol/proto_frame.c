@@ -149,14 +149,22 @@ proto_status proto_header_read(proto_header *h, const uint8_t *buf, size_t len)
 proto_status wire_finish(proto_buf *out, const proto_header *h0, uint8_t kind, uint32_t flags,
                          const proto_buf *raw, int level)
 {
+    return wire_finish_cctx(out, h0, kind, flags, raw, level, NULL);
+}
+
+proto_status wire_finish_cctx(proto_buf *out, const proto_header *h0, uint8_t kind, uint32_t flags,
+                              const proto_buf *raw, int level, void *cctx)
+{
     if (raw->len > PROTO_MAX_PAYLOAD)
         return PROTO_ERR_LIMIT;
     size_t bound = ZSTD_compressBound(raw->len);
     out->len = 0;
     if (!wire_reserve(out, PROTO_HEADER_SIZE + bound))
         return PROTO_ERR_NOMEM;
-    size_t z = ZSTD_compress(out->data + PROTO_HEADER_SIZE, bound,
-                             raw->data ? raw->data : (const void *)"", raw->len, level);
+    const void *src = raw->data ? raw->data : (const void *)"";
+    size_t z = cctx ? ZSTD_compressCCtx((ZSTD_CCtx *)cctx, out->data + PROTO_HEADER_SIZE, bound,
+                                        src, raw->len, level)
+                    : ZSTD_compress(out->data + PROTO_HEADER_SIZE, bound, src, raw->len, level);
     if (ZSTD_isError(z))
         return PROTO_ERR_CORRUPT;
     proto_header h = *h0;

@@ -23,6 +23,7 @@
 #include <meshoptimizer.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 typedef struct enc_obj {
     uint16_t id, key;
@@ -50,6 +51,7 @@ struct proto_encoder {
     int fresh; /* nothing encoded since create or reset: the next frame is a snapshot */
     uint8_t *vbytes;
     size_t vbytes_cap;
+    void *zctx; /* a ZSTD_CCtx kept for every frame (made by the first) */
     /* A sparse delta's scratch: its ranges, and the vertices in them and their base's. */
     uint32_t *sp_ranges;
     uint16_t *sp_cur, *sp_base;
@@ -96,10 +98,20 @@ void proto_encoder_destroy(proto_encoder *e)
         return;
     proto_encoder_reset(e);
     free(e->vbytes);
+    ZSTD_freeCCtx((ZSTD_CCtx *)e->zctx);
     free(e->sp_ranges);
     free(e->sp_cur);
     free(e->sp_base);
     free(e);
+}
+
+/* The encoder's compression context, made on first use (NULL if that fails: then each frame
+ * makes its own, as ZSTD_compress does). */
+static void *zctx_of(proto_encoder *e)
+{
+    if (!e->zctx)
+        e->zctx = ZSTD_createCCtx();
+    return e->zctx;
 }
 
 /* ------------------------------------------------------------------ streams */
@@ -752,7 +764,8 @@ proto_status proto_encode_frame2(proto_encoder *e, proto_buf *out, const proto_h
         int structural = s.nkey || s.nappend || s.nremove;
         s.flags = (structural ? PROTO_FLAG_STRUCTURAL : 0u) |
                   (e->fresh ? PROTO_FLAG_SNAPSHOT | PROTO_FLAG_STRUCTURAL : 0u);
-        st = wire_finish(out, h, PROTO_KIND_OBJECTS, s.flags, &raw, e->o.zstd_level);
+        st = wire_finish_cctx(out, h, PROTO_KIND_OBJECTS, s.flags, &raw, e->o.zstd_level,
+                              zctx_of(e));
     }
     if (st == PROTO_OK) {
         /* Commit: every plan's next state, in id order; the held ones not planned are gone. */
@@ -833,7 +846,8 @@ proto_status proto_encode_snapshot(proto_encoder *e, proto_buf *out, const proto
     if (st == PROTO_OK) {
         wire_put_u32(raw.data, s.nrecords);
         s.flags = PROTO_FLAG_SNAPSHOT | PROTO_FLAG_STRUCTURAL;
-        st = wire_finish(out, h, PROTO_KIND_OBJECTS, s.flags, &raw, e->o.zstd_level);
+        st = wire_finish_cctx(out, h, PROTO_KIND_OBJECTS, s.flags, &raw, e->o.zstd_level,
+                              zctx_of(e));
     }
     if (stats)
         *stats = s;

@@ -84,6 +84,10 @@ static inline uint32_t wire_take_u32(wire_cursor *c)
 /// Header + zstd(raw) into out (out->len reset first); kind and flags from the arguments.
 proto_status wire_finish(proto_buf *out, const proto_header *h, uint8_t kind, uint32_t flags,
                          const proto_buf *raw, int level);
+/// The same with a zstd compression context (a ZSTD_CCtx) the caller keeps, so that no
+/// context is made and freed per frame; NULL: as wire_finish.
+proto_status wire_finish_cctx(proto_buf *out, const proto_header *h, uint8_t kind, uint32_t flags,
+                              const proto_buf *raw, int level, void *cctx);
 /// Check the header, that its kind is in kinds (a bit mask: 1 << kind), and decompress the
 /// payload into a fresh malloc'd buffer of exactly raw_size bytes (*raw; free it).
 proto_status wire_open(proto_header *h, uint8_t **raw, const uint8_t *buf, size_t len,

@@ -169,7 +169,7 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
     h.frame = ss->frame_no;
     h.last_seq = last_seq;
     h.sim_time_s = (double)ss->frame_no / s->cfg.rate_hz;
-    proto_buf b = {0};
+    proto_buf *b = &ss->enc_buf; /* one stepper at a time: the worker's while it steps */
     proto_frame_stats fs;
     if (encode || !ss->encoded_any) {
         srv_view view;
@@ -177,8 +177,9 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
                                   s->cfg.view_budget_kib * 1024.0 / s->cfg.rate_hz};
         ss->scene->view(ss->scene_data, ss->frame_no, &budget, &view);
         srv_frame *f = NULL;
-        if (proto_encode_frame2(ss->enc, &b, &h, view.obj, view.n, &fs) == PROTO_OK)
-            f = frame_of(&b, ss->frame_no, &fs);
+        b->len = 0;
+        if (proto_encode_frame2(ss->enc, b, &h, view.obj, view.n, &fs) == PROTO_OK)
+            f = frame_of(b, ss->frame_no, &fs);
         if (!f) { /* the next beat encodes afresh: a snapshot every client takes */
             proto_encoder_reset(ss->enc);
             ss->encoded_any = 0;
@@ -186,7 +187,7 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
         } else {
             /* About the last 30 frames: long enough to see past one key, short enough to
              * follow a crowd that starts to run. */
-            ss->frame_bytes += (b.len - ss->frame_bytes) / 30.0;
+            ss->frame_bytes += (b->len - ss->frame_bytes) / 30.0;
             ss->encoded_any = 1;
             srv_session_publish(ss, f);
             snapshot &= !(fs.flags & PROTO_FLAG_SNAPSHOT); /* this frame is one */
@@ -194,12 +195,12 @@ static void encode_and_publish(srv *s, srv_session *ss, int encode, int snapshot
     }
     if (snapshot && ss->encoded_any) {
         srv_frame *f = NULL;
-        if (proto_encode_snapshot(ss->enc, &b, &h, &fs) == PROTO_OK)
-            f = frame_of(&b, ss->frame_no, &fs);
+        b->len = 0;
+        if (proto_encode_snapshot(ss->enc, b, &h, &fs) == PROTO_OK)
+            f = frame_of(b, ss->frame_no, &fs);
         if (f)
             srv_session_publish_snapshot(ss, f);
     }
-    proto_buf_free(&b);
     pthread_mutex_lock(&ss->lock);
     ss->last_encode_ms = srv_now_ms() - t0;
     ss->encode_ms_sum += ss->last_encode_ms;

@@ -244,6 +244,7 @@ typedef struct srv_session {
 
     /* Worker only: the worker that steps it (one at a time, sched.c). */
     proto_encoder *enc; /* what every client holds of each object (its key, its base) */
+    proto_buf enc_buf;  /* the worker's encoding buffer, kept across frames (its capacity) */
     int encoded_any;    /* a frame was published since the encoder last started afresh */
     double frame_bytes; /* mean bytes of the recent frames (moving average) */
     int params_dirty;   /* parameters changed: a state message after the next step */

@@ -110,6 +110,7 @@ static void session_free(srv_session *ss)
         free(ss->mail[i].text);
     }
     proto_encoder_destroy(ss->enc);
+    proto_buf_free(&ss->enc_buf);
     if (ss->scene && ss->scene_data)
         ss->scene->destroy(ss->scene_data);
     srv_durable_close(ss);
