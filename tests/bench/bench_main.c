@@ -38,6 +38,7 @@ typedef struct bench_opts {
     int crop[6];            /* --crop: x0,y0,z0,x1,y1,z1 of the stored lattice (x1 > 0: on) */
     int uniform;            /* 1: a homogeneous soft-tissue block instead of the phantom */
     float uniform_hu;
+    int sessions; /* --sessions N: N states of one model stepped in turn (the drag script) */
 } bench_opts;
 
 static void usage(void)
@@ -49,6 +50,7 @@ static void usage(void)
         "                             [--series UID] [--fit-elements N] [--air-margin N]\n"
         "                             [--crop X0,Y0,Z0,X1,Y1,Z1]\n"
         "                             [--downsample N] [--frames N] [--threads N]\n"
+        "                             [--sessions N]   (N states dragged in turn: steps/s)\n"
         "                             [--backend cpu|cuda] [--condition A|B|C]\n"
         "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
         "       softcast-bench parity [--dims WxHxD] [--frames N]\n"
@@ -126,6 +128,10 @@ static void parse_args(int argc, char **argv, bench_opts *o)
             o->scenario = v;
         } else if (!strcmp(a, "--pull")) {
             o->pull = (float)atof(v);
+        } else if (!strcmp(a, "--sessions")) {
+            o->sessions = atoi(v);
+            if (o->sessions < 1 || o->sessions > 1024)
+                usage();
         } else if (!strcmp(a, "--uniform")) {
             o->uniform = 1;
             o->uniform_hu = (float)atof(v);
@@ -334,6 +340,59 @@ static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     return 1;
 }
 
+/* Many sessions on one backend: N states of one model (the server's sessions of one volume),
+ * each dragged by softcast-load's loop (their phases apart), stepped in turn for --frames
+ * frames each. Steps per second over every session: what one backend's worker keeps up. */
+static int bench_sessions(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    char err[512];
+    int n = o->sessions;
+    sim_volume_state **st = calloc((size_t)n, sizeof *st);
+    if (!st)
+        return 0;
+    st[0] = sc->state;
+    sim_volume_params p = sim_volume_get_params(sc->state);
+    for (int k = 1; k < n; k++)
+        if (sim_volume_state_create(&st[k], sc->model, sc->backend, err, sizeof err) != SIM_OK ||
+            vs_set_params(st[k], &p) != SIM_OK) {
+            fprintf(stderr, "softcast-bench: session %d: %s\n", k, err);
+            for (int j = 1; j < k; j++)
+                sim_volume_state_destroy(st[j]);
+            free(st);
+            return 0;
+        }
+    float g[3];
+    vs_belly_point(v, p.hu_threshold[0], g);
+    double t0 = sc_now_ms();
+    int ok = 1;
+    for (int f = 0; f < o->frames && ok; f++)
+        for (int k = 0; k < n && ok; k++) {
+            int ff = f + 7 * k, phase = (ff / 2) % 90;
+            if (ff % 2 == 0) {
+                float t[3] = {g[0], g[1] + 4.0f * sinf((float)phase / 12.0f), g[2]};
+                if (phase == 0)
+                    vs_push(st[k], SIM_EV_GRAB, g, 2.5f);
+                else if (phase < 75)
+                    vs_push(st[k], SIM_EV_MOVE, t, 0);
+                else if (phase == 75)
+                    vs_push(st[k], SIM_EV_RELEASE, NULL, 0);
+            }
+            ok = sim_volume_step(st[k], NULL, err, sizeof err) == SIM_OK;
+        }
+    double ms = sc_now_ms() - t0;
+    if (!ok)
+        fprintf(stderr, "softcast-bench: step: %s\n", err);
+    for (int k = 1; k < n; k++)
+        sim_volume_state_destroy(st[k]);
+    free(st);
+    if (!ok)
+        return 0;
+    print_common(o, sc, v);
+    printf(",\"sessions\":%d,\"steps\":%lld,\"steps_per_s\":%.1f,\"ms_per_step\":%.3f}\n", n,
+           (long long)o->frames * n, 1000.0 * o->frames * n / ms, ms / ((double)o->frames * n));
+    return 1;
+}
+
 static int bench_release(const bench_opts *o, vs_scene *sc, const sim_volume *v)
 {
     char err[512];
@@ -378,7 +437,8 @@ static int run_volume(const bench_opts *o)
     sim_volume_params p = sim_volume_get_params(sc.state);
     p.condition = o->condition;
     vs_set_params(sc.state, &p);
-    int ok = !strcmp(o->scenario, "pull")   ? bench_pull(o, &sc, &v)
+    int ok = o->sessions                    ? bench_sessions(o, &sc, &v)
+             : !strcmp(o->scenario, "pull") ? bench_pull(o, &sc, &v)
              : !strcmp(o->scenario, "drag") ? bench_drag(o, &sc, &v)
                                             : bench_release(o, &sc, &v);
     vs_scene_destroy(&sc);

@@ -7,14 +7,15 @@
 #   - sessions of 1 driver and 4 viewers on a 64^3 drag, 1 to 32 of them: frames/s per
 #     client (the slowest and the fastest session's too) and input-to-frame latency;
 #   - 1 session of 1 driver and 100 viewers on a 64^3 drag, five runs.
-# Usage: tests/bench/server-load.sh [SECONDS per run, default 10]. Needs build/softcast-server
-# and build/softcast-load (make builds both).
+# Usage: tests/bench/server-load.sh [SECONDS per run, default 10]; SERVER_ARGS="--rate 30"
+# adds flags to the server's. Needs build/softcast-server and build/softcast-load (make builds
+# both).
 set -eu
 BUILD=${BUILD:-build}
 SECONDS_PER_RUN=${1:-10}
 log=$(mktemp)
 "$BUILD/softcast-server" --http-port 0 --ws-port 0 --bind 127.0.0.1 \
-    --max-sessions-per-address 64 >"$log" 2>&1 &
+    --max-sessions-per-address 64 ${SERVER_ARGS:-} >"$log" 2>&1 &
 pid=$!
 trap 'kill -INT $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -f "$log"' EXIT
 i=0
@@ -29,7 +30,7 @@ until grep -q '"event":"listening"' "$log"; do
 done
 url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$log" | head -n 1)
 load() { "$BUILD/softcast-load" --url "$url" --seconds "$SECONDS_PER_RUN" "$@"; }
-echo "# server-load: $url, $SECONDS_PER_RUN s a run, $(nproc) cores"
+echo "# server-load: $url, $SECONDS_PER_RUN s a run, $(nproc) cores, server flags: ${SERVER_ARGS:-none}"
 echo "# 128x128x75 drag, 1 session x 1 client: step and encode per frame (server metrics)"
 load --sessions 1 --clients 1 --dims 128x128x75
 echo "# 64^3 drag, 1 driver + 4 viewers a session"
