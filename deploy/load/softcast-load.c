@@ -44,6 +44,8 @@ static const char k_usage[] =
     "                     and pulled, let go, and its tray slides and tilts under it)\n"
     "                     [--key-file FILE]   (a server with --api-key-file: its key, sent as\n"
     "                     Authorization: Bearer when making sessions)\n"
+    "                     [--stagger 1]   (session i starts its loop i/N of a cycle late, so\n"
+    "                     that the sessions do not all grab and release at the same tick)\n"
     "Frames are read by their headers only; to decode them as the browser does, use\n"
     "softcast-load.mjs --decode D.\n";
 
@@ -55,6 +57,7 @@ typedef struct opts {
     int sessions, clients, characters;
     double seconds, rate;
     int dims[3], have_dims;
+    int stagger; /* the sessions' scripts start spread over one cycle, not all at once */
     scene_kind scene;
     const char *model;
     char key[512];
@@ -85,6 +88,7 @@ struct session {
     int ws_port, ws_tls;
     int dims[3];
     double tray[3];
+    uint64_t start;  /* --stagger: the tick its script starts at */
     double *sent_ms; /* by seq: when the driver sent it; NAN when it did not */
     size_t sent_cap;
     uint64_t frames;
@@ -244,7 +248,11 @@ static void parse_opts(int argc, char **argv, opts *o)
             o->have_dims = 1;
         } else if (!strcmp(k, "--key-file"))
             read_key(v, o->key, sizeof o->key);
-        else if (!strcmp(k, "--decode"))
+        else if (!strcmp(k, "--stagger")) {
+            if (strcmp(v, "0") && strcmp(v, "1"))
+                die("--stagger %s: 0 or 1", v);
+            o->stagger = v[0] == '1';
+        } else if (!strcmp(k, "--decode"))
             die("--decode: this tool reads frame headers only; softcast-load.mjs decodes");
         else
             die("unknown option %s\n%s", k, k_usage);
@@ -418,10 +426,14 @@ static void note_sent(run *R, session *s, uint32_t seq)
     (void)R;
 }
 
-/* The driver's event at tick t, as the node tool sends it; 0 when it sends none. */
-static int driver_event(const run *R, const session *s, uint64_t t, char *out, size_t cap)
+/* The driver's event at tick `tick`, as the node tool sends it; 0 when it sends none. With
+ * --stagger the session's script starts s->start ticks late (t counts from there). */
+static int driver_event(const run *R, const session *s, uint64_t tick, char *out, size_t cap)
 {
-    uint32_t seq = (uint32_t)t + 1;
+    uint32_t seq = (uint32_t)tick + 1;
+    if (tick < s->start)
+        return 0;
+    uint64_t t = tick - s->start;
     if (R->o.scene == SCENE_CLOTH) { /* walk, then circle the crowd at 6 to 20 m: LODs switch */
         double a = t / 60.0, r = 13 + 7 * sin(t / 45.0);
         if (t == 0)
@@ -779,13 +791,13 @@ static void report(run *R, double seconds, double cpu_s, double step_ms, double 
            "\"fps_per_client\":%.2f,\"fps_session_min\":%.2f,\"fps_session_max\":%.2f,"
            "\"kbytes_per_s\":%.1f,\"latency_ms_p50\":%s,\"latency_ms_p99\":%s,"
            "\"latency_samples\":%zu,\"errors\":%llu,\"moves_not_sent\":%llu,"
-           "\"cpu_percent\":%.1f,\"server_step_ms\":%s,\"server_encode_ms\":%s,"
+           "\"cpu_percent\":%.1f,\"stagger\":%d,\"server_step_ms\":%s,\"server_encode_ms\":%s,"
            "\"tool\":\"c\"}\n",
            o->sessions, nclients, seconds, (unsigned long long)R->frames,
            (unsigned long long)R->structural, (unsigned long long)R->other,
            (unsigned long long)R->bytes, R->frames / (double)nclients / seconds, fmin, fmax,
            R->bytes / 1024.0 / seconds, p50, p99, R->nlat, (unsigned long long)R->errors,
-           (unsigned long long)R->dropped_moves, 100.0 * cpu_s / seconds, step, encode);
+           (unsigned long long)R->dropped_moves, 100.0 * cpu_s / seconds, o->stagger, step, encode);
 }
 
 int main(int argc, char **argv)
@@ -798,6 +810,8 @@ int main(int argc, char **argv)
         die("out of memory");
     for (int i = 0; i < o->sessions; i++) {
         create_session(R, i);
+        /* A cycle: the volume's and the soft body's 90 ticks (the cloth has none). */
+        R->ss[i].start = o->stagger ? (uint64_t)(90 * i / o->sessions) : 0;
         R->ss[i].cl = calloc((size_t)o->clients, sizeof(client));
         if (!R->ss[i].cl)
             die("out of memory");

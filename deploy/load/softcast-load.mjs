@@ -17,6 +17,8 @@ const usage = `usage: softcast-load --url http://HOST:PORT/ [--sessions N] [--cl
                      [--model hybrid|surface]   (softbody: the organ is grabbed at its top and
                      pulled, let go, and its tray slides and tilts under it)
                      [--decode D]   (the first D clients of each session decode the frames)
+                     [--stagger 1]   (session i starts its loop i/N of a cycle late, so that
+                     the sessions do not all grab and release at the same tick)
                      [--key-file FILE]   (a server with --api-key-file: its key, sent as
                      Authorization: Bearer when making sessions)`;
 
@@ -40,6 +42,10 @@ function parse(argv) {
       o.model = v;
     } else if (k === '--characters') o.characters = posInt(k, v);
     else if (k === '--decode') o.decode = v === '0' ? 0 : posInt(k, v);
+    else if (k === '--stagger') {
+      if (v !== '0' && v !== '1') throw new Error(`--stagger ${v}: 0 or 1`);
+      o.stagger = v === '1';
+    }
     else if (k === '--key-file') {
       // The server's own rule (--api-key-file): the first line, white space at its ends dropped.
       try { o.key = fs.readFileSync(v, 'utf8').split('\n')[0].trim(); } catch (e) { throw new Error(`--key-file ${v}: ${e.message}`); }
@@ -72,8 +78,8 @@ const quantile = (xs, q) => {
 // rests centred in its tray, its top about twice the walls' height up: describe's tray), the
 // hand drawn up and sideways for 75 ticks and let go; between pulls the tray slides and
 // tilts a little under it, every fifth tick.
-function softbodyTick(info, t) {
-  const seq = t + 1, phase = t % 90, top = [0, 0, 1.7 * info.tray[2]];
+function softbodyTick(info, t, seq) {
+  const phase = t % 90, top = [0, 0, 1.7 * info.tray[2]];
   if (phase === 0) return { type: 'grab', seq, point: top };
   if (phase < 75) {
     const k = Math.sin((Math.PI * phase) / 75);
@@ -149,24 +155,28 @@ async function main() {
     const timer = setInterval(() => {
       const elapsed = performance.now() - t0;
       if (elapsed >= o.seconds * 1000) { clearInterval(timer); resolve(); return; }
-      for (const s of sessions) {
+      for (const [i, s] of sessions.entries()) {
+        // --stagger: session i starts its loop i/N of a 90-tick cycle late.
+        const start = o.stagger ? Math.floor((90 * i) / sessions.length) : 0;
+        if (ticks < start) continue;
+        const t = ticks - start;
         if (o.scene === 'cloth') { // walk, then circle the crowd at 6 to 20 m: LODs switch
-          const seq = ticks + 1, a = ticks / 60, r = 13 + 7 * Math.sin(ticks / 45);
-          const msg = ticks === 0 ? { type: 'motion', seq, character: -1, motion: 'walk' }
+          const seq = ticks + 1, a = t / 60, r = 13 + 7 * Math.sin(t / 45);
+          const msg = t === 0 ? { type: 'motion', seq, character: -1, motion: 'walk' }
             : { type: 'camera', seq, point: [r * Math.cos(a), r * Math.sin(a), 1.7] };
           s.sent.set(seq, performance.now());
           s.clients[0].ws.send(JSON.stringify(msg));
           continue;
         }
         if (o.scene === 'softbody') {
-          const msg = softbodyTick(s.info, ticks);
+          const msg = softbodyTick(s.info, t, ticks + 1);
           if (msg) {
             s.sent.set(msg.seq, performance.now());
             s.clients[0].ws.send(JSON.stringify(msg));
           }
           continue;
         }
-        const d = s.info.dims, phase = ticks % 90, seq = ticks + 1;
+        const d = s.info.dims, phase = t % 90, seq = ticks + 1;
         const p = [d[0] / 2, d[1] * 0.81, d[2] / 2]; // just inside the belly skin (the phantom's front is at 0.825 ny)
         let msg;
         if (phase === 0) msg = { type: 'grab', seq, point: p, radius: 2.5, space: 'lattice' };
@@ -205,6 +215,7 @@ async function main() {
     latency_samples: stats.latencies.length,
     errors: stats.errors,
     cpu_percent: Number(((cpu.user + cpu.system) / 1e4 / seconds).toFixed(1)),
+    stagger: o.stagger ? 1 : 0,
     tool: 'node',
     ...decoding,
   }));

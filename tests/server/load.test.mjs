@@ -44,6 +44,16 @@ test(`softcast-load (${tool.name}): 2 sessions x 3 clients for 2 s`, async () =>
   assert.equal(list.sessions.length, 0);
 });
 
+// --stagger 1: session i starts its loop i/N of a cycle late (a grab then waits for its own
+// start): no refusal, and every session still gets frames.
+test(`softcast-load (${tool.name}) --stagger 1: 3 sessions, each framed, no errors`, async () => {
+  const { code, err, r } = await runTool(tool, ['--url', `${srv.base}/`, '--sessions', '3', '--clients', '2', '--seconds', '2', '--dims', '24x24x16', '--stagger', '1'], 30000);
+  assert.equal(code, 0, err);
+  assert.equal(r.stagger, 1);
+  assert.equal(r.errors, 0, JSON.stringify(r));
+  assert.ok(r.fps_session_min > 0 && r.latency_samples > 0, JSON.stringify(r));
+});
+
 // The soft body under load: the driver grabs the hybrid organ near its top, pulls, lets go
 // and slides and tilts the tray, in a bounded loop. No refusal (a grab that found nothing to
 // hold would be one), frames that echo the driver's events, and the sessions gone after.
