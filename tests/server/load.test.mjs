@@ -44,10 +44,10 @@ test(`softcast-load (${tool.name}): 2 sessions x 3 clients for 2 s`, async () =>
   assert.equal(list.sessions.length, 0);
 });
 
-// --stagger 1: session i starts its loop i/N of a cycle late (a grab then waits for its own
-// start): no refusal, and every session still gets frames.
+// --stagger 1: session i starts its loop i/N of a cycle late (at 30 moves a second the third
+// of 3 sessions starts at 2 s; the run lasts 4 s): no refusal, and every session gets frames.
 test(`softcast-load (${tool.name}) --stagger 1: 3 sessions, each framed, no errors`, async () => {
-  const { code, err, r } = await runTool(tool, ['--url', `${srv.base}/`, '--sessions', '3', '--clients', '2', '--seconds', '2', '--dims', '24x24x16', '--stagger', '1'], 30000);
+  const { code, err, r } = await runTool(tool, ['--url', `${srv.base}/`, '--sessions', '3', '--clients', '2', '--seconds', '4', '--dims', '24x24x16', '--stagger', '1'], 30000);
   assert.equal(code, 0, err);
   assert.equal(r.stagger, 1);
   assert.equal(r.errors, 0, JSON.stringify(r));
