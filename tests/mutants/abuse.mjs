@@ -126,8 +126,8 @@ export default [
   {
     name: 'the operator key not asked for',
     file: 'server/http.c',
-    find: '    if (!operator_ok(s, conn))\n        return refuse_operator(conn);',
-    replace: '    (void)refuse_operator;',
+    find: '    char err[512] = "", owner[48];\n    if (!operator_ok(s, conn))\n        return refuse_operator(conn);',
+    replace: '    char err[512] = "", owner[48];\n    (void)refuse_operator;',
     build: server,
     test: node('quotas', 'api-key-file'),
     caught_by: 'quotas: --api-key-file: only the operator\'s key makes sessions ...',
