@@ -27,8 +27,8 @@ export default [
   {
     name: 'events never logged (only queries would be skipped)',
     file: 'server/durable.c',
-    find: '    if (!d || d->broken || (h->flags & SRV_EV_QUERY))',
-    replace: '    if (1 || !d || d->broken || (h->flags & SRV_EV_QUERY))',
+    find: '    if (!d || d->broken || (h->flags & SRV_EV_QUERY) ||',
+    replace: '    if (1 || !d || d->broken || (h->flags & SRV_EV_QUERY) ||',
     build: server,
     test: node('SIGKILL'),
     caught_by: 'durability: SIGKILL: every acknowledged event comes back from the log; ...',
@@ -45,8 +45,8 @@ export default [
   {
     name: 'an upload not kept (its session cannot be read again after a restart)',
     file: 'server/durable.c',
-    find: '    if (enabled(s) && temp) {',
-    replace: '    if (enabled(s) && temp && 0) {',
+    find: '    if (temp) {',
+    replace: '    if (temp && !enabled(s)) {',
     build: server,
     test: node('uploaded CT'),
     caught_by: 'durability: an uploaded CT comes back after a restart, read again from the copy kept for it',

@@ -36,8 +36,8 @@ export default [
   {
     name: 'pause ignored by the worker (a paused session still steps)',
     file: 'server/sched.c',
-    find: 'int moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);',
-    replace: 'int moved = ss->scene->step(&c.pub, ss->scene_data, &step_ms);',
+    find: 'moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);',
+    replace: 'moved = ss->scene->step(&c.pub, ss->scene_data, &step_ms);',
     build: server,
     test: node('events', 'paused cloth crowd stops'),
     caught_by: 'events: a paused cloth crowd stops: no frames; ...',
@@ -334,7 +334,7 @@ export default [
   {
     name: 'upload: the reader\'s message names our private file, not the user\'s',
     file: 'server/upload.c',
-    find: '        hide_path(err, sizeof err, path, l->name);\n',
+    find: '        srv_uploads_hide_path(err, sizeof err, path, l->name);\n',
     replace: '',
     build: server,
     test: node('upload', 'bad upload'),
