@@ -54,8 +54,8 @@ export default [
   {
     name: 'one budget per connection only (many viewer connections multiply it)',
     file: 'server/ws.c',
-    find: '    if (c->drive_token\n            ? !bucket_take',
-    replace: '    if (0 && c->drive_token\n            ? !bucket_take',
+    find: '        return c->drive_token ? "the control token\'s connections together',
+    replace: '        if (0)\n            return c->drive_token ? "the control token\'s connections together',
     build: server,
     test: node('lockout', 'budget is shared'),
     caught_by: 'lockout: a token\'s budget is shared by its connections ...',

@@ -263,7 +263,7 @@ export default [
     name: 'radiological display: the server says RAS for a file kept as stored',
     file: 'server/scene_volume.c',
     find: 'cJSON_AddStringToObject(j, "orientation", known ? "RAS" : "");',
-    replace: 'cJSON_AddStringToObject(j, "orientation", "RAS");',
+    replace: 'cJSON_AddStringToObject(j, "orientation", known || 1 ? "RAS" : "");',
     build, test: radview, caught_by: 'e2e radview "slices in radiological convention ..." (a file without orientation: no letters)',
   },
   {
