@@ -409,7 +409,7 @@ static void create_session(run *R, int i)
 
 /* ------------------------------------------------------------- what the drivers send */
 
-static void note_sent(run *R, session *s, uint32_t seq)
+static void note_sent(session *s, uint32_t seq)
 {
     if (seq >= s->sent_cap) {
         size_t cap = s->sent_cap ? s->sent_cap : 1024;
@@ -423,7 +423,6 @@ static void note_sent(run *R, session *s, uint32_t seq)
         s->sent_ms = p, s->sent_cap = cap;
     }
     s->sent_ms[seq] = now_ms();
-    (void)R;
 }
 
 /* The driver's event at tick `tick`, as the node tool sends it; 0 when it sends none. With
@@ -511,7 +510,7 @@ static void tick(lws_sorted_usec_list_t *sul)
             die("an event longer than %d bytes", OUT_BYTES);
         d->out_len[slot] = (size_t)n;
         d->out_n++;
-        note_sent(R, s, (uint32_t)R->ticks + 1);
+        note_sent(s, (uint32_t)R->ticks + 1);
         lws_callback_on_writable(d->wsi);
     }
     R->ticks++;

@@ -342,7 +342,9 @@ static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
 
 /* Many sessions on one backend: N states of one model (the server's sessions of one volume),
  * each dragged by softcast-load's loop (their phases apart), stepped in turn for --frames
- * frames each. Steps per second over every session: what one backend's worker keeps up. */
+ * frames each. Steps per second over every session: what one backend's worker keeps up.
+ * A step of a session that has settled (after a release) counts too, and costs almost
+ * nothing: the figure is the drag's mix, not a moving step's cost. */
 static int bench_sessions(const bench_opts *o, vs_scene *sc, const sim_volume *v)
 {
     char err[512];
