@@ -200,10 +200,10 @@ static sim_status sn_order_by_block(sn_build *b, sim_surface_data *out, size_t n
     if (n == 0)
         return SIM_OK; /* an empty surface: no runs, NULL arrays */
     uint32_t *count = (uint32_t *)sc_calloc(nb + 1, sizeof(uint32_t));
-    uint32_t *blk = (uint32_t *)sc_calloc(n ? n : 1, sizeof(uint32_t));
-    uint32_t *newidx = (uint32_t *)sc_calloc(n ? n : 1, sizeof(uint32_t));
-    uint32_t *cell2 = (uint32_t *)sc_calloc(n ? n : 1, sizeof(uint32_t));
-    float *frac2 = (float *)sc_calloc(3 * (n ? n : 1), sizeof(float));
+    uint32_t *blk = (uint32_t *)sc_calloc(n, sizeof(uint32_t));
+    uint32_t *newidx = (uint32_t *)sc_calloc(n, sizeof(uint32_t));
+    uint32_t *cell2 = (uint32_t *)sc_calloc(n, sizeof(uint32_t));
+    float *frac2 = (float *)sc_calloc(3 * n, sizeof(float));
     sim_status st = SIM_OK;
     if (!count || !blk || !newidx || !cell2 || !frac2) {
         st = (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
@@ -220,8 +220,8 @@ static sim_status sn_order_by_block(sn_build *b, sim_surface_data *out, size_t n
                             reach);
         nrun += count[blk[k] + 1]++ == 0;
     }
-    out->run_block = (uint32_t *)sc_calloc(nrun ? nrun : 1, sizeof(uint32_t));
-    out->run_reach = (uint8_t *)sc_calloc(nrun ? nrun : 1, 1);
+    out->run_block = (uint32_t *)sc_calloc(nrun, sizeof(uint32_t)); /* nrun >= 1: n > 0 */
+    out->run_reach = (uint8_t *)sc_calloc(nrun, 1);
     out->run_start = (uint32_t *)sc_calloc(nrun + 1, sizeof(uint32_t));
     if (!out->run_block || !out->run_reach || !out->run_start) {
         st = (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "surface: out of memory for runs");
@@ -246,10 +246,8 @@ static sim_status sn_order_by_block(sn_build *b, sim_surface_data *out, size_t n
     }
     for (size_t t = 0; t < 3 * b->ntri; t++)
         b->tri[t] = newidx[b->tri[t]];
-    if (n) {
-        memcpy(b->vert_cell, cell2, n * sizeof(uint32_t));
-        memcpy(b->vert_frac, frac2, 3 * n * sizeof(float));
-    }
+    memcpy(b->vert_cell, cell2, n * sizeof(uint32_t));
+    memcpy(b->vert_frac, frac2, 3 * n * sizeof(float));
 done:
     free(count);
     free(blk);

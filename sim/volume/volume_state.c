@@ -91,7 +91,7 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
                       3 * sizeof(float) + sizeof(float) + 1;
     size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
     size_t per_block = sizeof *s->blk_flags + sizeof(uint32_t) + sizeof(double) + sizeof(float) +
-                       SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1;
+                       SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1 + sizeof *s->blk_pos_gen;
     return sizeof *s + n * per_elem + grab + nb * per_block;
 }
 
