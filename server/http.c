@@ -472,6 +472,12 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
       (unsigned long long)atomic_load(&s->total_bytes_sent));
     M("# TYPE softcast_errors_total counter\nsoftcast_errors_total %llu\n",
       (unsigned long long)atomic_load(&s->total_errors));
+    M("# HELP softcast_batched_steps_total Session steps taken in batches of two or more "
+      "(--step-batch).\n# TYPE softcast_batched_steps_total counter\n"
+      "softcast_batched_steps_total %llu\n",
+      (unsigned long long)atomic_load(&s->batched_steps));
+    M("# TYPE softcast_step_batches_total counter\nsoftcast_step_batches_total %llu\n",
+      (unsigned long long)atomic_load(&s->step_batches));
     M("# TYPE softcast_uptime_seconds gauge\nsoftcast_uptime_seconds %.1f\n",
       (srv_now_ms() - (double)s->started_ms) / 1000.0);
 #undef M

@@ -98,6 +98,10 @@ struct srv_scene_i {
     size_t (*bytes)(const void *scene);
     /// One frame (worker). Returns 1 when the view changed; *ms: the step's time.
     int (*step)(srv_scene_ctx *c, void *scene, double *ms);
+    /// Optional: one frame of n sessions of this scene at once, as n calls of step would
+    /// (changed[k], ms[k]: step's return and *ms for c[k], scene[k]). The workers use it where
+    /// the backend steps a batch in one go (sim_backend_batches) or --step-batch asks.
+    void (*step_many)(srv_scene_ctx *const *c, void *const *scene, int n, int *changed, double *ms);
     /// The view after the last step (worker); valid until the next step. frame: the
     /// session's frame number (to stagger the objects a scene updates less often).
     void (*view)(void *scene, uint64_t frame, const srv_view_budget *budget, srv_view *out);

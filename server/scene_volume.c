@@ -786,21 +786,54 @@ static void probe_view(vol_scene *v, const sim_volume_metrics *mt, double period
         }
 }
 
+/* What a step's metrics tell the session: returns 1 when the view changed. */
+static int vol_stepped(srv_scene_ctx *c, vol_scene *v, const sim_volume_metrics *mt, sim_status st,
+                       const char *err, double *ms)
+{
+    if (st != SIM_OK) {
+        fprintf(stderr, "softcast-server: session %s: step: %s\n", c->session_id, err);
+        *ms = 0;
+        return 0;
+    }
+    *ms = mt->total_ms;
+    notice_grab_clamp(c, v, mt);
+    probe_view(v, mt, c->frame > 0 ? c->sim_time_s / (double)c->frame : 0.0);
+    return !mt->skipped;
+}
+
 static int vol_step(srv_scene_ctx *c, void *scene, double *ms)
 {
     vol_scene *v = scene;
     sim_volume_metrics mt;
     char err[256];
     sim_volume_set_threads(v->state, c->threads);
-    if (sim_volume_step(v->state, &mt, err, sizeof err) != SIM_OK) {
-        fprintf(stderr, "softcast-server: session %s: step: %s\n", c->session_id, err);
-        *ms = 0;
-        return 0;
+    sim_status st = sim_volume_step(v->state, &mt, err, sizeof err);
+    return vol_stepped(c, v, &mt, st, err, ms);
+}
+
+/* Sessions of one backend stepped together (sim_volume_step_many: on CUDA one batch of
+ * launches for them all). A failure is its own session's, as in vol_step. */
+enum { VOL_STEP_MANY_MAX = 256 };
+static void vol_step_many(srv_scene_ctx *const *c, void *const *scene, int n, int *changed,
+                          double *ms)
+{
+    for (int at = 0; at < n; at += VOL_STEP_MANY_MAX) {
+        int m = n - at < VOL_STEP_MANY_MAX ? n - at : VOL_STEP_MANY_MAX;
+        sim_volume_state *st[VOL_STEP_MANY_MAX];
+        sim_volume_metrics mt[VOL_STEP_MANY_MAX];
+        sim_status status[VOL_STEP_MANY_MAX];
+        char err[256] = "";
+        for (int k = 0; k < m; k++) {
+            vol_scene *v = scene[at + k];
+            sim_volume_set_threads(v->state, c[at + k]->threads);
+            st[k] = v->state;
+        }
+        /* err names the batch's first failure and its state; a session's log line shows it. */
+        (void)sim_volume_step_many(st, m, mt, status, err, sizeof err);
+        for (int k = 0; k < m; k++)
+            changed[at + k] =
+                vol_stepped(c[at + k], scene[at + k], &mt[k], status[k], err, &ms[at + k]);
     }
-    *ms = mt.total_ms;
-    notice_grab_clamp(c, v, &mt);
-    probe_view(v, &mt, c->frame > 0 ? c->sim_time_s / (double)c->frame : 0.0);
-    return !mt.skipped;
 }
 
 /* Two objects in world millimetres (the identity transform), 16 bits over the volume's
@@ -974,6 +1007,7 @@ const srv_scene_i srv_scene_volume = {
     .create = vol_create,
     .destroy = vol_destroy,
     .step = vol_step,
+    .step_many = vol_step_many,
     .view = vol_view,
     .params_json = vol_params_json,
     .params_table = sim_volume_params_table,

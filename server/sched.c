@@ -24,6 +24,7 @@ typedef struct worker {
      * big on its stack). */
     _Alignas(8) unsigned char batch[SRV_INBOX_BYTES +
                                     SRV_QUERIES_PER_FRAME * SRV_ITEM_BYTES(SRV_QUERY_BYTES)];
+    struct frame_job *jobs; /* SRV_STEP_BATCH_MAX: the frames of the group it steps */
 } worker;
 
 /* The workers share every session: each takes the most overdue session that no other
@@ -38,6 +39,7 @@ typedef struct sched {
     pthread_cond_t cond;  /* CLOCK_MONOTONIC; a poke or a session stepped */
     int poked;
     atomic_int live; /* ready sessions with clients or events, at the last look */
+    int batch_max;   /* sessions a worker steps together at most (--step-batch resolved) */
 } sched;
 
 /* CPU threads a step may use now: the cores shared among the sessions that step at once
@@ -243,57 +245,127 @@ static void count_frame(srv_session *ss, double step_ms, const taken *t)
     pthread_mutex_unlock(&ss->lock);
 }
 
-/* One frame of one session. Returns 1 when its clients have news. */
-static int run_session(srv *s, worker *wk, srv_session *ss)
+/* One session's frame as the worker takes it through its three parts (frame_begin,
+ * frame_step or a batch's step_many, frame_end). The wctx stays put while its scene may call
+ * back through it. */
+typedef struct frame_job {
+    srv_session *ss;
+    wctx c;
+    taken t;
+    int n, want_snapshot, paused, moved, ended;
+    uint32_t last_seq;
+    double step_ms;
+} frame_job;
+
+/* A frame's first part: take what applies now from the inbox and apply it. Returns 0 when
+ * nobody watches and nothing came: the session sleeps (no step, no frame). */
+static int frame_begin(srv *s, worker *wk, frame_job *j)
 {
-    int n;
+    srv_session *ss = j->ss;
     pthread_mutex_lock(&ss->lock);
-    size_t bytes = srv_inbox_take(&ss->inbox, ss->paused, wk->batch, &n);
+    size_t bytes = srv_inbox_take(&ss->inbox, ss->paused, wk->batch, &j->n);
     /* Then the viewers' queries, a few a frame (they change nothing: after the driver's). */
-    n += srv_session_take_queries(ss, wk->batch + bytes, SRV_QUERIES_PER_FRAME);
-    int nclients = ss->nclients, want_snapshot = ss->want_snapshot;
+    j->n += srv_session_take_queries(ss, wk->batch + bytes, SRV_QUERIES_PER_FRAME);
+    int nclients = ss->nclients;
+    j->want_snapshot = ss->want_snapshot;
     uint32_t driver = ss->driver;
     ss->want_snapshot = 0;
     pthread_mutex_unlock(&ss->lock);
-    if (nclients == 0 && n == 0) {
+    if (nclients == 0 && j->n == 0) {
         srv_durable_commit(s, ss); /* its last events reach the disk on time all the same */
         return 0;                  /* nobody watches: the session sleeps */
     }
-    wctx c;
-    ctx_init(&c, s, ss, driver);
-    taken t;
-    apply_taken(&c, wk->batch, n, &t);
+    ctx_init(&j->c, s, ss, driver);
+    apply_taken(&j->c, wk->batch, j->n, &j->t);
     /* In the log before any frame that acknowledges them goes out. */
     srv_durable_commit(s, ss);
     pthread_mutex_lock(&ss->lock);
-    if (t.driven)
-        ss->last_seq = t.last_seq;
-    uint32_t last_seq = ss->last_seq;
-    int paused = ss->paused;
+    if (j->t.driven)
+        ss->last_seq = j->t.last_seq;
+    j->last_seq = ss->last_seq;
+    j->paused = ss->paused;
     pthread_mutex_unlock(&ss->lock);
-    double step_ms = 0;
-    int moved, ended = 0;
+    return 1;
+}
+
+/* Whether the job's step may join a batch (scene step_many): a live, running session. */
+static int frame_batches(const frame_job *j)
+{
+    return !j->ss->replay && !j->paused && j->ss->scene->step_many;
+}
+
+static void frame_step(srv *s, frame_job *j)
+{
+    srv_session *ss = j->ss;
     if (ss->replay) { /* its frames are the recording's: numbered, applied and stepped there */
-        moved = srv_replay_frame(s, ss, &c.pub, paused, &step_ms, &ended);
+        j->moved = srv_replay_frame(s, ss, &j->c.pub, j->paused, &j->step_ms, &j->ended);
     } else {
-        moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);
+        j->moved = !j->paused && ss->scene->step(&j->c.pub, ss->scene_data, &j->step_ms);
         ss->frame_no++;
     }
+}
+
+/* A frame's last part: state, encoding and publication. Returns 1 when its clients have news. */
+static int frame_end(srv *s, frame_job *j)
+{
+    srv_session *ss = j->ss;
     srv_durable_after_step(s, ss);
-    int news = publish_state(ss, c.pub.params_changed, t.state_changed || ended, paused);
+    int news =
+        publish_state(ss, j->c.pub.params_changed, j->t.state_changed || j->ended, j->paused);
     /* A paused session sends nothing new (its events wait in the inbox for resume); a
      * joiner still gets its snapshot. A settled scene encodes nothing: the encoder keys
      * objects itself (new, re-shaped, or a delta costlier than a key; --keyframe-every as
      * a backstop), so no frame ever keys every object for every viewer at once but a
      * snapshot, which only the clients that need one get. */
-    int changed = moved || (n > 0 && !paused);
-    if (changed || want_snapshot || !ss->encoded_any)
-        encode_and_publish(s, ss, changed, want_snapshot, last_seq);
-    count_frame(ss, step_ms, &t);
+    int changed = j->moved || (j->n > 0 && !j->paused);
+    if (changed || j->want_snapshot || !ss->encoded_any)
+        encode_and_publish(s, ss, changed, j->want_snapshot, j->last_seq);
+    count_frame(ss, j->step_ms, &j->t);
     pthread_mutex_lock(&ss->lock);
     int replies = ss->nmail;
     pthread_mutex_unlock(&ss->lock);
-    return changed || want_snapshot || replies || news;
+    return changed || j->want_snapshot || replies || news;
+}
+
+/* One frame of each session of the group (n of them, all of one scene when n > 1): those that
+ * may, stepped together by the scene's step_many, the others alone. news[k]: session k's
+ * clients have news. */
+static void run_sessions(srv *s, worker *wk, srv_session **group, int n, int *news)
+{
+    frame_job *jobs = wk->jobs;
+    srv_scene_ctx *ctx[SRV_STEP_BATCH_MAX];
+    void *scenes[SRV_STEP_BATCH_MAX];
+    int changed[SRV_STEP_BATCH_MAX], awake[SRV_STEP_BATCH_MAX], which[SRV_STEP_BATCH_MAX];
+    double ms[SRV_STEP_BATCH_MAX];
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        memset(&jobs[k], 0, sizeof jobs[k]);
+        jobs[k].ss = group[k];
+        awake[k] = frame_begin(s, wk, &jobs[k]);
+        if (!awake[k])
+            continue;
+        if (n > 1 && frame_batches(&jobs[k])) {
+            ctx[m] = &jobs[k].c.pub;
+            scenes[m] = group[k]->scene_data;
+            which[m++] = k;
+        } else {
+            frame_step(s, &jobs[k]);
+        }
+    }
+    if (m > 0)
+        group[which[0]]->scene->step_many(ctx, scenes, m, changed, ms);
+    if (m > 1) {
+        atomic_fetch_add(&s->batched_steps, (unsigned long long)m);
+        atomic_fetch_add(&s->step_batches, 1ull);
+    }
+    for (int r = 0; r < m; r++) {
+        frame_job *j = &jobs[which[r]];
+        j->moved = changed[r];
+        j->step_ms = ms[r];
+        j->ss->frame_no++;
+    }
+    for (int k = 0; k < n; k++)
+        news[k] = awake[k] && frame_end(s, &jobs[k]);
 }
 
 void srv_worker_poke(srv *s, uint32_t slot)
@@ -387,6 +459,32 @@ static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now
     return pick;
 }
 
+/* With the picked session (group[0]), the other sessions of its scene due within half a
+ * period that nobody steps, claimed, up to sc->batch_max in all: the backend steps them in one
+ * batch (on CUDA one set of launches and read-backs for all), and stepping a session a little
+ * early lines its beat up with the others'. Returns the group's size (sc->lock held). */
+static int pick_group(srv *s, sched *sc, double now, double period, srv_session **group)
+{
+    const srv_scene_i *scene = group[0]->scene;
+    if (sc->batch_max < 2 || !scene->step_many || group[0]->replay)
+        return 1;
+    int n = 1;
+    for (int i = 0; i < s->cfg.max_sessions && n < sc->batch_max; i++) {
+        int pending;
+        srv_session *ss = hold_slot(s, i, &pending);
+        if (!ss)
+            continue;
+        if (ss->stepping || ss->scene != scene || ss->replay ||
+            wants_step_at(ss, pending, period) > now + 0.5 * period) {
+            srv_session_put(s, ss);
+            continue;
+        }
+        ss->stepping = 1;
+        group[n++] = ss;
+    }
+    return n;
+}
+
 /* Every worker steps every session, one at a time each (the stepping flag): a session
  * keeps its own beat at rate_hz; after a step that overran its beat, the beat restarts from
  * now, so an overloaded session drops its own frame rate, and the most overdue session goes
@@ -405,21 +503,29 @@ static void *worker_main(void *arg)
             pthread_mutex_lock(&sc->lock);
         }
         double now = srv_now_ms(), wake_at;
-        srv_session *ss = pick_session(s, sc, wk, now, period, &wake_at);
-        if (!ss) {
+        srv_session *group[SRV_STEP_BATCH_MAX];
+        group[0] = pick_session(s, sc, wk, now, period, &wake_at);
+        if (!group[0]) {
             wait_until(sc, s, wake_at);
             continue;
         }
+        int n = pick_group(s, sc, now, period, group), news[SRV_STEP_BATCH_MAX];
         pthread_mutex_unlock(&sc->lock);
-        int early = now < ss->due_ms;
-        if (run_session(s, wk, ss))
-            srv_session_news(s, ss);
-        ss->step_at_ms = now;
-        /* Keep the beat; after an early step or a stall, restart it from now. */
-        ss->due_ms = early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
+        run_sessions(s, wk, group, n, news);
+        for (int k = 0; k < n; k++) {
+            srv_session *ss = group[k];
+            if (news[k])
+                srv_session_news(s, ss);
+            int early = now < ss->due_ms;
+            ss->step_at_ms = now;
+            /* Keep the beat; after an early step or a stall, restart it from now. */
+            ss->due_ms = early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
+        }
         pthread_mutex_lock(&sc->lock);
-        ss->stepping = 0;
-        srv_session_put(s, ss);
+        for (int k = 0; k < n; k++) {
+            group[k]->stepping = 0;
+            srv_session_put(s, group[k]);
+        }
     }
     pthread_mutex_unlock(&sc->lock);
     return NULL;
@@ -444,8 +550,19 @@ int srv_worker_start(srv *s)
     for (int k = 0; k < n; k++) {
         w[k].s = s;
         w[k].index = k;
+        w[k].jobs = calloc(SRV_STEP_BATCH_MAX, sizeof *w[k].jobs);
+        if (!w[k].jobs) {
+            for (int j = 0; j < k; j++)
+                free(w[j].jobs);
+            free(w);
+            free(sc);
+            return -1;
+        }
     }
     sc->n = n;
+    sc->batch_max = s->cfg.step_batch                 ? s->cfg.step_batch
+                    : sim_backend_batches(s->backend) ? SRV_STEP_BATCH_MAX
+                                                      : 1;
     s->sched = sc;
     for (int k = 0; k < n; k++)
         if (pthread_create(&w[k].thread, NULL, worker_main, &w[k]) != 0) {
@@ -453,6 +570,10 @@ int srv_worker_start(srv *s)
             srv_worker_poke(s, 0);
             for (int j = 0; j < k; j++)
                 pthread_join(w[j].thread, NULL);
+            for (int j = 0; j < n; j++) {
+                free(w[j].jobs);
+                w[j].jobs = NULL;
+            }
             sc->n = 0;
             return -1;
         }
@@ -476,6 +597,8 @@ void srv_worker_free(srv *s)
         return;
     pthread_cond_destroy(&sc->cond);
     pthread_mutex_destroy(&sc->lock);
+    for (int k = 0; k < sc->n; k++)
+        free(sc->w[k].jobs);
     free(sc->w);
     free(sc);
     s->sched = NULL;

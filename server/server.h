@@ -34,6 +34,10 @@ typedef struct srv_config {
     sim_backend_kind backend;
     int threads; ///< CPU threads per step (0: all cores, or 1 when workers > 1)
     int workers; ///< simulation worker threads (0: one per core); sessions are split among them
+    /// Sessions a worker steps together at most (scene step_many), when they are due within
+    /// half a period. 0: automatic (SRV_STEP_BATCH_MAX where the backend batches, CUDA; 1 on
+    /// the CPU, where the workers' parallelism is worth more).
+    int step_batch;
     int max_sessions;
     int max_clients_per_session;
     int max_message_bytes;     ///< largest text message a client may send
@@ -172,6 +176,8 @@ typedef struct srv_scene_i srv_scene_i; /* scene.h */
 #define SRV_QUERY_SLOTS       64
 #define SRV_QUERY_BYTES       64 /* largest viewer query payload */
 #define SRV_QUERIES_PER_FRAME 8
+/* Sessions one worker steps together at most (--step-batch's ceiling). */
+#define SRV_STEP_BATCH_MAX 64
 
 /* Where a session's scene is (srv_session_create_loading): being built on a loader
  * thread, built, or refused with a reason. Only a ready session steps and takes clients. */
@@ -374,6 +380,8 @@ struct srv {
     int http_port, ws_port;
     uint64_t started_ms;
     atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;
+    /* Steps taken in batches of two or more (scene step_many), and those batches. */
+    atomic_ullong batched_steps, step_batches;
 };
 
 /* sched.c */

@@ -53,6 +53,10 @@ void sim_backend_destroy(sim_backend *b);
 const char *sim_backend_name(const sim_backend *b);
 /// Threads the CPU backend uses (1 for CUDA).
 int sim_backend_threads(const sim_backend *b);
+/// 1 when the backend steps many states in one batch of launches (CUDA: see
+/// sim_volume_step_many), so that stepping due sessions together beats stepping them in turn.
+/// The CPU backend steps a batch one state after another: 0.
+int sim_backend_batches(const sim_backend *b);
 /// 1 when this build contains the CUDA backend and a device answers.
 int sim_cuda_available(void);
 /// Parse "auto" / "cpu" / "cuda"; returns -1 for anything else.

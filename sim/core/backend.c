@@ -81,3 +81,7 @@ int sim_backend_threads(const sim_backend *b)
 {
     return b->threads;
 }
+int sim_backend_batches(const sim_backend *b)
+{
+    return b->kind == SIM_BACKEND_CUDA;
+}

@@ -522,5 +522,13 @@ static sim_status cpu_sync_grab(sim_volume_state *s, const uint32_t *old_idx, in
 }
 
 const sim_volume_backend_i vol_cpu_backend = {
-    "cpu", cpu_init, cpu_fini, cpu_noop, cpu_sync_grab, cpu_frame, cpu_noop, cpu_probe,
+    .name = "cpu",
+    .init = cpu_init,
+    .fini = cpu_fini,
+    .upload_all = cpu_noop,
+    .sync_grab = cpu_sync_grab,
+    .frame = cpu_frame,
+    .frame_many = NULL, /* one after another: each frame already uses every thread it is given */
+    .download = cpu_noop,
+    .probe = cpu_probe,
 };

@@ -398,6 +398,15 @@ sim_status sim_volume_push_event(sim_volume_state *s, const sim_volume_event *ev
 /// Apply queued events, then advance one frame. metrics may be NULL.
 sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
                            size_t err_sz);
+/// Step n states of one backend, each as sim_volume_step would (bit for bit): on CUDA the
+/// frames that need the device run as one batch, each kernel launch covering every state,
+/// so 64 sessions cost one frame's launches and read-backs rather than 64 frames'. metrics
+/// and status (n each) may be NULL. Returns the first failure (err names its state): a
+/// state's own failure (an event it was sent) leaves the others stepping; a failure of the
+/// backend's batch (a CUDA error) fails every state of it. SIM_ERR_ARG, stepping nothing,
+/// when the states' backends differ or a state appears twice.
+sim_status sim_volume_step_many(sim_volume_state *const *states, int n, sim_volume_metrics *metrics,
+                                sim_status *status, char *err, size_t err_sz);
 
 /// CPU threads for this state's next steps, at most the backend's count (0: the backend's
 /// count). Results do not depend on it. A server stepping many states at once gives each

@@ -118,6 +118,7 @@ struct sim_volume_state {
     uint32_t guard_resets; /* resets after a NaN or infinity (MuJoCo's mj_checkPos idea) */
     int settled;
     sim_volume_metrics last;
+    double step_t0; /* when the step under way began (sc_now_ms) */
 
     void *dev; /* backend private state */
     /* Tests only: the CPU backend visits every block, as the CUDA backend does, so a
@@ -172,6 +173,10 @@ struct sim_volume_backend_i {
      * set s->settled. */
     sim_status (*frame)(sim_volume_state *s, const vol_frame_in *in, sim_volume_metrics *mt,
                         char *err, size_t err_sz);
+    /* Optional: frame for n states of this backend at once, as n calls of frame would (bit
+     * for bit), each launch covering them all. One status for the batch. */
+    sim_status (*frame_many)(sim_volume_state *const *s, const vol_frame_in *in,
+                             sim_volume_metrics *const *mt, int n, char *err, size_t err_sz);
     /* Make host pos/vel current. */
     sim_status (*download)(sim_volume_state *s, char *err, size_t err_sz);
     /* Positions of the probe (the first nprobe grabbed indices, as grab_idx holds them

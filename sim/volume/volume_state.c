@@ -509,10 +509,12 @@ sim_status sim_volume_apply_event(sim_volume_state *s, const sim_volume_event *e
     return st == SIM_OK ? apply_event(s, ev, err, err_sz) : st;
 }
 
-sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
-                           size_t err_sz)
+/* A step's first half: the queued events, then whether the frame needs the backend (*run; 0
+ * when settled and nothing asked to move: the frame costs nothing). */
+static sim_status step_begin(sim_volume_state *s, sim_volume_metrics *mt, int *run, char *err,
+                             size_t err_sz)
 {
-    double t0 = sc_now_ms();
+    s->step_t0 = sc_now_ms();
     int had_events = s->qcount > 0;
     sim_status st = SIM_OK;
     /* Events apply in order; one that fails stops the loop and the rest wait for the
@@ -524,48 +526,166 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
         st = apply_event(s, &ev, err, err_sz);
     }
     s->kp.rigid_free = s->ngrab == 0; /* see cm_rigid_return_element */
-    sim_volume_metrics mt;
-    memset(&mt, 0, sizeof mt);
-    if (st == SIM_OK) {
-        if (!had_events && s->settled) {
-            /* Nothing moves and nothing asked to: the frame costs nothing. */
-            mt = s->last;
-            mt.skipped = 1;
-            mt.passes = 0;
-            mt.propagation_capped = 0;
-            mt.moved_elements = 0;
-            mt.max_violation = 0.0f;
-            mt.relax_evaluations = 0;
-            mt.propagate_ms = mt.relax_ms = mt.velocity_ms = 0.0;
-        } else {
-            vol_frame_in in;
-            in.deform = s->grab_moved;
-            st = s->impl->frame(s, &in, &mt, err, err_sz);
-        }
+    memset(mt, 0, sizeof *mt);
+    *run = 0;
+    if (st != SIM_OK)
+        return st;
+    if (!had_events && s->settled) {
+        *mt = s->last;
+        mt->skipped = 1;
+        mt->passes = 0;
+        mt->propagation_capped = 0;
+        mt->moved_elements = 0;
+        mt->max_violation = 0.0f;
+        mt->relax_evaluations = 0;
+        mt->propagate_ms = mt->relax_ms = mt->velocity_ms = 0.0;
+    } else {
+        *run = 1;
     }
-    if (st == SIM_OK && mt.nonfinite > 0) {
+    return st;
+}
+
+/* A step's second half, after the backend's frame (st: how the step went so far). */
+static sim_status step_end(sim_volume_state *s, sim_volume_metrics *mt, sim_status st, char *err,
+                           size_t err_sz)
+{
+    if (st == SIM_OK && mt->nonfinite > 0) {
         /* A blow-up costs this session its deformation, never the process. */
         s->guard_resets++;
         st = reset_to_rest(s, err, err_sz);
     }
-    if (st == SIM_OK && !mt.skipped)
-        st = measure_probe(s, &mt, err, err_sz);
-    else if (mt.skipped) /* settled: the probe is where the last frame left it, at rest */
-        memset(mt.probe_vel, 0, sizeof mt.probe_vel);
-    mt.guard_resets = s->guard_resets;
+    if (st == SIM_OK && !mt->skipped)
+        st = measure_probe(s, mt, err, err_sz);
+    else if (mt->skipped) /* settled: the probe is where the last frame left it, at rest */
+        memset(mt->probe_vel, 0, sizeof mt->probe_vel);
+    mt->guard_resets = s->guard_resets;
     s->frame++;
-    mt.frame = s->frame;
-    mt.last_seq = s->last_seq;
-    mt.grabbed = s->ngrab;
-    mt.grab_clamped = s->grab_clamped;
-    mt.total_ms = sc_now_ms() - t0;
-    s->last = mt;
-    if (metrics)
-        *metrics = mt;
+    mt->frame = s->frame;
+    mt->last_seq = s->last_seq;
+    mt->grabbed = s->ngrab;
+    mt->grab_clamped = s->grab_clamped;
+    mt->total_ms = sc_now_ms() - s->step_t0;
+    s->last = *mt;
     /* The next frame's events, applied at once or queued, start from here. */
     s->grab_moved = 0;
     s->grab_clamped = 0;
     return st;
+}
+
+sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, char *err,
+                           size_t err_sz)
+{
+    sim_volume_metrics mt;
+    int run;
+    sim_status st = step_begin(s, &mt, &run, err, err_sz);
+    if (st == SIM_OK && run) {
+        vol_frame_in in;
+        in.deform = s->grab_moved;
+        st = s->impl->frame(s, &in, &mt, err, err_sz);
+    }
+    st = step_end(s, &mt, st, err, err_sz);
+    if (metrics)
+        *metrics = mt;
+    return st;
+}
+
+/* The states' frames: in one batch where the backend has one (each launch covers every
+ * state of the batch), else one after another. */
+static void frames_of(sim_volume_state *const *run, const vol_frame_in *in,
+                      sim_volume_metrics *const *mt, sim_status *st, int n, char (*errs)[256])
+{
+    const sim_volume_backend_i *impl = run[0]->impl;
+    if (impl->frame_many && n > 1) {
+        sim_status bst = impl->frame_many(run, in, mt, n, errs[0], sizeof errs[0]);
+        for (int r = 0; r < n; r++) {
+            st[r] = bst;
+            if (r > 0)
+                memcpy(errs[r], errs[0], sizeof errs[0]);
+        }
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        st[r] = impl->frame(run[r], &in[r], mt[r], errs[r], sizeof errs[r]);
+}
+
+sim_status sim_volume_step_many(sim_volume_state *const *states, int n, sim_volume_metrics *metrics,
+                                sim_status *status, char *err, size_t err_sz)
+{
+    for (int k = 1; k < n; k++) {
+        int dup = -1;
+        for (int j = 0; j < k && dup < 0; j++)
+            dup = states[j] == states[k] ? j : -1;
+        if (states[k]->be == states[0]->be && dup < 0)
+            continue;
+        for (int j = 0; status && j < n; j++)
+            status[j] = SIM_ERR_ARG;
+        if (dup >= 0)
+            snprintf(err, err_sz, "sim_volume_step_many: state %d is state %d again", k, dup);
+        else
+            snprintf(err, err_sz,
+                     "sim_volume_step_many: state %d is on another backend than state 0", k);
+        return SIM_ERR_ARG;
+    }
+    if (n <= 0)
+        return SIM_OK;
+    sim_volume_metrics *mt = calloc((size_t)n, sizeof *mt);
+    sim_volume_metrics **run_mt = calloc((size_t)n, sizeof *run_mt);
+    sim_volume_state **run = calloc((size_t)n, sizeof *run);
+    vol_frame_in *in = calloc((size_t)n, sizeof *in);
+    sim_status *st = calloc((size_t)n, sizeof *st), *run_st = calloc((size_t)n, sizeof *run_st);
+    int *which = calloc((size_t)n, sizeof *which);
+    char(*errs)[256] = calloc((size_t)n, sizeof *errs);
+    if (!mt || !run_mt || !run || !in || !st || !run_st || !which || !errs) {
+        free(mt), free(run_mt), free(run), free(in), free(st), free(run_st), free(which);
+        free(errs);
+        for (int j = 0; status && j < n; j++)
+            status[j] = SIM_ERR_NOMEM;
+        snprintf(err, err_sz, "sim_volume_step_many: out of memory for %d states", n);
+        return SIM_ERR_NOMEM;
+    }
+    int nrun = 0;
+    for (int k = 0; k < n; k++) {
+        int go;
+        st[k] = step_begin(states[k], &mt[k], &go, errs[k], sizeof errs[k]);
+        if (st[k] == SIM_OK && go) {
+            which[nrun] = k;
+            run[nrun] = states[k];
+            run_mt[nrun] = &mt[k];
+            in[nrun].deform = states[k]->grab_moved;
+            nrun++;
+        }
+    }
+    if (nrun > 0) {
+        char(*run_errs)[256] = calloc((size_t)nrun, sizeof *run_errs);
+        if (!run_errs) {
+            for (int r = 0; r < nrun; r++) {
+                st[which[r]] = SIM_ERR_NOMEM;
+                snprintf(errs[which[r]], sizeof errs[0], "out of memory for the batch");
+            }
+        } else {
+            frames_of(run, in, run_mt, run_st, nrun, run_errs);
+            for (int r = 0; r < nrun; r++) {
+                st[which[r]] = run_st[r];
+                memcpy(errs[which[r]], run_errs[r], sizeof errs[0]);
+            }
+            free(run_errs);
+        }
+    }
+    sim_status first = SIM_OK;
+    for (int k = 0; k < n; k++) {
+        st[k] = step_end(states[k], &mt[k], st[k], errs[k], sizeof errs[k]);
+        if (st[k] != SIM_OK && first == SIM_OK) {
+            first = st[k];
+            snprintf(err, err_sz, "state %d: %s", k, errs[k]);
+        }
+        if (metrics)
+            metrics[k] = mt[k];
+        if (status)
+            status[k] = st[k];
+    }
+    free(mt), free(run_mt), free(run), free(in), free(st), free(run_st), free(which);
+    free(errs);
+    return first;
 }
 
 /* ----------------------------------------------------------------- outputs */

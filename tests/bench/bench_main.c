@@ -38,7 +38,8 @@ typedef struct bench_opts {
     int crop[6];            /* --crop: x0,y0,z0,x1,y1,z1 of the stored lattice (x1 > 0: on) */
     int uniform;            /* 1: a homogeneous soft-tissue block instead of the phantom */
     float uniform_hu;
-    int sessions; /* --sessions N: N states of one model stepped in turn (the drag script) */
+    int sessions; /* --sessions N: N states of one model stepped together (the drag script) */
+    int check;    /* --check: with --sessions, each also alone, and the states must be equal */
 } bench_opts;
 
 static void usage(void)
@@ -50,7 +51,9 @@ static void usage(void)
         "                             [--series UID] [--fit-elements N] [--air-margin N]\n"
         "                             [--crop X0,Y0,Z0,X1,Y1,Z1]\n"
         "                             [--downsample N] [--frames N] [--threads N]\n"
-        "                             [--sessions N]   (N states dragged in turn: steps/s)\n"
+        "                             [--sessions N [--check]]   (N states dragged together: "
+        "steps/s;\n"
+        "                             --check: and alone, the states compared bit for bit)\n"
         "                             [--backend cpu|cuda] [--condition A|B|C]\n"
         "                             [--scenario pull|drag|release] [--pull L] [--uniform HU]\n"
         "       softcast-bench parity [--dims WxHxD] [--frames N]\n"
@@ -84,6 +87,10 @@ static void parse_args(int argc, char **argv, bench_opts *o)
     o->air_margin = sim_default_volume_load_opts().air_margin;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--check")) { /* the one flag without a value */
+            o->check = 1;
+            continue;
+        }
         if (!v)
             usage();
         i++;
@@ -139,7 +146,7 @@ static void parse_args(int argc, char **argv, bench_opts *o)
             usage();
         }
     }
-    if (o->frames < 1 || o->downsample < 1)
+    if (o->frames < 1 || o->downsample < 1 || (o->check && !o->sessions))
         usage();
 }
 
@@ -340,59 +347,127 @@ static int bench_drag(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     return 1;
 }
 
-/* Many sessions on one backend: N states of one model (the server's sessions of one volume),
- * each dragged by softcast-load's loop (their phases apart), stepped in turn for --frames
- * frames each. Steps per second over every session: what one backend's worker keeps up.
- * A step of a session that has settled (after a release) counts too, and costs almost
- * nothing: the figure is the drag's mix, not a moving step's cost. */
-static int bench_sessions(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+/* Session k's input before frame f: softcast-load's loop (bench_drag), the sessions' phases
+ * 7 frames apart. */
+static void session_script(sim_volume_state *st, int k, int f, const float g[3])
+{
+    int ff = f + 7 * k, phase = (ff / 2) % 90;
+    if (ff % 2)
+        return;
+    float t[3] = {g[0], g[1] + 4.0f * sinf((float)phase / 12.0f), g[2]};
+    if (phase == 0)
+        vs_push(st, SIM_EV_GRAB, g, 2.5f);
+    else if (phase < 75)
+        vs_push(st, SIM_EV_MOVE, t, 0);
+    else if (phase == 75)
+        vs_push(st, SIM_EV_RELEASE, NULL, 0);
+}
+
+/* n states of sc's model (session k's parameters: p, or with vary a schedule of its own). */
+static sim_volume_state **make_sessions(const vs_scene *sc, int n, int vary)
 {
     char err[512];
-    int n = o->sessions;
     sim_volume_state **st = calloc((size_t)n, sizeof *st);
-    if (!st)
-        return 0;
-    st[0] = sc->state;
-    sim_volume_params p = sim_volume_get_params(sc->state);
-    for (int k = 1; k < n; k++)
+    sim_volume_params p0 = sim_volume_get_params(sc->state);
+    for (int k = 0; st && k < n; k++) {
+        sim_volume_params p = p0;
+        if (vary) { /* per-state schedules: the batch must keep each one's own */
+            p.relax_iterations =
+                p0.relax_iterations + k % 3 - 1 > 0 ? p0.relax_iterations + k % 3 - 1 : 1;
+            if (k % 4 == 3)
+                p.max_passes = 5; /* stops inside a pass batch */
+            if (k % 5 == 4)
+                p.max_wave = 50; /* the frame's wave budget */
+        }
         if (sim_volume_state_create(&st[k], sc->model, sc->backend, err, sizeof err) != SIM_OK ||
             vs_set_params(st[k], &p) != SIM_OK) {
             fprintf(stderr, "softcast-bench: session %d: %s\n", k, err);
-            for (int j = 1; j < k; j++)
-                sim_volume_state_destroy(st[j]);
+            for (int j = 0; j <= k; j++)
+                if (st[j])
+                    sim_volume_state_destroy(st[j]);
             free(st);
-            return 0;
+            return NULL;
         }
-    float g[3];
-    vs_belly_point(v, p.hu_threshold[0], g);
-    double t0 = sc_now_ms();
-    int ok = 1;
-    for (int f = 0; f < o->frames && ok; f++)
-        for (int k = 0; k < n && ok; k++) {
-            int ff = f + 7 * k, phase = (ff / 2) % 90;
-            if (ff % 2 == 0) {
-                float t[3] = {g[0], g[1] + 4.0f * sinf((float)phase / 12.0f), g[2]};
-                if (phase == 0)
-                    vs_push(st[k], SIM_EV_GRAB, g, 2.5f);
-                else if (phase < 75)
-                    vs_push(st[k], SIM_EV_MOVE, t, 0);
-                else if (phase == 75)
-                    vs_push(st[k], SIM_EV_RELEASE, NULL, 0);
-            }
-            ok = sim_volume_step(st[k], NULL, err, sizeof err) == SIM_OK;
-        }
-    double ms = sc_now_ms() - t0;
-    if (!ok)
-        fprintf(stderr, "softcast-bench: step: %s\n", err);
-    for (int k = 1; k < n; k++)
+    }
+    return st;
+}
+
+static void free_sessions(sim_volume_state **st, int n)
+{
+    for (int k = 0; st && k < n; k++)
         sim_volume_state_destroy(st[k]);
     free(st);
+}
+
+/* frames frames of every session's script: all stepped together (sim_volume_step_many: one
+ * batch of launches on CUDA) or each alone (sim_volume_step). */
+static int run_sessions(sim_volume_state **st, int n, int frames, int together, const float g[3])
+{
+    char err[512];
+    for (int f = 0; f < frames; f++) {
+        for (int k = 0; k < n; k++)
+            session_script(st[k], k, f, g);
+        if (together) {
+            if (sim_volume_step_many(st, n, NULL, NULL, err, sizeof err) != SIM_OK) {
+                fprintf(stderr, "softcast-bench: step: %s\n", err);
+                return 0;
+            }
+            continue;
+        }
+        for (int k = 0; k < n; k++)
+            if (sim_volume_step(st[k], NULL, err, sizeof err) != SIM_OK) {
+                fprintf(stderr, "softcast-bench: session %d: step: %s\n", k, err);
+                return 0;
+            }
+    }
+    return 1;
+}
+
+/* Many sessions on one backend: N states of one model (the server's sessions of one volume),
+ * each dragged by softcast-load's loop, all stepped together each frame for --frames frames
+ * (on CUDA one batch of launches a frame). Steps per second over every session: what one
+ * backend keeps up. A step of a session that has settled (after a release) counts too, and
+ * costs almost nothing: the figure is the drag's mix, not a moving step's cost. With
+ * --check, every session also runs alone with the same script, each with a schedule of its
+ * own (iterations, pass cap, wave budget), and the two runs' state hashes must be equal. */
+static int bench_sessions(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    int n = o->sessions;
+    sim_volume_params p = sim_volume_get_params(sc->state);
+    float g[3];
+    vs_belly_point(v, p.hu_threshold[0], g);
+    sim_volume_state **st = make_sessions(sc, n, o->check);
+    if (!st)
+        return 0;
+    double t0 = sc_now_ms();
+    int ok = run_sessions(st, n, o->frames, 1, g);
+    double ms = sc_now_ms() - t0, alone_ms = 0;
+    int equal = 0;
+    if (ok && o->check) {
+        sim_volume_state **ref = make_sessions(sc, n, 1);
+        double t1 = sc_now_ms();
+        ok = ref && run_sessions(ref, n, o->frames, 0, g);
+        alone_ms = sc_now_ms() - t1;
+        for (int k = 0; ok && k < n; k++) {
+            uint64_t a = sim_volume_state_hash(st[k]), b = sim_volume_state_hash(ref[k]);
+            equal += a == b;
+            if (a != b)
+                fprintf(stderr, "softcast-bench: session %d: together %016llx, alone %016llx\n", k,
+                        (unsigned long long)a, (unsigned long long)b);
+        }
+        free_sessions(ref, n);
+    }
+    free_sessions(st, n);
     if (!ok)
         return 0;
     print_common(o, sc, v);
-    printf(",\"sessions\":%d,\"steps\":%lld,\"steps_per_s\":%.1f,\"ms_per_step\":%.3f}\n", n,
+    printf(",\"sessions\":%d,\"steps\":%lld,\"steps_per_s\":%.1f,\"ms_per_step\":%.3f", n,
            (long long)o->frames * n, 1000.0 * o->frames * n / ms, ms / ((double)o->frames * n));
-    return 1;
+    if (o->check)
+        printf(",\"alone_steps_per_s\":%.1f,\"sessions_equal_alone\":%d,\"check\":\"%s\"",
+               1000.0 * o->frames * n / alone_ms, equal, equal == n ? "ok" : "FAILED");
+    printf("}\n");
+    return !o->check || equal == n;
 }
 
 static int bench_release(const bench_opts *o, vs_scene *sc, const sim_volume *v)

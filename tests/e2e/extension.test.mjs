@@ -7,10 +7,11 @@
 // unit, group and doc, settable over the WebSocket (state.params follows), and drawn in
 // the browser's panel (an input with its range, the value set, the doc as its caption).
 //
-// The copy is kept between runs, so make rebuilds only what changed: the first run builds
-// the whole server (CUDA=0, UBSan only: the same flags as the mutation runs), later runs
-// what the changed files touch. The build's duration is printed and written to
-// build/e2e/extension.json.
+// The copy is kept between runs, so make rebuilds only what changed. Its first build starts
+// from the tree's own test build (the objects, their dependency files and the flags file,
+// copied with their times, and the same SANITIZE and CUDA), so even then make rebuilds only
+// what the one line touches; a tree without a test build gets a whole build (CUDA=0, UBSan
+// only). The build's duration is printed and written to build/e2e/extension.json.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -75,6 +76,28 @@ function copyTree(files) {
   if (!fs.existsSync(link)) fs.symlinkSync(path.join(ROOT, 'web-client/node_modules'), link);
 }
 
+/** The make variables that give the copy the tree's test flags, and on the copy's first build
+ *  the tree's test objects to start from (seeded with their times: make rebuilds only what
+ *  is newer, the one line's dependents). Without a test build in the tree: a whole build. */
+function seedBuild() {
+  const flagsFile = path.join(ROOT, 'build/test.flags');
+  if (!fs.existsSync(flagsFile)) return ['CUDA=0', 'SANITIZE=undefined'];
+  const flags = fs.readFileSync(flagsFile, 'utf8');
+  const vars = [`SANITIZE=${/-fsanitize=(\S+)/.exec(flags)?.[1] ?? 'undefined'}`];
+  const cuda = flags.includes('-DSIM_HAVE_CUDA=1');
+  if (!cuda) vars.push('CUDA=0');
+  if (fs.existsSync(path.join(SCRATCH, 'build/test.flags'))) return vars;
+  const opts = { recursive: true, preserveTimestamps: true };
+  fs.mkdirSync(path.join(SCRATCH, 'build'), { recursive: true });
+  fs.cpSync(path.join(ROOT, 'build/test'), path.join(SCRATCH, 'build/test'), opts);
+  if (cuda) { // the CUDA objects are the release build's (the Makefile's TST_SIM_O)
+    fs.cpSync(path.join(ROOT, 'build/rel'), path.join(SCRATCH, 'build/rel'),
+      { ...opts, filter: (src) => fs.statSync(src).isDirectory() || /\.cu\.[od]$/.test(src) });
+  }
+  fs.cpSync(flagsFile, path.join(SCRATCH, 'build/test.flags'), opts);
+  return vars;
+}
+
 async function startScratchServer() {
   const proc = spawn(path.join(SCRATCH, 'build/test/softcast-server'), ['--http-port', '0', '--ws-port', '0',
     '--bind', '127.0.0.1', '--threads', '1', '--data-dir', path.join(SCRATCH, 'web-client')],
@@ -121,9 +144,10 @@ test('a parameter added by one line in sim/cloth/params.def is validated, listed
     assert.deepEqual(added, [LINE], 'the copy differs from the tree by more than one line');
     assert.ok(declaredParams(SCRATCH).some((d) => d.scene === 'cloth' && d.name === KNOB.name));
 
-    // The copy's own server (UBSan, no CUDA) and browser client.
+    // The copy's own server (the tree's test flags) and browser client.
+    const vars = seedBuild();
     const t0 = Date.now();
-    const b = spawnSync('make', ['-s', '-j2', 'BUILD=build', 'CUDA=0', 'SANITIZE=undefined', 'build/test/softcast-server', 'web'],
+    const b = spawnSync('make', ['-s', '-j2', 'BUILD=build', ...vars, 'build/test/softcast-server', 'web'],
       { cwd: SCRATCH, encoding: 'utf8', timeout: BUILD_LIMIT_S * 1000, maxBuffer: 64 << 20 });
     const buildS = (Date.now() - t0) / 1000;
     assert.equal(b.status, 0, `the copy did not build (${buildS.toFixed(0)} s${b.error ? `, ${b.error.code}` : ''}):\n${(b.stdout + b.stderr).slice(-4000)}`);

@@ -51,10 +51,13 @@ run volume --backend cuda --uniform 0 --dims 64x64x64 --pull 3
 run volume --backend cuda --uniform 0 --dims 64x64x64 --pull 8
 run volume --backend cuda --dims 128x128x75 --scenario release --condition B --frames 300
 run volume --backend cuda --dims 128x128x75 --scenario release --condition C --frames 300
-echo "== many sessions (issue 14): N states of one 64^3 model dragged in turn, steps per second"
+echo "== many sessions (issue 14): N states of one 64^3 model dragged, all stepped together each"
+echo "   frame (sim_volume_step_many: one batch of launches for them all), steps per second"
 for n in 1 16 64; do
     run volume --backend cuda --dims 64x64x64 --sessions $n --frames 120
 done
+echo "== batch parity: 24 sessions with schedules of their own, together and each alone, hashes equal"
+run volume --backend cuda --dims 64x64x64 --sessions 24 --frames 150 --check
 run volume --backend cpu --threads 16 --dims 64x64x64 --sessions 16 --frames 120
 echo "== cloth: CUDA against CPU, then timings"
 run cloth --parity --frames 90

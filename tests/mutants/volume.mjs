@@ -4,6 +4,27 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 
 export default [
   {
+    name: 'batch: a state stepped together loses its grab\'s motion (no deformation in the batch)',
+    file: 'sim/volume/volume_state.c',
+    find: '            in[nrun].deform = states[k]->grab_moved;',
+    replace: '            in[nrun].deform = 0;',
+    build: tests, test: run('step_many_'), caught_by: 'step_many_equals_each_state_stepped_alone',
+  },
+  {
+    name: 'batch: every state reports the first state\'s metrics',
+    file: 'sim/volume/volume_state.c',
+    find: '            metrics[k] = mt[k];',
+    replace: '            metrics[k] = mt[0];',
+    build: tests, test: run('step_many_'), caught_by: 'step_many_equals_each_state_stepped_alone',
+  },
+  {
+    name: 'batch: one state\'s failure stops the others',
+    file: 'sim/volume/volume_state.c',
+    find: '        int go;\n        st[k] = step_begin(states[k], &mt[k], &go, errs[k], sizeof errs[k]);',
+    replace: '        int go = 0;\n        st[k] = k > 0 && st[k - 1] != SIM_OK ? st[k - 1] : step_begin(states[k], &mt[k], &go, errs[k], sizeof errs[k]);',
+    build: tests, test: run('step_many_'), caught_by: 'step_many_fails_one_state_and_steps_the_others',
+  },
+  {
     name: 'surfaces: the velocity step does not stamp the blocks it visits (stale vertices)',
     file: 'sim/volume/cpu.c',
     find: '        vol_stamp_block(s, b); /* moved this frame, or holds a velocity: the surfaces look */',

@@ -244,6 +244,54 @@ test('a session made from an uploaded CT is recorded with its file, and another 
   }
 });
 
+// Sessions stepped together (--step-batch: one worker steps the due sessions of a scene in
+// one call, as the CUDA backend does in one batch of launches; here on the CPU, where the
+// batch is stepped state by state) step each as it would alone: a drag recorded among three
+// neighbours dragged at the same time, on one worker that batches them, replays on a server
+// that steps one session at a time to the same frames and the same end state.
+test('a session stepped in batches with its neighbours replays, stepped alone, to the same frames', async () => {
+  const dims = ['--dims', '24x24x16'];
+  const a = await startServer([...dims, '--workers', '1', '--step-batch', '4']);
+  const b = await startServer(dims);
+  try {
+    const neighbours = [];
+    for (let k = 0; k < 3; k++) {
+      const n = (await api(a.base, 'POST', '/api/sessions', {})).json;
+      const c = await new Client(wsUrl(n, n.control_token), { decode: false }).open();
+      c.send({ type: 'grab', seq: 1, point: [12, 20, 8], radius: 3, space: 'lattice' });
+      neighbours.push(c);
+    }
+    let dragging = true, seq = 2;
+    const drag = (async () => {
+      while (dragging) {
+        for (const c of neighbours)
+          c.send({ type: 'move', seq, point: [12, 20 + (seq % 10) * 0.3, 8], space: 'lattice' });
+        seq++;
+        await tick(25);
+      }
+    })();
+    const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    const v = await new Client(wsUrl(s, s.view_token)).open();
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
+    const [stopped, file] = await recordDrag(a.base, s, d, v, [12, 20, 8], 16);
+    dragging = false;
+    await drag;
+    const batched = Number(/^softcast_batched_steps_total (\d+)$/m.exec((await api(a.base, 'GET', '/metrics')).text)?.[1]);
+    assert.ok(batched > 100, `steps taken in batches: ${batched}`);
+    for (const c of neighbours) await c.close();
+    await d.close();
+    await v.close();
+    const seen = await replayToEnd(b, file);
+    const same = compare({ frames: v.frames }, seen, stopped.start_frame, stopped.end_frame);
+    const inRange = v.frames.filter((f) => f.frame > stopped.start_frame && f.frame <= stopped.end_frame).length;
+    assert.ok(same.same >= 0.8 * inRange && same.same >= 10, `${same.same} of ${inRange} frames compared`);
+  } finally {
+    assert.equal(await a.stop(), 0, a.stderr());
+    assert.equal(await b.stop(), 0, b.stderr());
+  }
+});
+
 test('a recording running at a SIGTERM is stopped, kept with the session, and replays after the restart', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-state-'));
   const dims = ['--dims', '24x24x16'];
