@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'a batch steps the first session\'s scene for every session in it',
+    file: 'server/sched.c',
+    find: '            scenes[m] = group[k]->scene_data;',
+    replace: '            scenes[m] = group[which[0] * 0]->scene_data;',
+    build: server,
+    test: node('recording', 'stepped in batches'),
+    caught_by: 'recording: a session stepped in batches with its neighbours replays, stepped alone, to the same frames',
+  },
+  {
+    name: 'the workers never batch (--step-batch ignored)',
+    file: 'server/sched.c',
+    find: '    if (sc->batch_max < 2 || !scene->step_many || group[0]->replay)',
+    replace: '    if (1 || sc->batch_max < 2 || !scene->step_many || group[0]->replay)',
+    build: server,
+    test: node('recording', 'stepped in batches'),
+    caught_by: 'recording: a session stepped in batches with its neighbours replays, stepped alone, to the same frames',
+  },
+  {
     name: 'scheduler takes the first due session in slot order, not the most overdue',
     file: 'server/sched.c',
     find: 'if (at <= now && (!pick || at < pick_at)) {',
