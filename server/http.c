@@ -440,6 +440,8 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
           ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0);
         M("softcast_session_frames_total{session=\"%s\"} %llu\n", ss->id,
           (unsigned long long)ss->frames);
+        M("softcast_session_batched_steps_total{session=\"%s\"} %llu\n", ss->id,
+          (unsigned long long)ss->batched_steps);
         M("softcast_session_frames_sent_total{session=\"%s\"} %llu\n", ss->id,
           (unsigned long long)ss->frames_sent);
         M("softcast_session_bytes_sent_total{session=\"%s\"} %llu\n", ss->id,

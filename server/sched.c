@@ -232,10 +232,11 @@ static int publish_state(srv_session *ss, int params_changed, int state_changed,
     return 1;
 }
 
-static void count_frame(srv_session *ss, double step_ms, const taken *t)
+static void count_frame(srv_session *ss, double step_ms, const taken *t, int batched)
 {
     pthread_mutex_lock(&ss->lock);
     ss->frames++;
+    ss->batched_steps += (uint64_t)batched;
     ss->last_step_ms = step_ms;
     ss->step_ms_sum += step_ms;
     if (t->n) {
@@ -252,7 +253,7 @@ typedef struct frame_job {
     srv_session *ss;
     wctx c;
     taken t;
-    int n, want_snapshot, paused, moved, ended;
+    int n, want_snapshot, paused, moved, ended, batched;
     uint32_t last_seq;
     double step_ms;
 } frame_job;
@@ -320,7 +321,7 @@ static int frame_end(srv *s, frame_job *j)
     int changed = j->moved || (j->n > 0 && !j->paused);
     if (changed || j->want_snapshot || !ss->encoded_any)
         encode_and_publish(s, ss, changed, j->want_snapshot, j->last_seq);
-    count_frame(ss, j->step_ms, &j->t);
+    count_frame(ss, j->step_ms, &j->t, j->batched);
     pthread_mutex_lock(&ss->lock);
     int replies = ss->nmail;
     pthread_mutex_unlock(&ss->lock);
@@ -362,6 +363,7 @@ static void run_sessions(srv *s, worker *wk, srv_session **group, int n, int *ne
         frame_job *j = &jobs[which[r]];
         j->moved = changed[r];
         j->step_ms = ms[r];
+        j->batched = m > 1;
         j->ss->frame_no++;
     }
     for (int k = 0; k < n; k++)

@@ -219,6 +219,7 @@ typedef struct srv_session {
     uint32_t last_seq;
     /* counters for /metrics */
     uint64_t frames, frames_sent, bytes_sent, events, errors, encodes;
+    uint64_t batched_steps; /* steps taken in a batch with other sessions (--step-batch) */
     uint64_t client_visits; /* clients of this session the WebSocket thread looked at on wakes */
     double step_ms_sum, encode_ms_sum, latency_ms_sum;
     uint64_t latency_n;

@@ -14,6 +14,7 @@
  *   visits none.
  * An element that is not visited would not have moved, so visiting a subset gives bit for
  * bit the result of visiting everything, which is what the CUDA backend does. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "volume_internal.h"
@@ -98,9 +99,10 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
                 if (s->t_reach[i] >= CM_UNREACHED)
                     moved_count++;
                 mark_reached(s, i, s->scratch_t[k]);
-                s->blk_flags[vol_block_of(s, i)] |=
-                    BLK_DIRTY | BLK_TOUCHED |
-                    (kp->rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0);
+                vol_flag_block(
+                    s, vol_block_of(s, i),
+                    (uint16_t)(BLK_DIRTY | BLK_TOUCHED |
+                               (kp->rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0)));
                 enqueue_neighbours(s, i);
             }
             if (st & CM_PROP_WAITING)
@@ -135,12 +137,37 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
     return moved_count;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The active blocks with a flag of mask, into blk_list in block order (the order of every
+ * sum, whatever the thread count), from the active list, which this also prunes of blocks
+ * with no flag and no displacement left: the cost is the active blocks', not the volume's. */
 static int64_t list_blocks(sim_volume_state *s, uint16_t mask)
 {
     int64_t n = 0;
-    for (int64_t b = 0; b < s->nblocks; b++)
-        if ((s->blk_flags[b] & mask) || s->full_sweeps)
+    if (s->full_sweeps) { /* the reference: every block (flagged, in parallel, unlisted) */
+        vol_list_active(s);
+        for (int64_t b = 0; b < s->nblocks; b++)
             s->blk_list[n++] = (uint32_t)b;
+        return n;
+    }
+    int64_t keep = 0;
+    for (int64_t k = 0; k < s->nactive; k++) {
+        uint32_t b = s->blk_active[k];
+        if (!s->blk_flags[b] && !(s->blk_maxdisp[b] > 0.0f)) {
+            s->blk_listed[b] = 0; /* at rest and at home: out until something moves it */
+            continue;
+        }
+        s->blk_active[keep++] = b;
+        if (s->blk_flags[b] & mask)
+            s->blk_list[n++] = b;
+    }
+    s->nactive = keep;
+    qsort(s->blk_list, (size_t)n, sizeof *s->blk_list, cmp_u32);
     return n;
 }
 
@@ -297,7 +324,7 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
     for (int64_t k = 0; k < n; k++)
         if (s->scratch_status[k]) {
             s->cand[w->end++ % s->nelem] = cand[k];
-            s->blk_flags[vol_block_of(s, cand[k])] |= mark;
+            vol_flag_block(s, vol_block_of(s, cand[k]), mark);
         }
     w->hi[phase] = w->end;
 }
@@ -340,7 +367,7 @@ static int64_t relax(sim_volume_state *s)
      * stay dirty for the next frame. */
     for (int q = 0; q < CM_RELAX_PHASES; q++)
         for (int64_t k = w.lo[q]; k < w.hi[q]; k++)
-            s->blk_flags[vol_block_of(s, s->cand[k % s->nelem])] |= BLK_DIRTY;
+            vol_flag_block(s, vol_block_of(s, s->cand[k % s->nelem]), BLK_DIRTY);
     return evaluated;
 }
 
@@ -443,7 +470,10 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
     }
     float maxd = 0.0f;
     int settled = 1;
-    for (int64_t b = 0; b < s->nblocks; b++) {
+    if (s->full_sweeps)
+        vol_list_active(s);                    /* it visited unlisted blocks */
+    for (int64_t k = 0; k < s->nactive; k++) { /* every displaced or flagged block is there */
+        int64_t b = s->blk_active[k];
         maxd = cm_maxf(maxd, s->blk_maxdisp[b]);
         if (s->blk_flags[b] & (BLK_DIRTY | BLK_VEL))
             settled = 0;

@@ -93,8 +93,13 @@ struct sim_volume_state {
     /* Blocks. */
     int bx, by, bz;
     int64_t nblocks;
-    uint16_t *blk_flags;    /* (nblocks) BLK_* */
-    uint32_t *blk_list;     /* (nblocks) scratch list of block ids */
+    uint16_t *blk_flags; /* (nblocks) BLK_* */
+    uint32_t *blk_list;  /* (nblocks) scratch list of block ids */
+    /* The active blocks: every block with a flag or a displacement is listed (blk_listed),
+     * so that a frame walks these, never every block (vol_flag_block keeps it so). */
+    uint32_t *blk_active; /* (nblocks), nactive of them, in no order */
+    int64_t nactive;
+    uint8_t *blk_listed;    /* (nblocks) 1: in blk_active */
     double *blk_kinetic;    /* (nblocks) per-block sums, reduced in block order */
     float *blk_maxdisp;     /* (nblocks) */
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
@@ -137,6 +142,21 @@ static inline int64_t vol_block_of(const sim_volume_state *s, int64_t i)
     return (x >> VOL_BLOCK_SHIFT) +
            (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
 }
+
+/* Block b gets flags f, and joins the active list (sequential code only: the list is not
+ * thread safe; a parallel step only sets flags on blocks it was handed from the list). */
+static inline void vol_flag_block(sim_volume_state *s, int64_t b, uint16_t f)
+{
+    s->blk_flags[b] |= f;
+    if (!s->blk_listed[b]) {
+        s->blk_listed[b] = 1;
+        s->blk_active[s->nactive++] = (uint32_t)b;
+    }
+}
+
+/* The active list again from blk_flags and blk_maxdisp, after they were set wholesale (a
+ * reset, a restore, a reclassification). */
+void vol_list_active(sim_volume_state *s);
 
 /* Positions of block b may have changed (sim_volume_surface_update looks again). */
 static inline void vol_stamp_block(sim_volume_state *s, int64_t b)

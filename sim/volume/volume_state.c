@@ -13,8 +13,18 @@
 static void mark_block(sim_volume_state *s, int64_t i, uint8_t f)
 {
     int64_t b = vol_block_of(s, i);
-    s->blk_flags[b] |= f;
+    vol_flag_block(s, b, f);
     vol_stamp_block(s, b);
+}
+
+void vol_list_active(sim_volume_state *s)
+{
+    s->nactive = 0;
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        s->blk_listed[b] = s->blk_flags[b] != 0 || s->blk_maxdisp[b] > 0.0f;
+        if (s->blk_listed[b])
+            s->blk_active[s->nactive++] = (uint32_t)b;
+    }
 }
 
 static void set_rest(sim_volume_state *s)
@@ -31,6 +41,7 @@ static void set_rest(sim_volume_state *s)
     memset(s->vel, 0, (size_t)s->nelem * 3 * sizeof(float));
     memset(s->blk_flags, 0, (size_t)s->nblocks * sizeof *s->blk_flags);
     memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
+    vol_list_active(s);
     s->ngrab = 0;
     s->nprobe = 0;
     s->grab_moved = 0;
@@ -90,8 +101,9 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
     size_t per_elem = 3 * 3 * sizeof(float) + 1 + sizeof(float) + 4 * sizeof(uint32_t) +
                       3 * sizeof(float) + sizeof(float) + 1;
     size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
-    size_t per_block = sizeof *s->blk_flags + sizeof(uint32_t) + sizeof(double) + sizeof(float) +
-                       SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1 + sizeof *s->blk_pos_gen;
+    size_t per_block = sizeof *s->blk_flags + 2 * sizeof(uint32_t) + 1 + sizeof(double) +
+                       sizeof(float) + SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1 +
+                       sizeof *s->blk_pos_gen;
     return sizeof *s + n * per_elem + grab + nb * per_block;
 }
 
@@ -135,6 +147,8 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->scratch_status = sc_calloc(n, 1);
     s->blk_flags = sc_calloc(nb, sizeof *s->blk_flags);
     s->blk_list = sc_calloc(nb, sizeof(uint32_t));
+    s->blk_active = sc_calloc(nb, sizeof(uint32_t));
+    s->blk_listed = sc_calloc(nb, 1);
     s->blk_kinetic = sc_calloc(nb, sizeof(double));
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
@@ -145,8 +159,8 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
-        !s->blk_list || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
-        !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen) {
+        !s->blk_list || !s->blk_active || !s->blk_listed || !s->blk_kinetic || !s->blk_maxdisp ||
+        !s->blk_nonfinite || !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -188,6 +202,8 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->scratch_status);
     free(s->blk_flags);
     free(s->blk_list);
+    free(s->blk_active);
+    free(s->blk_listed);
     free(s->blk_kinetic);
     free(s->blk_maxdisp);
     free(s->blk_speed);
@@ -458,6 +474,7 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
      * that became rigid may be away from home. */
     for (int64_t b = 0; b < s->nblocks; b++)
         s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
+    vol_list_active(s);
     return s->impl->upload_all(s, err, err_sz);
 }
 

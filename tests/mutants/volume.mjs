@@ -4,6 +4,20 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 
 export default [
   {
+    name: 'active blocks: a flagged block is not listed (the frame never walks it)',
+    file: 'sim/volume/volume_internal.h',
+    find: '    if (!s->blk_listed[b]) {',
+    replace: '    if (0 && !s->blk_listed[b]) {',
+    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+  },
+  {
+    name: 'active blocks: a block without a velocity is pruned though still dirty',
+    file: 'sim/volume/cpu.c',
+    find: '        if (!s->blk_flags[b] && !(s->blk_maxdisp[b] > 0.0f)) {',
+    replace: '        if (!(s->blk_flags[b] & BLK_VEL) && !(s->blk_maxdisp[b] > 0.0f)) {',
+    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+  },
+  {
     name: 'batch: a state stepped together loses its grab\'s motion (no deformation in the batch)',
     file: 'sim/volume/volume_state.c',
     find: '            in[nrun].deform = states[k]->grab_moved;',

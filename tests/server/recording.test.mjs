@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startServer, api, Client, wsUrl, tick, waitReady, ctNifti } from './harness.mjs';
+import { startServer, api, Client, wsUrl, tick, waitReady, ctNifti, metric } from './harness.mjs';
 
 const stateOf = (c) => c.texts.filter((t) => t.type === 'state').at(-1);
 
@@ -277,8 +277,12 @@ test('a session stepped in batches with its neighbours replays, stepped alone, t
     const [stopped, file] = await recordDrag(a.base, s, d, v, [12, 20, 8], 16);
     dragging = false;
     await drag;
-    const batched = Number(/^softcast_batched_steps_total (\d+)$/m.exec((await api(a.base, 'GET', '/metrics')).text)?.[1]);
-    assert.ok(batched > 100, `steps taken in batches: ${batched}`);
+    // The recorded session was stepped in batches (how many of its steps depends on the
+    // machine's pace: the beats line up, but a late step may go alone).
+    const batched = await metric(a.base, 'softcast_session_batched_steps_total', s.id);
+    const frames = await metric(a.base, 'softcast_session_frames_total', s.id);
+    console.log(`# batched: ${batched} of the recorded session's ${frames} steps`);
+    assert.ok(batched > 0, `the recorded session's steps taken in batches: ${batched} of ${frames}`);
     for (const c of neighbours) await c.close();
     await d.close();
     await v.close();
