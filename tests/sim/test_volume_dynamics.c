@@ -308,6 +308,21 @@ TEST(relax_candidates_give_the_same_state_as_full_sweeps)
         o.max_after = 25;
         vs_release_result r;
         REQUIRE(vs_run_release(sc.state, &v, &o, &r, err, sizeof err) == SIM_OK);
+        /* Then, from rest (a reset: nothing active), a drag deep inside: the blocks it moves
+         * must come to the frame's attention (the ringing above reaches every block of a
+         * volume this small, so only a reset leaves blocks out of the active list). */
+        float at[3] = {14.0f, 20.0f, 12.0f};
+        REQUIRE(vs_push(sc.state, SIM_EV_RESET, NULL, 0) == SIM_OK);
+        REQUIRE(vs_push(sc.state, SIM_EV_GRAB, at, 2.0f) == SIM_OK);
+        for (int f = 0; f < 30; f++) {
+            if (f < 10) {
+                at[0] += 0.2f;
+                REQUIRE(vs_push(sc.state, SIM_EV_MOVE, at, 0) == SIM_OK);
+            } else if (f == 10) {
+                REQUIRE(vs_push(sc.state, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
+            }
+            REQUIRE(sim_volume_step(sc.state, NULL, err, sizeof err) == SIM_OK);
+        }
         h[k] = sim_volume_state_hash(sc.state);
         done(&sc, &v);
     }
