@@ -101,8 +101,9 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
                 mark_reached(s, i, s->scratch_t[k]);
                 vol_flag_block(
                     s, vol_block_of(s, i),
-                    (uint16_t)(BLK_DIRTY | BLK_TOUCHED |
+                    (uint16_t)(BLK_TOUCHED |
                                (kp->rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0)));
+                vol_seed(s, i);
                 enqueue_neighbours(s, i);
             }
             if (st & CM_PROP_WAITING)
@@ -256,6 +257,58 @@ static void queue_dirty_blocks(sim_volume_state *s, int phase, uint8_t classes, 
     }
 }
 
+/* The seeds gathered since the last relaxation become this one's first candidates: each seed
+ * and its neighbours, once each, sorted by phase into seed_exp (phase p's at
+ * [seed_at[p], seed_at[p + 1])); what moves from here on seeds the next relaxation. */
+static void take_seeds(sim_volume_state *s)
+{
+    const cm_kparams *kp = &s->kp;
+    uint32_t *t = s->seed_cur;
+    s->seed_cur = s->seed_next;
+    s->seed_next = t;
+    s->nseed_cur = s->nseed_next;
+    s->nseed_next = 0;
+    int64_t count[CM_RELAX_PHASES] = {0};
+    uint8_t *phase_of = s->scratch_status; /* free until the first phase is evaluated */
+    s->pass_id++;
+    int64_t m = 0;
+    for (int64_t k = 0; k < s->nseed_cur; k++) {
+        uint32_t i = s->seed_cur[k];
+        s->seeded[i] = 0;
+        s->blk_flags[vol_block_of(s, i)] &= (uint16_t)~BLK_SEEDS;
+        int x, y, z;
+        cm_coords(kp, i, &x, &y, &z);
+        for (int d = -1; d < 6; d++) { /* the seed itself, then its neighbours */
+            int64_t j = d < 0 ? (int64_t)i : cm_neighbour_of(kp, i, x, y, z, d);
+            if (j < 0 || s->cand_stamp[j] == s->pass_id)
+                continue;
+            s->cand_stamp[j] = s->pass_id;
+            int jx = x + (d == 1) - (d == 0), jy = y + (d == 3) - (d == 2),
+                jz = z + (d == 5) - (d == 4);
+            int p = cm_relax_phase_of(kp, s->flags[j] & CM_CLASS_MASK, jx, jy, jz);
+            if (p < 0 || p >= CM_RELAX_PHASES)
+                continue; /* in no phase: relaxation never moves it */
+            s->cand_next[m] = (uint32_t)j;
+            phase_of[m++] = (uint8_t)p;
+            count[p]++;
+        }
+    }
+    s->seed_at[0] = 0;
+    for (int p = 0; p < CM_RELAX_PHASES; p++)
+        s->seed_at[p + 1] = s->seed_at[p] + count[p];
+    int64_t at[CM_RELAX_PHASES];
+    memcpy(at, s->seed_at, sizeof at);
+    for (int64_t k = 0; k < m; k++)
+        s->seed_exp[at[phase_of[k]]++] = s->cand_next[k];
+}
+
+/* The frame's first candidates of the phase from the seeds (take_seeds). */
+static void queue_seeds(sim_volume_state *s, int phase, int64_t *n)
+{
+    for (int64_t k = s->seed_at[phase]; k < s->seed_at[phase + 1]; k++)
+        queue_relax(s, s->seed_exp[k], n);
+}
+
 /* Phase h's candidates: the elements an evaluation could move. One moves only when it moved at
  * its last evaluation (phase h - P: not at rest yet) or a neighbour moved since (phases h - P + 1
  * to h - 1); before any has been evaluated this frame (h < P), the elements in and beside the
@@ -272,9 +325,10 @@ static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h,
                 queue_relax(s, (uint32_t)i, &n);
         return n;
     }
-    if (h < CM_RELAX_PHASES)
+    if (h < CM_RELAX_PHASES) {
         queue_dirty_blocks(s, phase, w->classes[phase], nb_init, &n);
-    else
+        queue_seeds(s, phase, &n);
+    } else
         for (int64_t k = w->lo[phase]; k < w->hi[phase]; k++)
             queue_relax(s, s->cand[k % cap], &n);
     for (int back = 1; back < CM_RELAX_PHASES && back <= h; back++) {
@@ -320,11 +374,13 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
     w->lo[phase] = w->end;
     /* Moved in the last elastic iteration or in the repair: the pull may move it (or a
      * neighbour) again next frame. */
-    uint16_t mark = (uint16_t)(BLK_TOUCHED | (h >= npull - CM_RELAX_PHASES ? BLK_DIRTY : 0));
+    int seed = h >= npull - CM_RELAX_PHASES;
     for (int64_t k = 0; k < n; k++)
         if (s->scratch_status[k]) {
             s->cand[w->end++ % s->nelem] = cand[k];
-            vol_flag_block(s, vol_block_of(s, cand[k]), mark);
+            vol_flag_block(s, vol_block_of(s, cand[k]), BLK_TOUCHED);
+            if (seed)
+                vol_seed(s, cand[k]);
         }
     w->hi[phase] = w->end;
 }
@@ -351,6 +407,7 @@ static int64_t relax(sim_volume_state *s)
         uint16_t *f = &s->blk_flags[s->blk_list[k]];
         *f = (uint16_t)((*f | BLK_INIT) & ~BLK_DIRTY);
     }
+    take_seeds(s);
     for (int h = 0; h < nphases; h++) {
         int64_t n = relax_candidates(s, &w, h, nb_init);
         evaluated += n;
@@ -361,13 +418,10 @@ static int64_t relax(sim_volume_state *s)
         if (!recent && h + 1 >= CM_RELAX_PHASES)
             break; /* nothing moved in a whole iteration: at rest, every band held */
     }
+    /* What moved in the last elastic iteration or the repair may not have converged: those
+     * elements seeded the next frame as they moved (relax_evaluate). */
     for (int64_t k = 0; k < nb_init; k++)
         s->blk_flags[s->blk_list[k]] &= (uint16_t)~BLK_INIT;
-    /* What moved in the last phases did not converge within the iteration cap: its blocks
-     * stay dirty for the next frame. */
-    for (int q = 0; q < CM_RELAX_PHASES; q++)
-        for (int64_t k = w.lo[q]; k < w.hi[q]; k++)
-            vol_flag_block(s, vol_block_of(s, s->cand[k % s->nelem]), BLK_DIRTY);
     return evaluated;
 }
 
@@ -416,7 +470,23 @@ static void inertia(sim_volume_state *s)
             moved |= cm_inertia_element(kp, i, s->pos, s->pos_prev, s->vel, s->flags);
         }
         if (moved)
-            s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED;
+            s->blk_flags[b] |= BLK_INERT | BLK_TOUCHED;
+    }
+    /* In order: what moved seeds relaxation (every element with a velocity, in the blocks
+     * where something moved: a superset of what moved costs an evaluation, never a result). */
+    for (int64_t k = 0; k < n; k++) {
+        int64_t b = s->blk_list[k];
+        if (!(s->blk_flags[b] & BLK_INERT))
+            continue;
+        s->blk_flags[b] &= (uint16_t)~BLK_INERT;
+        int r[6];
+        block_range(s, b, r);
+        FOR_BLOCK_ELEMENTS(s, r, i)
+        {
+            const float *v = &s->vel[i * 3];
+            if ((v[0] != 0.0f || v[1] != 0.0f || v[2] != 0.0f) && !(s->flags[i] & CM_FLAG_GRABBED))
+                vol_seed(s, i);
+        }
     }
 }
 
@@ -475,7 +545,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
     for (int64_t k = 0; k < s->nactive; k++) { /* every displaced or flagged block is there */
         int64_t b = s->blk_active[k];
         maxd = cm_maxf(maxd, s->blk_maxdisp[b]);
-        if (s->blk_flags[b] & (BLK_DIRTY | BLK_VEL))
+        if (s->blk_flags[b] & (BLK_DIRTY | BLK_SEEDS | BLK_VEL))
             settled = 0;
         if ((s->blk_flags[b] & BLK_RIGID) && s->kp.rigid_free)
             settled = 0; /* bone still on its way home */

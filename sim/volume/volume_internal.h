@@ -38,6 +38,8 @@ typedef struct sim_volume_backend_i sim_volume_backend_i; /* below */
 #define BLK_TOUCHED 0x002u /* moved this frame: the velocity step must visit it */
 #define BLK_VEL     0x004u /* holds a non-zero velocity */
 #define BLK_RIGID   0x200u /* holds rigid tissue the wave moved: it goes home when free */
+#define BLK_SEEDS   0x010u /* holds seeds: elements that moved since relaxation last saw them */
+#define BLK_INERT   0x020u /* within inertia: the inertial step moved something in it */
 /* Relaxation's bookkeeping within one frame (see relax in sim/volume/cpu.c). */
 #define BLK_INIT 0x008u /* dirty at the frame's start: the first iteration looks at it */
 
@@ -99,7 +101,17 @@ struct sim_volume_state {
      * so that a frame walks these, never every block (vol_flag_block keeps it so). */
     uint32_t *blk_active; /* (nblocks), nactive of them, in no order */
     int64_t nactive;
-    uint8_t *blk_listed;    /* (nblocks) 1: in blk_active */
+    uint8_t *blk_listed; /* (nblocks) 1: in blk_active */
+    /* Relaxation's seeds: the elements that moved since relaxation last looked at them
+     * (the wave, the inertial step, relaxation's own last moves), so that the first
+     * iteration looks at them and their neighbours rather than at their whole blocks (a
+     * BLK_DIRTY block is looked at whole: events, rigid tissue going home, and seeds past
+     * the cap). seed_next fills during a frame; relaxation takes it as seed_cur. */
+    uint32_t *seed_cur, *seed_next; /* (seed_cap) */
+    int64_t nseed_cur, nseed_next, seed_cap;
+    uint32_t *seed_exp; /* (7 seed_cap) seed_cur and its neighbours, by phase (take_seeds) */
+    int64_t seed_at[CM_RELAX_PHASES + 1];
+    uint8_t *seeded;        /* (nelem) 1: in seed_next */
     double *blk_kinetic;    /* (nblocks) per-block sums, reduced in block order */
     float *blk_maxdisp;     /* (nblocks) */
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
@@ -152,6 +164,22 @@ static inline void vol_flag_block(sim_volume_state *s, int64_t b, uint16_t f)
         s->blk_listed[b] = 1;
         s->blk_active[s->nactive++] = (uint32_t)b;
     }
+}
+
+/* Element i moved: relaxation's next first iteration looks at it and its neighbours (a seed);
+ * past the cap, at its whole block. Sequential code only. */
+static inline void vol_seed(sim_volume_state *s, int64_t i)
+{
+    int64_t b = vol_block_of(s, i);
+    if (s->seeded[i])
+        return;
+    if (s->nseed_next == s->seed_cap) {
+        vol_flag_block(s, b, BLK_DIRTY);
+        return;
+    }
+    s->seeded[i] = 1;
+    s->seed_next[s->nseed_next++] = (uint32_t)i;
+    vol_flag_block(s, b, BLK_SEEDS);
 }
 
 /* The active list again from blk_flags and blk_maxdisp, after they were set wholesale (a

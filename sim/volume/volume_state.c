@@ -19,6 +19,13 @@ static void mark_block(sim_volume_state *s, int64_t i, uint8_t f)
 
 void vol_list_active(sim_volume_state *s)
 {
+    /* Blocks set wholesale hold no seed list: a block with seeds is looked at whole. */
+    for (int64_t k = 0; k < s->nseed_next; k++)
+        s->seeded[s->seed_next[k]] = 0;
+    s->nseed_next = s->nseed_cur = 0;
+    for (int64_t b = 0; b < s->nblocks; b++)
+        if (s->blk_flags[b] & BLK_SEEDS)
+            s->blk_flags[b] = (uint16_t)((s->blk_flags[b] & ~BLK_SEEDS) | BLK_DIRTY);
     s->nactive = 0;
     for (int64_t b = 0; b < s->nblocks; b++) {
         s->blk_listed[b] = s->blk_flags[b] != 0 || s->blk_maxdisp[b] > 0.0f;
@@ -99,7 +106,8 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
     /* As allocated in sim_volume_state_create. */
     size_t n = (size_t)s->nelem, nb = (size_t)s->nblocks;
     size_t per_elem = 3 * 3 * sizeof(float) + 1 + sizeof(float) + 4 * sizeof(uint32_t) +
-                      3 * sizeof(float) + sizeof(float) + 1;
+                      3 * sizeof(float) + sizeof(float) + 1 + 1 /* seeded */ +
+                      9 * sizeof(uint32_t) / 8 /* the seed lists */;
     size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
     size_t per_block = sizeof *s->blk_flags + 2 * sizeof(uint32_t) + 1 + sizeof(double) +
                        sizeof(float) + SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1 +
@@ -149,6 +157,11 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_list = sc_calloc(nb, sizeof(uint32_t));
     s->blk_active = sc_calloc(nb, sizeof(uint32_t));
     s->blk_listed = sc_calloc(nb, 1);
+    s->seed_cap = (int64_t)n / 8 + 64; /* more than that: whole blocks cost less */
+    s->seed_cur = sc_calloc((size_t)s->seed_cap, sizeof(uint32_t));
+    s->seed_next = sc_calloc((size_t)s->seed_cap, sizeof(uint32_t));
+    s->seed_exp = sc_calloc(7 * (size_t)s->seed_cap, sizeof(uint32_t));
+    s->seeded = sc_calloc(n, 1);
     s->blk_kinetic = sc_calloc(nb, sizeof(double));
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
@@ -159,8 +172,9 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
-        !s->blk_list || !s->blk_active || !s->blk_listed || !s->blk_kinetic || !s->blk_maxdisp ||
-        !s->blk_nonfinite || !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen) {
+        !s->blk_list || !s->blk_active || !s->blk_listed || !s->seed_cur || !s->seed_next ||
+        !s->seed_exp || !s->seeded || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
+        !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -204,6 +218,10 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_list);
     free(s->blk_active);
     free(s->blk_listed);
+    free(s->seed_cur);
+    free(s->seed_next);
+    free(s->seed_exp);
+    free(s->seeded);
     free(s->blk_kinetic);
     free(s->blk_maxdisp);
     free(s->blk_speed);
