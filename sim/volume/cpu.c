@@ -313,6 +313,7 @@ static void queue_seeds(sim_volume_state *s, int phase, int64_t *n)
  * its last evaluation (phase h - P: not at rest yet) or a neighbour moved since (phases h - P + 1
  * to h - 1); before any has been evaluated this frame (h < P), the elements in and beside the
  * blocks where something moved since relaxation last converged (queue_dirty_blocks). */
+_Static_assert(CM_RELAX_PHASES == 4, "relax_candidates: phases are 2 x passive + parity");
 static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h, int64_t nb_init)
 {
     const cm_kparams *kp = &s->kp;
@@ -331,7 +332,10 @@ static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h,
     } else
         for (int64_t k = w->lo[phase]; k < w->hi[phase]; k++)
             queue_relax(s, s->cand[k % cap], &n);
-    for (int back = 1; back < CM_RELAX_PHASES && back <= h; back++) {
+    /* back = 2 is skipped: an element's neighbours have the other parity (x + y + z), and a
+     * phase's parity is its own (cm_relax_phase_of), so phase h - 2's moves have no
+     * neighbour in phase h. */
+    for (int back = 1; back < CM_RELAX_PHASES && back <= h; back += 2) {
         int q = (h - back) % CM_RELAX_PHASES;
         for (int64_t k = w->lo[q]; k < w->hi[q]; k++) {
             uint32_t i = s->cand[k % cap];

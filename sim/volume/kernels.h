@@ -124,6 +124,15 @@ SIM_HD static inline int64_t cm_neighbour_of(const cm_kparams *kp, int64_t i, in
 SIM_HD static inline void cm_coords(const cm_kparams *kp, int64_t i, int *x, int *y, int *z)
 {
     int64_t plane = (int64_t)kp->nx * kp->ny;
+    if (i >= 0 && i <= 0xffffffffLL && plane <= 0xffffffffLL) {
+        /* Every lattice this product builds: 32-bit division, several times cheaper. */
+        uint32_t u = (uint32_t)i, p = (uint32_t)plane, nx = (uint32_t)kp->nx;
+        uint32_t zz = u / p, r = u - zz * p, yy = r / nx;
+        *z = (int)zz;
+        *y = (int)yy;
+        *x = (int)(r - yy * nx);
+        return;
+    }
     *z = (int)(i / plane);
     int64_t r = i - (int64_t)(*z) * plane;
     *y = (int)(r / kp->nx);

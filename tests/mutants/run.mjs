@@ -90,9 +90,12 @@ const env = {
 };
 const subst = (s) => s.replaceAll('$BUILD', build);
 
+// The command runs in a session of its own (setsid), so that on a timeout the whole group
+// goes (a test runner's children and their servers), not only its shell.
 function sh(cmd, timeoutS) {
   const t0 = Date.now();
-  const r = spawnSync('sh', ['-c', cmd], { cwd: scratch, env, encoding: 'utf8', timeout: timeoutS * 1000, maxBuffer: 64 << 20 });
+  const r = spawnSync('setsid', ['sh', '-c', cmd], { cwd: scratch, env, encoding: 'utf8', timeout: timeoutS * 1000, maxBuffer: 64 << 20 });
+  if (r.pid) try { process.kill(-r.pid, 'SIGKILL'); } catch { /* the group is gone already */ }
   return { ok: r.status === 0, status: r.status, timedOut: r.error?.code === 'ETIMEDOUT', out: (r.stdout ?? '') + (r.stderr ?? ''), s: (Date.now() - t0) / 1000 };
 }
 

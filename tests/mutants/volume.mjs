@@ -4,6 +4,13 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 
 export default [
   {
+    name: 'relaxation candidates: the moves of three phases back are skipped too (only the last phase\'s neighbours)',
+    file: 'sim/volume/cpu.c',
+    find: '    for (int back = 1; back < CM_RELAX_PHASES && back <= h; back += 2) {',
+    replace: '    for (int back = 1; back < 2 && back <= h; back += 2) {',
+    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+  },
+  {
     name: 'seeds: an element the wave moved is not seeded (relaxation misses it next frame)',
     file: 'sim/volume/cpu.c',
     find: '                vol_seed(s, i);\n                enqueue_neighbours(s, i);',

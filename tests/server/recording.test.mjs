@@ -249,7 +249,7 @@ test('a session made from an uploaded CT is recorded with its file, and another 
 // batch is stepped state by state) step each as it would alone: a drag recorded among three
 // neighbours dragged at the same time, on one worker that batches them, replays on a server
 // that steps one session at a time to the same frames and the same end state.
-test('a session stepped in batches with its neighbours replays, stepped alone, to the same frames', async () => {
+test('a session stepped in batches with its neighbours replays, stepped alone, to the same frames', { timeout: 90000 }, async () => {
   const dims = ['--dims', '24x24x16'];
   const a = await startServer([...dims, '--workers', '1', '--step-batch', '4']);
   const b = await startServer(dims);
