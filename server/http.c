@@ -114,6 +114,10 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddNumberToObject(j, "frames", (double)ss->frames);
     cJSON_AddBoolToObject(j, "paused", ss->paused);
+    /* At rest: frames stop until an event comes, and latest_frame is the last one sent
+     * (tests wait on this, not on a quiet spell that a busy machine can fake). */
+    cJSON_AddBoolToObject(j, "at_rest", ss->at_rest);
+    cJSON_AddNumberToObject(j, "latest_frame", ss->latest ? (double)ss->latest->frame : -1.0);
     srv_replay_describe(ss, j);
     cJSON_AddBoolToObject(j, "has_recording", ss->recording_path[0] != 0);
     pthread_mutex_unlock(&ss->lock);

@@ -217,6 +217,8 @@ typedef struct srv_session {
     uint32_t state_version; /* bumped when clients, driver, pause or parameters change */
     int want_snapshot;      /* a client waits for a snapshot: encode one next */
     uint32_t last_seq;
+    int at_rest; /* its last frame stepped nothing and applied no event: no frame comes until an
+                    event does (a settled scene, a paused session) */
     /* counters for /metrics */
     uint64_t frames, frames_sent, bytes_sent, events, errors, encodes;
     uint64_t batched_steps; /* steps taken in a batch with other sessions (--step-batch) */

@@ -529,8 +529,10 @@ int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *pay
     it.arrived_ms = srv_now_ms();
     pthread_mutex_lock(&ss->lock);
     int rc = srv_inbox_push(&ss->inbox, &it, payload);
-    if (rc == 0)
+    if (rc == 0) {
         ss->events++;
+        ss->at_rest = 0; /* until a frame that applied nothing says otherwise */
+    }
     pthread_mutex_unlock(&ss->lock);
     if (rc == 0)
         s->on_event(s, ss->slot);

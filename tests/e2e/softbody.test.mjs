@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, existsSync } from 'node:fs';
 import { launch } from './browser.mjs';
-import { startServer } from '../server/harness.mjs';
+import { startServer, api } from '../server/harness.mjs';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const OUT = `${ROOT}build/e2e`;
@@ -32,16 +32,16 @@ const until = (fn, arg, what, ms = 30000) =>
     throw new Error(`timeout waiting for ${what}: ${e.message.split('\n')[0]}; page: ${JSON.stringify(seen)}`);
   });
 
-// Settled: no new frame shown for 600 ms (the server stops sending once the organ is still).
+// Settled: the server says the organ sleeps (no frame comes until an event) and the page shows
+// its last frame; a server slowed by a busy machine cannot pass for a settled one.
 async function settled(what) {
+  const id = new URL(page.url()).searchParams.get('session');
   const deadline = Date.now() + 40000;
-  let last = -2, since = Date.now();
   for (;;) {
-    const f = await page.evaluate(() => window.softcast.st.frame);
-    if (f !== last) { last = f; since = Date.now(); }
-    if (Date.now() - since > 600) return;
-    if (Date.now() > deadline) throw new Error(`frames kept coming while waiting for ${what}`);
-    await page.waitForTimeout(50); // polling the page, bounded by the deadline
+    const s = (await api(srv.base, 'GET', `/api/sessions/${id}`)).json;
+    if (s?.at_rest && (await page.evaluate(() => window.softcast.st.frame)) >= s.latest_frame) return;
+    if (Date.now() > deadline) throw new Error(`not at rest after 40 s while waiting for ${what}: ${JSON.stringify(s)}`);
+    await page.waitForTimeout(50); // polling the server, bounded by the deadline
   }
 }
 

@@ -7,6 +7,15 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'a session says it is at rest whether or not its scene moved',
+    file: 'server/sched.c',
+    find: '    ss->at_rest = !changed;',
+    replace: '    ss->at_rest = 1 || !changed;',
+    build: server,
+    test: node('softbody', 'grab and release'),
+    caught_by: 'softbody: regions, grab and release, the tray carries the organ, planes, parameters, the driver alone',
+  },
+  {
     name: 'a batch steps the first session\'s scene for every session in it',
     file: 'server/sched.c',
     find: '            scenes[m] = group[k]->scene_data;',

@@ -1,5 +1,6 @@
 // harness.mjs: start softcast-server on 127.0.0.1 with ephemeral ports, talk to it.
 // Every wait is bounded; nothing sleeps and hopes.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import WebSocket from 'ws';
@@ -232,6 +233,20 @@ export async function quiet(clients, ms, limit = 10000) {
     if (left <= 0) return;
     if (performance.now() - t0 > limit) throw new Error(`frames kept coming for ${limit} ms`);
     await tick(Math.min(left, 50));
+  }
+}
+
+// Wait until session id is at rest (the server says no frame comes until an event: a settled
+// scene) and every client holds its latest frame, at most limit ms. Unlike quiet(), a server
+// slowed by a busy machine cannot pass for a settled one.
+export async function atRest(base, id, clients, limit = 30000) {
+  const t0 = performance.now();
+  for (;;) {
+    const s = (await api(base, 'GET', `/api/sessions/${id}`)).json;
+    assert.ok(s && typeof s.at_rest === 'boolean', `session ${id}: no at_rest in ${JSON.stringify(s)}`);
+    if (s.at_rest && clients.every((c) => c.frames.length && c.frames.at(-1).frame >= s.latest_frame)) return;
+    if (performance.now() - t0 > limit) throw new Error(`session ${id} not at rest after ${limit} ms`);
+    await tick(50); // polling, bounded by limit
   }
 }
 

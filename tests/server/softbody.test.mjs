@@ -6,7 +6,7 @@
 // by the tray's transform).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl, quiet, objectLocal, objectWorld } from './harness.mjs';
+import { startServer, api, Client, wsUrl, atRest, objectLocal, objectWorld } from './harness.mjs';
 import { applyTransform } from '../../protocol/js/softcast-proto.mjs';
 
 let srv;
@@ -43,8 +43,10 @@ async function applied(c, msg, what) {
   await c.until(() => c.frames.some((f) => f.lastSeq >= msg.seq) || errors(c).some((t) => t.seq === msg.seq), 20000, what);
 }
 
-// The organ settled: frames stopped (the scene sleeps once every particle is still).
-const settle = (clients) => quiet(clients, 400, 30000);
+// The organ settled: the server says the scene sleeps (every particle still) and the clients
+// hold its last frame.
+let session;
+const settle = (clients) => atRest(srv.base, session.id, clients);
 
 test('softbody: REST options, both models, refusals that name the field', async () => {
   const bad = [
@@ -86,6 +88,7 @@ test('softbody: REST options, both models, refusals that name the field', async 
 
 test('softbody: regions, grab and release, the tray carries the organ, planes, parameters, the driver alone', async () => {
   const s = (await api(srv.base, 'POST', '/api/sessions', { scene: 'softbody', model: 'hybrid' })).json;
+  session = s;
   const c = await new Client(wsUrl(s, s.control_token)).open();
   const v = await new Client(wsUrl(s, s.view_token)).open();
   await c.until(() => c.frames.length && lastState(c), 20000, 'first frame and state');

@@ -6,7 +6,7 @@
 // phantom of 48x48x28 and the pull of 6 lattice units are test_volume_dynamics.c's.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl, objectLocal, tick, quiet } from './harness.mjs';
+import { startServer, api, Client, wsUrl, objectLocal, tick, atRest } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer(['--dims', '48x48x28', '--rate', '30']); });
@@ -52,8 +52,8 @@ async function pullAndRelease(condition) {
   d.send({ type: 'release', seq: seq++ });
   await d.until(() => d.frames.some((f) => f.lastSeq >= released), 10000, 'release framed');
   const atRelease = series.length;
-  // Until the volume settles (a settled session sends no frames).
-  await quiet([v], 600, 30000);
+  // Until the volume settles (the server says it steps no more; the viewer has its last frame).
+  await atRest(srv.base, s.id, [d, v]);
   await d.close();
   await v.close();
   await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
