@@ -38,6 +38,12 @@ DICOM_H = $(and $(wildcard /usr/include/gdcm-3.0/gdcmImageReader.h),$(wildcard /
 DICOM_CFLAGS = $(if $(DICOM_H),-DSIM_HAVE_DICOM=1)
 DICOM_CXXFLAGS = $(if $(DICOM_H),-DSIM_HAVE_DICOM=1 -isystem /usr/include/gdcm-3.0)
 DICOM_LIBS = $(if $(DICOM_H),-lgdcmMSFF -lgdcmDSED -lgdcmDICT -lgdcmIOD -lgdcmCommon -lzip -lstdc++)
+# The growth truss's reference solve (sim/growth/direct.c): SuiteSparse's CHOLMOD when
+# Debian's libsuitesparse-dev is installed; looked for at recipe time like NIfTI. Without it
+# the direct solve says the build lacks it (the GPU machines build the sim without it).
+CHOLMOD_H = $(wildcard /usr/include/suitesparse/cholmod.h)
+CHOLMOD_CFLAGS = $(if $(CHOLMOD_H),-DSIM_HAVE_CHOLMOD=1 -I/usr/include/suitesparse)
+CHOLMOD_LIBS = $(if $(CHOLMOD_H),-lcholmod)
 # meshoptimizer (a dependency install-deps.sh always installs: the protocol's codecs) also
 # decimates the soft-body surfaces. Not detected: a header looked for before make installs
 # it would leave a fresh machine's first build without it.
@@ -87,7 +93,7 @@ ifneq ($(BULLET_H),)
   BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
 endif
 
-LIBS = $(NIFTI_LIBS) $(DICOM_LIBS) $(MESHOPT_LIBS) $(CUDA_LIBS) -lm
+LIBS = $(NIFTI_LIBS) $(DICOM_LIBS) $(CHOLMOD_LIBS) $(MESHOPT_LIBS) $(CUDA_LIBS) -lm
 # The protocol (and later the server) need these; the sim and the bench do not.
 PROTO_LIBS = -lzstd -lmeshoptimizer -lcjson
 SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
@@ -95,9 +101,10 @@ SERVER_LIBS = -lmicrohttpd -lwebsockets -lpthread
 # Release objects in build/rel, test objects (sanitisers, -O1 -g) in build/test.
 REL  = $(BUILD)/rel
 TST  = $(BUILD)/test
-REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(DICOM_CFLAGS) $(CUDA_CFLAGS)
+REL_CFLAGS = $(CFLAGS_BASE) $(OPT) -g $(NIFTI_CFLAGS) $(DICOM_CFLAGS) $(CHOLMOD_CFLAGS) $(CUDA_CFLAGS)
 TST_CFLAGS = $(CFLAGS_BASE) -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZE) \
-             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(DICOM_CFLAGS) $(CUDA_CFLAGS)
+             -fno-sanitize-recover=undefined $(NIFTI_CFLAGS) $(DICOM_CFLAGS) $(CHOLMOD_CFLAGS) \
+             $(CUDA_CFLAGS)
 # C++ (the DICOM reader, the tests' DICOM writer): the same warnings that C++ has.
 CXXFLAGS_BASE = -std=c++17 -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 -Werror $(FPFLAGS) \
                 -MMD -MP -I. $(DICOM_CXXFLAGS)

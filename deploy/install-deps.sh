@@ -8,6 +8,8 @@ set -eu
 PKGS="gcc make libc6-dev zlib1g-dev libnifti2-dev clang-format"
 # sim/: DICOM series through GDCM (C++: g++, below) and .zip of them through libzip.
 PKGS="$PKGS libgdcm-dev libzip-dev"
+# sim/growth: the truss's reference solve (SuiteSparse's CHOLMOD).
+PKGS="$PKGS libsuitesparse-dev"
 # protocol/: compression, the vertex codec, JSON.
 PKGS="$PKGS libzstd-dev libmeshoptimizer-dev libcjson-dev"
 # server/: HTTP and WebSocket.

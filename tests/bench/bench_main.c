@@ -18,6 +18,7 @@
 #include "sim/cloth/cloth.h"
 #include "sim/core/sc_base.h"
 #include "sim/volume/volume.h"
+#include "tests/bench/bench_growth.h"
 #include "tests/bench/bench_cloth.h"
 #include "tests/bench/bench_phantom.h"
 #include "tests/bench/bench_softbody.h"
@@ -596,6 +597,8 @@ int main(int argc, char **argv)
         return bench_softbody_main(argc, argv);
     if (!strcmp(argv[1], "phantom"))
         return bench_phantom_main(argc, argv);
+    if (!strcmp(argv[1], "growth"))
+        return bench_growth_main(argc, argv);
     bench_opts o;
     parse_args(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);

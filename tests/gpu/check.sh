@@ -67,6 +67,10 @@ echo "== softbody: CUDA against CPU, then timings"
 run softbody --parity --frames 60
 run softbody --backend cuda --model surface --particles 5000 --frames 200
 run softbody --backend cuda --model hybrid --particles 20000 --frames 100
+echo "== growth: the truss's relaxation, CUDA against CPU (400 sweeps), then timings"
+run growth --parity --cells 200x100
+run growth --model truss --backend cuda --cells 50x25
+run growth --model truss --backend cuda --cells 200x100
 echo "== CPU timings on this machine, for comparison"
 run volume --backend cpu --threads 1 --dims 128x128x75 --scenario pull --frames 120
 run volume --backend cpu --threads 0 --dims 128x128x75 --scenario pull --frames 120
@@ -74,4 +78,6 @@ run cloth --backend cpu --threads 1 --dims 50x50 --substeps 15 --frames 200
 run cloth --backend cpu --threads 0 --characters 100 --frames 200
 run softbody --backend cpu --threads 1 --model surface --particles 500 --frames 300
 run softbody --backend cpu --threads 1 --model surface --particles 5000 --frames 200
+run growth --model truss --backend cpu --threads 1 --cells 200x100
+run growth --model truss --backend cpu --threads 0 --cells 200x100
 echo "== done in $(( $(date +%s) - T0 )) s"

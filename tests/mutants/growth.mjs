@@ -1,0 +1,99 @@
+// growth.mjs: the growth scenes' checks (tests/sim/test_growth_*.c) against the bugs they claim
+// to catch (see run.mjs). Each mutation breaks one rule of the plant or one ingredient of the
+// truss; the test named beside it must fail.
+const build = ['$BUILD/softcast-tests'];
+const run = (filter) => `$BUILD/softcast-tests ${filter}`;
+const plant = 'sim/growth/plant.c';
+const truss = 'sim/growth/truss.c';
+const kernels = 'sim/growth/kernels.h';
+
+export default [
+  {
+    name: 'plant: the continuation keeps its parent\'s side (side branches stop alternating)',
+    file: plant,
+    find: '    c->side = (int8_t)-p->side;',
+    replace: '    c->side = (int8_t)(kind == SIM_BRANCH_CONTINUATION ? p->side : -p->side);',
+    build, test: run('plant_every_branch'),
+    caught_by: '`plant_every_branch_obeys_the_rules_and_growth_stops`',
+  },
+  {
+    name: 'plant: side branches up to 90% of their parent',
+    file: plant,
+    find: '        double ratio = uniform(&pl->rng, p->side_ratio_min, p->side_ratio_max);',
+    replace: '        double ratio = uniform(&pl->rng, p->side_ratio_min, 0.9);',
+    build, test: run('plant_every_branch'),
+    caught_by: '`plant_every_branch_obeys_the_rules_and_growth_stops`',
+  },
+  {
+    name: 'plant: continuations never turn (the draw dropped)',
+    file: plant,
+    find: '        double turn = uniform(&pl->rng, -p->cont_turn_deg, p->cont_turn_deg);',
+    replace: '        double turn = 0.0 * uniform(&pl->rng, -p->cont_turn_deg, p->cont_turn_deg);',
+    build, test: run('plant_count_height'),
+    caught_by: '`plant_count_height_and_draws_over_100_seeds_match_the_rules`',
+  },
+  {
+    name: 'plant: side angles drawn from 30 to 40 degrees only (still within the rule\'s range)',
+    file: plant,
+    find: '        double angle = uniform(&pl->rng, p->side_angle_min, p->side_angle_max);',
+    replace: '        double angle = uniform(&pl->rng, p->side_angle_min, p->side_angle_max - 5.0);',
+    build, test: run('plant_count_height'),
+    caught_by: '`plant_count_height_and_draws_over_100_seeds_match_the_rules`',
+  },
+  {
+    name: 'plant: a branch at the length limit stops (clones only above it)',
+    file: plant,
+    find: '        if (pl->b[k].length < p->min_length)\n            continue; /* too short: stops without cloning */',
+    replace: '        if (pl->b[k].length < 1.3f * p->min_length)\n            continue; /* too short: stops without cloning */',
+    build, test: run('plant_every_branch'),
+    caught_by: '`plant_every_branch_obeys_the_rules_and_growth_stops`',
+  },
+  {
+    name: 'truss: edge members cloned whole (A_o, not its half)',
+    file: truss,
+    find: '    const double half = 0.5 * t->a_orth;\n    t->cell[c] = 1;',
+    replace: '    const double half = (i == 0 || j == 0 || i == t->p.nx - 1 || j == t->p.ny - 1 ? 1.0 : 0.5) * t->a_orth;\n    t->cell[c] = 1;',
+    build, test: run('truss_uniform_tension'),
+    caught_by: '`truss_uniform_tension_gives_the_plates_stiffness`',
+  },
+  {
+    name: 'truss: diagonals as stiff as if they were l long, not l sqrt 2',
+    file: truss,
+    find: '    v.k_diag = t->p.youngs_pa / (t->p.cell_m * sqrt(2.0));',
+    replace: '    v.k_diag = t->p.youngs_pa / t->p.cell_m;',
+    build, test: run('truss_relaxation_matches'),
+    caught_by: '`truss_relaxation_matches_the_direct_solve`',
+  },
+  {
+    name: 'truss: relaxation ignores the diagonals down and to the left',
+    file: kernels,
+    find: '    if (i > 0 && j > 0) /* d1 of cell (i-1, j-1), down left */',
+    replace: '    if (0 && i > 0 && j > 0) /* d1 of cell (i-1, j-1), down left */',
+    build, test: run('truss_relaxation_matches'),
+    caught_by: '`truss_relaxation_matches_the_direct_solve`',
+  },
+  {
+    name: 'truss: cells\' energies count the diagonals at length l (the source\'s formula as written)',
+    file: truss,
+    find: '            out[c] = 0.5 * E * l * (half * so + sqrt(2.0) * t->a_diag * sd);',
+    replace: '            out[c] = 0.5 * E * l * (half * so + t->a_diag * sd);',
+    build, test: run('truss_energy_adds_up'),
+    caught_by: '`truss_energy_adds_up_concentrates_at_load_and_supports_and_is_symmetric`',
+  },
+  {
+    name: 'truss: a pin alone counts as held (the turning check dropped)',
+    file: truss,
+    find: '    return det > 1e-9;',
+    replace: '    return det > 1e-9 || G[0][0] * G[1][1] > 0.0;',
+    build, test: run('truss_bad_setups'),
+    caught_by: '`truss_bad_setups_refused`',
+  },
+  {
+    name: 'truss: clones only to the right (the beam never grows up)',
+    file: truss,
+    find: '            if (j + 1 < ny && !t->cell[i + (j + 1) * nx])',
+    replace: '            if (0 && j + 1 < ny && !t->cell[i + (j + 1) * nx])',
+    build, test: run('truss_grows_by_cloning'),
+    caught_by: '`truss_grows_by_cloning_with_the_sources_areas`',
+  },
+];
