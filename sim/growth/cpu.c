@@ -6,7 +6,10 @@ static sim_status cpu_sweeps(sim_truss *t, int sweeps, char *err, size_t err_sz)
 {
     (void)err, (void)err_sz;
     truss_view v = truss_view_of(t);
-    const int nx = t->p.nx, ny = t->p.ny, threads = t->b ? t->b->threads : 1;
+    const int nx = t->p.nx, ny = t->p.ny,
+              threads = t->threads > 0 ? t->threads
+                        : t->b         ? t->b->threads
+                                       : 1;
     for (int s = 0; s < sweeps; s++)
         for (int c = 0; c < 4; c++) {
             /* Rows of one colour are independent; a small beam is not worth the threads. */

@@ -58,12 +58,13 @@ sim_status cuda_sweeps(sim_truss *t, int sweeps, char *err, size_t err_sz)
         for (int c = 0; c < 4 && e == cudaSuccess; c++) {
             int count = colour_count(h.nx, h.ny, c);
             k_colour<<<(unsigned)((count + kThreads - 1) / kThreads), kThreads>>>(d, c, count,
-                                                                                 t->omega);
+                                                                                  t->omega);
             e = cudaGetLastError();
         }
     if (e == cudaSuccess)
         e = cudaMemcpy(t->u, u, nn * 2 * sizeof(double), cudaMemcpyDeviceToHost);
-    cudaFree(ah), cudaFree(av), cudaFree(ad1), cudaFree(ad2), cudaFree(fix), cudaFree(f), cudaFree(u);
+    cudaFree(ah), cudaFree(av), cudaFree(ad1), cudaFree(ad2), cudaFree(fix), cudaFree(f),
+        cudaFree(u);
     if (e != cudaSuccess) {
         if (err && err_sz)
             snprintf(err, err_sz, "truss: CUDA: %s", cudaGetErrorString(e));

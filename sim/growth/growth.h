@@ -21,23 +21,46 @@
 extern "C" {
 #endif
 
+/* ------------------------------------------------------------ parameters */
+
+#define P(type, f, def, lo, hi, unit, group, doc)       SIM_PARAM_FIELD(type, f)
+#define A(type, f, i, n, def, lo, hi, unit, group, doc) SIM_PARAM_ARRAY_##i(type, f, n)
+#define C(f, def, n, choices, group, doc)               int f;
+#define I(type, f, def, lo, hi, unit, doc)              SIM_PARAM_FIELD(type, f)
+/// The scene's live parameters, declared once in sim/growth/params.def.
+typedef struct sim_growth_params {
+#include "params.def"
+} sim_growth_params;
+#undef P
+#undef A
+#undef C
+#undef I
+
+enum { SIM_GROWTH_SOLVER_RELAX = 0, SIM_GROWTH_SOLVER_DIRECT = 1 };
+
+/// The declared table (params.def).
+const sim_param_desc *sim_growth_params_table(int *n);
+sim_growth_params sim_growth_default_params(void);
+/// The table's ranges, and side_angle_min <= side_angle_max.
+sim_status sim_growth_params_validate(const sim_growth_params *p, char *err, size_t err_sz);
+
 /* ------------------------------------------------------------------ the plant */
 
 /// The L-system's rules, in the source's units (GROWTH.md section 1).
 typedef struct sim_plant_params {
-    float ref_length;        ///< reference length of the first branch (100)
-    float min_length;        ///< a branch shorter than this stops without cloning (10)
-    float cont_ratio;        ///< a continuation's length over its parent's (0.8)
-    float cont_turn_deg;     ///< a continuation turns by a uniform angle in +-this (5)
-    float side_ratio_min;    ///< a side branch's length over its parent's: uniform in
-    float side_ratio_max;    ///<   [min, max] (0.6, 0.8)
-    float side_angle_min;    ///< a side branch turns to its preferred side by a uniform
-    float side_angle_max;    ///<   angle in [min, max] degrees (30, 45)
-    float base_min;          ///< the first branch is ref_length times a uniform factor in
-    float base_max;          ///<   [min, max] (0.9, 1.1)
-    float new_size;          ///< drawn thickness of a branch at the length limit (0.05)
-    int three_d;             ///< 1: each clone's turning plane rolls by a random angle
-    int max_branches;        ///< a step that would pass this is refused (SIM_ERR_LIMIT)
+    float ref_length;     ///< reference length of the first branch (100)
+    float min_length;     ///< a branch shorter than this stops without cloning (10)
+    float cont_ratio;     ///< a continuation's length over its parent's (0.8)
+    float cont_turn_deg;  ///< a continuation turns by a uniform angle in +-this (5)
+    float side_ratio_min; ///< a side branch's length over its parent's: uniform in
+    float side_ratio_max; ///<   [min, max] (0.6, 0.8)
+    float side_angle_min; ///< a side branch turns to its preferred side by a uniform
+    float side_angle_max; ///<   angle in [min, max] degrees (30, 45)
+    float base_min;       ///< the first branch is ref_length times a uniform factor in
+    float base_max;       ///<   [min, max] (0.9, 1.1)
+    float new_size;       ///< drawn thickness of a branch at the length limit (0.05)
+    int three_d;          ///< 1: each clone's turning plane rolls by a random angle
+    int max_branches;     ///< a step that would pass this is refused (SIM_ERR_LIMIT)
 } sim_plant_params;
 
 /// The source's rules (2D).
@@ -51,16 +74,16 @@ enum { SIM_BRANCH_ROOT = 0, SIM_BRANCH_CONTINUATION = 1, SIM_BRANCH_SIDE = 2 };
 /// One branch: a segment from start to tip (source units; 2D grows in x, y with z = 0, up +y).
 typedef struct sim_branch {
     float start[3], tip[3];
-    float dir[3];     ///< unit, from start to tip
-    float normal[3];  ///< the axis its clones turn about (2D: +z)
+    float dir[3];    ///< unit, from start to tip
+    float normal[3]; ///< the axis its clones turn about (2D: +z)
     float length;
-    float size;       ///< drawn thickness, fixed at birth (sim_plant_branch_size)
-    float turn_deg;   ///< signed angle from its parent's direction (0: the root)
-    int32_t parent;   ///< index of its parent, -1 for the root
+    float size;     ///< drawn thickness, fixed at birth (sim_plant_branch_size)
+    float turn_deg; ///< signed angle from its parent's direction (0: the root)
+    int32_t parent; ///< index of its parent, -1 for the root
     int32_t generation;
-    int8_t side;      ///< preferred side, +1 or -1: where its side branch turns
-    int8_t kind;      ///< SIM_BRANCH_*
-    int8_t complete;  ///< cloned, or too short to
+    int8_t side;     ///< preferred side, +1 or -1: where its side branch turns
+    int8_t kind;     ///< SIM_BRANCH_*
+    int8_t complete; ///< cloned, or too short to
     int8_t reserved;
 } sim_branch;
 
@@ -83,6 +106,9 @@ const sim_plant_params *sim_plant_params_of(const sim_plant *pl);
 uint64_t sim_plant_seed(const sim_plant *pl);
 /// Bitwise hash of every branch (same seed, same rules: same hash).
 uint64_t sim_plant_hash(const sim_plant *pl);
+/// Change the rules for the clones made from now on (checked as at create; the branches
+/// grown stay as they are).
+sim_status sim_plant_set_params(sim_plant *pl, const sim_plant_params *p, char *err, size_t err_sz);
 /// The thickness a branch of that length is drawn with (pipe model, see plant.c).
 float sim_plant_branch_size(const sim_plant_params *p, float length);
 
@@ -133,9 +159,9 @@ void sim_truss_load_case_beam(sim_truss *t, double fy);
 
 /// The result of a solve.
 typedef struct sim_truss_solve_info {
-    int iterations;     ///< relaxation sweeps taken (0 for the direct solve)
-    double residual;    ///< |f - K u| / |f| after it (free degrees of freedom)
-    double ms;          ///< wall time
+    int iterations;  ///< relaxation sweeps taken (0 for the direct solve)
+    double residual; ///< |f - K u| / |f| after it (free degrees of freedom)
+    double ms;       ///< wall time
 } sim_truss_solve_info;
 
 /// Cellular-automata relaxation from the current displacements: up to max_sweeps sweeps,
@@ -143,6 +169,8 @@ typedef struct sim_truss_solve_info {
 /// support that stops it moving rigidly in x, in y and turning).
 sim_status sim_truss_relax(sim_truss *t, int max_sweeps, double tol, sim_truss_solve_info *info,
                            char *err, size_t err_sz);
+/// CPU threads the relaxation may use (the server's share for this step); 0: the backend's.
+void sim_truss_set_threads(sim_truss *t, int threads);
 /// Relaxation's over-relaxation factor (1: plain Gauss-Seidel; the default suits the beam's
 /// size, see truss.c). Range (0, 2).
 void sim_truss_set_omega(sim_truss *t, double omega);

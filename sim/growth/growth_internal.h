@@ -16,12 +16,13 @@ struct sim_truss {
     sim_backend *b;
     double a_orth, a_diag; /* the cell's areas (A_o, A_d) */
     int nnode;
-    uint8_t *cell;   /* (nx x ny): a cell stands there */
+    uint8_t *cell; /* (nx x ny): a cell stands there */
     int ncell;
     double *ah, *av, *ad1, *ad2; /* member areas, summed over the cells that cloned them */
-    uint8_t *fix;    /* (nodes): TRUSS_FIX_* */
-    double *f, *u;   /* (nodes x 2) */
+    uint8_t *fix;                /* (nodes): TRUSS_FIX_* */
+    double *f, *u;               /* (nodes x 2) */
     double omega;
+    int threads;               /* 0: the backend's */
     sim_truss_member *members; /* every slot, for drawing (areas refreshed on growth) */
     int nmember;
 };

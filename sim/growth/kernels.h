@@ -71,13 +71,12 @@ SIM_HD static inline void truss_node_residual(const truss_view *t, int i, int j,
     if (i < nx && j < ny) /* d1 of cell (i, j), up right */
         truss_member_at(t->k_diag * t->ad1[j * nx + i], s, s, un, &u[(n + w + 1) * 2], K, r);
     if (i > 0 && j > 0) /* d1 of cell (i-1, j-1), down left */
-        truss_member_at(t->k_diag * t->ad1[(j - 1) * nx + i - 1], s, s, un, &u[(n - w - 1) * 2],
-                        K, r);
+        truss_member_at(t->k_diag * t->ad1[(j - 1) * nx + i - 1], s, s, un, &u[(n - w - 1) * 2], K,
+                        r);
     if (i > 0 && j < ny) /* d2 of cell (i-1, j), up left */
         truss_member_at(t->k_diag * t->ad2[j * nx + i - 1], -s, s, un, &u[(n + w - 1) * 2], K, r);
     if (i < nx && j > 0) /* d2 of cell (i, j-1), down right */
-        truss_member_at(t->k_diag * t->ad2[(j - 1) * nx + i], -s, s, un, &u[(n - w + 1) * 2], K,
-                        r);
+        truss_member_at(t->k_diag * t->ad2[(j - 1) * nx + i], -s, s, un, &u[(n - w + 1) * 2], K, r);
 }
 
 /* One node's relaxation: to equilibrium with its neighbours, omega times the step. Fixed

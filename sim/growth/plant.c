@@ -126,8 +126,8 @@ static double tips_exponent(const sim_plant_params *p)
     double a = p->side_ratio_min, b = p->side_ratio_max, lo = 0.0, hi = 64.0;
     for (int it = 0; it < 100; it++) {
         double d = 0.5 * (lo + hi);
-        double eu = b - a < 1e-9 ? pow(a, d)
-                                 : (pow(b, d + 1.0) - pow(a, d + 1.0)) / ((d + 1.0) * (b - a));
+        double eu =
+            b - a < 1e-9 ? pow(a, d) : (pow(b, d + 1.0) - pow(a, d + 1.0)) / ((d + 1.0) * (b - a));
         if (pow(p->cont_ratio, d) + eu > 1.0)
             lo = d;
         else
@@ -272,6 +272,16 @@ const sim_plant_params *sim_plant_params_of(const sim_plant *pl)
 uint64_t sim_plant_seed(const sim_plant *pl)
 {
     return pl->seed;
+}
+
+sim_status sim_plant_set_params(sim_plant *pl, const sim_plant_params *p, char *err, size_t err_sz)
+{
+    sim_status st = sim_plant_params_check(p, err, err_sz);
+    if (st == SIM_OK) {
+        pl->p = *p;
+        pl->pipe_exponent = 0.5 * tips_exponent(p);
+    }
+    return st;
 }
 
 uint64_t sim_plant_hash(const sim_plant *pl)

@@ -249,6 +249,11 @@ void sim_truss_load_case_beam(sim_truss *t, double fy)
     sim_truss_load(t, t->p.nx / 2, t->p.ny, 0.0, fy);
 }
 
+void sim_truss_set_threads(sim_truss *t, int threads)
+{
+    t->threads = threads > 0 ? threads : 0;
+}
+
 void sim_truss_set_omega(sim_truss *t, double omega)
 {
     if (omega > 0.0 && omega < 2.0)
@@ -381,8 +386,10 @@ void sim_truss_cell_energy(const sim_truss *t, double *out)
             if (!t->cell[c])
                 continue;
             int n = i + j * w;
-            sim_truss_member o[4] = {{n, n + 1, 0, c, 0}, {n + w, n + w + 1, 0, c, 0},
-                                     {n, n + w, 1, c, 0}, {n + 1, n + w + 1, 1, c, 0}};
+            sim_truss_member o[4] = {{n, n + 1, 0, c, 0},
+                                     {n + w, n + w + 1, 0, c, 0},
+                                     {n, n + w, 1, c, 0},
+                                     {n + 1, n + w + 1, 1, c, 0}};
             sim_truss_member d[2] = {{n, n + w + 1, 2, c, 0}, {n + 1, n + w, 3, c, 0}};
             double so = 0.0, sd = 0.0;
             for (int k = 0; k < 4; k++) {

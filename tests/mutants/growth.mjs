@@ -36,7 +36,7 @@ export default [
     name: 'plant: side angles drawn from 30 to 40 degrees only (still within the rule\'s range)',
     file: plant,
     find: '        double angle = uniform(&pl->rng, p->side_angle_min, p->side_angle_max);',
-    replace: '        double angle = uniform(&pl->rng, p->side_angle_min, p->side_angle_max - 5.0);',
+    replace: '        double angle = uniform(&pl->rng, p->side_angle_min, p->side_angle_max - 5.0f);',
     build, test: run('plant_count_height'),
     caught_by: '`plant_count_height_and_draws_over_100_seeds_match_the_rules`',
   },

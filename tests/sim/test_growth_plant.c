@@ -99,8 +99,8 @@ static int check_rules(const sim_plant *pl, const sim_plant_params *p, int plana
                      fabs((double)b[k].start[2] - b[q].tip[2]);
         double ratio = norm3(v) / norm3(pv), ang = angle_deg(pv, v, planar);
         CHECKF(gap < 1e-3, "branch %d starts %g from its parent's tip", k, gap);
-        CHECKF(norm3(pv) >= p->min_length, "branch %d grew from a parent of %g, under the limit",
-               k, norm3(pv));
+        CHECKF(norm3(pv) >= p->min_length, "branch %d grew from a parent of %g, under the limit", k,
+               norm3(pv));
         if (b[k].kind == SIM_BRANCH_CONTINUATION) {
             CHECKF(fabs(ratio - 0.8) < 1e-4, "continuation %d at %g of its parent", k, ratio);
             CHECKF(fabs(ang) <= 5.0 + 1e-3, "continuation %d turned %g degrees", k, ang);
@@ -299,16 +299,20 @@ TEST(plant_bad_rules_refused_and_the_cap_holds)
     sim_plant *pl = NULL;
     sim_plant_params p = sim_plant_default_params();
     p.min_length = p.ref_length * 2;
-    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG && strstr(err, "min_length"));
+    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG &&
+          strstr(err, "min_length"));
     p = sim_plant_default_params();
     p.side_ratio_min = 0.9f, p.side_ratio_max = 0.7f;
-    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG && strstr(err, "side_ratio"));
+    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG &&
+          strstr(err, "side_ratio"));
     p = sim_plant_default_params();
     p.side_angle_max = 120.0f;
-    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG && strstr(err, "side_angle"));
+    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG &&
+          strstr(err, "side_angle"));
     p = sim_plant_default_params();
     p.cont_ratio = NAN;
-    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG && strstr(err, "cont_ratio"));
+    CHECK(sim_plant_create(&pl, &p, 1, err, sizeof err) == SIM_ERR_ARG &&
+          strstr(err, "cont_ratio"));
     CHECK(pl == NULL);
     /* A cap of 50 branches: the step that would pass it adds nothing and says so. */
     p = sim_plant_default_params();

@@ -79,6 +79,7 @@ TEST(truss_uniform_tension_gives_the_plates_stiffness)
     sim_truss_solve_info info;
     char err[256];
     REQUIRE(sim_truss_relax(t, 200000, 1e-10, &info, err, sizeof err) == SIM_OK);
+    REQUIRE(info.residual < 1e-10);
     const double *u = sim_truss_displacements(t);
     double ux = 0.0, uy = 0.0;
     for (int j = 0; j <= ny; j++)
@@ -87,8 +88,9 @@ TEST(truss_uniform_tension_gives_the_plates_stiffness)
         uy += (u[(i + ny * (nx + 1)) * 2 + 1] - u[i * 2 + 1]) / (nx + 1);
     double exx = ux / (nx * p->cell_m), eyy = uy / (ny * p->cell_m);
     double Et = N / exx, want = p->youngs_pa * p->thickness_m, nu = -eyy / exx;
-    th_note("uniform tension: E t %.6g against %.6g (%.4f%%), Poisson %.5f; %d sweeps, residual %.2g",
-            Et, want, 100.0 * (Et / want - 1.0), nu, info.iterations, info.residual);
+    th_note(
+        "uniform tension: E t %.6g against %.6g (%.4f%%), Poisson %.5f; %d sweeps, residual %.2g",
+        Et, want, 100.0 * (Et / want - 1.0), nu, info.iterations, info.residual);
     CHECKF(fabs(Et / want - 1.0) < 0.02, "E t %g against the plate's %g", Et, want);
     CHECKF(fabs(nu - 1.0 / 3.0) < 0.01, "Poisson's ratio %g against 1/3", nu);
     sim_truss_destroy(t);
@@ -118,10 +120,14 @@ TEST(truss_relaxation_matches_the_direct_solve)
     REQUIRE(sim_truss_relax(t, 100000, 1e-9, &ci, err, sizeof err) == SIM_OK);
     const double *u = sim_truss_displacements(t);
     double umax = 0.0, dmax = 0.0;
+    int finite = 1;
     for (int k = 0; k < nn * 2; k++) {
+        finite &= isfinite(u[k]) && isfinite(ref[k]);
         umax = fmax(umax, fabs(ref[k]));
         dmax = fmax(dmax, fabs(u[k] - ref[k]));
     }
+    CHECKF(finite && ci.residual < 1e-9, "relaxation: residual %g after %d sweeps%s", ci.residual,
+           ci.iterations, finite ? "" : ", values not finite");
     th_note("50x25 beam: direct %.1f ms; relaxation %d sweeps (omega %.4f) in %.1f ms, residual "
             "%.2g; largest difference %.3g of the largest displacement %.4g mm",
             di.ms, ci.iterations, sim_truss_omega(t), ci.ms, ci.residual, dmax / umax, umax * 1e3);
@@ -141,6 +147,7 @@ TEST(truss_energy_adds_up_concentrates_at_load_and_supports_and_is_symmetric)
     sim_truss_solve_info info;
     char err[256];
     REQUIRE(sim_truss_relax(t, 100000, 1e-10, &info, err, sizeof err) == SIM_OK);
+    REQUIRE(info.residual < 1e-10);
     double *e = malloc((size_t)nx * ny * sizeof *e);
     REQUIRE(e);
     sim_truss_cell_energy(t, e);
@@ -230,8 +237,8 @@ TEST(truss_bad_setups_refused)
     CHECK(sim_truss_relax(t, 10, 1e-9, &info, err, sizeof err) == SIM_ERR_ARG);
     sim_truss_support(t, 10, 0, 0, 1);
     CHECK(sim_truss_relax(t, 10, 1e-9, &info, err, sizeof err) == SIM_OK);
-    CHECK(sim_truss_load(t, 11, 0, 0, 1) == SIM_ERR_ARG && sim_truss_load(t, 0, -1, 0, 1) ==
-                                                                  SIM_ERR_ARG);
+    CHECK(sim_truss_load(t, 11, 0, 0, 1) == SIM_ERR_ARG &&
+          sim_truss_load(t, 0, -1, 0, 1) == SIM_ERR_ARG);
     CHECK(sim_truss_load(t, 5, 5, NAN, 1) == SIM_ERR_ARG);
     CHECK(sim_truss_support(t, 0, 6, 1, 1) == SIM_ERR_ARG);
     sim_truss_destroy(t);
