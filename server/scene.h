@@ -98,6 +98,10 @@ struct srv_scene_i {
     size_t (*bytes)(const void *scene);
     /// One frame (worker). Returns 1 when the view changed; *ms: the step's time.
     int (*step)(srv_scene_ctx *c, void *scene, double *ms);
+    /// Optional (worker): 1 when no frame will change the view until an event comes. Without
+    /// it, a step that changed nothing means that (a settled scene); a scene that also waits
+    /// between changes of its own (growth paced in time) says so here.
+    int (*at_rest)(const void *scene);
     /// Optional: one frame of n sessions of this scene at once, as n calls of step would
     /// (changed[k], ms[k]: step's return and *ms for c[k], scene[k]). The workers use it where
     /// the backend steps a batch in one go (sim_backend_batches) or --step-batch asks.

@@ -15,6 +15,7 @@
 #ifndef SIM_GROWTH_GROWTH_H
 #define SIM_GROWTH_GROWTH_H
 
+#include "sim/core/sc_blob.h"
 #include "sim/sim.h"
 
 #ifdef __cplusplus
@@ -106,6 +107,11 @@ const sim_plant_params *sim_plant_params_of(const sim_plant *pl);
 uint64_t sim_plant_seed(const sim_plant *pl);
 /// Bitwise hash of every branch (same seed, same rules: same hash).
 uint64_t sim_plant_hash(const sim_plant *pl);
+/// The plant's whole state as bytes (its rules, generator, branches), and back into a plant
+/// made with the same seed: SIM_ERR_FORMAT for a damaged or foreign snapshot (the plant then
+/// unchanged).
+sim_status sim_plant_save(const sim_plant *pl, sc_blob *out);
+sim_status sim_plant_restore(sim_plant *pl, const void *data, size_t n, char *err, size_t err_sz);
 /// Change the rules for the clones made from now on (checked as at create; the branches
 /// grown stay as they are).
 sim_status sim_plant_set_params(sim_plant *pl, const sim_plant_params *p, char *err, size_t err_sz);
@@ -184,6 +190,13 @@ int sim_truss_have_direct(void);
 void sim_truss_reset(sim_truss *t);
 /// Node displacements (m), (nodes x 2), node index i + j (nx + 1).
 const double *sim_truss_displacements(const sim_truss *t);
+/// The truss's changing state as bytes (its cells, supports, loads, displacements), and back
+/// into a truss of the same extent: SIM_ERR_FORMAT for a damaged or foreign snapshot (the truss
+/// then unchanged).
+sim_status sim_truss_save(const sim_truss *t, sc_blob *out);
+sim_status sim_truss_restore(sim_truss *t, const void *data, size_t n, char *err, size_t err_sz);
+/// Bitwise hash of the cells, supports, loads and displacements.
+uint64_t sim_truss_hash(const sim_truss *t);
 /// |f - K u| / |f| now.
 double sim_truss_residual(const sim_truss *t);
 

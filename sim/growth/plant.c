@@ -30,6 +30,7 @@
 
 #include "growth.h"
 #include "sim/core/sc_base.h"
+#include "sim/core/sc_blob.h"
 
 #define DEG (3.14159265358979323846 / 180.0)
 
@@ -287,4 +288,51 @@ sim_status sim_plant_set_params(sim_plant *pl, const sim_plant_params *p, char *
 uint64_t sim_plant_hash(const sim_plant *pl)
 {
     return sc_hash_bytes(SC_HASH_SEED, pl->b, (size_t)pl->n * sizeof *pl->b);
+}
+
+/* Part "GRPL": the rules, the generator, the generation, the branches. */
+#define PLANT_SNAPSHOT_VERSION 1u
+static const char k_plant_tag[4] = {'G', 'R', 'P', 'L'};
+
+sim_status sim_plant_save(const sim_plant *pl, sc_blob *out)
+{
+    int32_t n = pl->n, gen = pl->generation;
+    sc_blob_tag(out, k_plant_tag, PLANT_SNAPSHOT_VERSION);
+    SC_PUT(out, pl->p);
+    SC_PUT(out, pl->seed);
+    SC_PUT(out, pl->rng);
+    SC_PUT(out, gen);
+    SC_PUT(out, n);
+    sc_blob_put(out, pl->b, (size_t)pl->n * sizeof *pl->b);
+    return out->failed ? SIM_ERR_NOMEM : SIM_OK;
+}
+
+sim_status sim_plant_restore(sim_plant *pl, const void *data, size_t n, char *err, size_t err_sz)
+{
+    sc_reader r = sc_reader_of(data, n);
+    sim_plant_params p;
+    uint64_t seed, rng;
+    int32_t gen, nb;
+    sc_reader_tag(&r, k_plant_tag, PLANT_SNAPSHOT_VERSION);
+    SC_GET(&r, p);
+    SC_GET(&r, seed);
+    SC_GET(&r, rng);
+    SC_GET(&r, gen);
+    SC_GET(&r, nb);
+    if (r.failed)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "plant snapshot: %s", r.why);
+    if (seed != pl->seed || gen < 0 || nb < 1 || nb > p.max_branches ||
+        (size_t)nb * sizeof(sim_branch) != r.n - r.at ||
+        sim_plant_params_check(&p, NULL, 0) != SIM_OK)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                                   "plant snapshot: another seed, or damaged");
+    sim_branch *b = malloc((size_t)nb * sizeof *b);
+    if (!b)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "plant: out of memory");
+    sc_reader_get(&r, b, (size_t)nb * sizeof *b);
+    free(pl->b);
+    pl->b = b, pl->n = pl->cap = nb, pl->generation = gen, pl->rng = rng;
+    pl->p = p;
+    pl->pipe_exponent = 0.5 * tips_exponent(&p);
+    return SIM_OK;
 }

@@ -29,6 +29,7 @@
 
 #include "growth_internal.h"
 #include "sim/core/sc_base.h"
+#include "sim/core/sc_blob.h"
 
 #define RESIDUAL_EVERY 16
 
@@ -429,4 +430,71 @@ const sim_truss_member *sim_truss_members(const sim_truss *t, int *n)
 {
     *n = t->nmember;
     return t->members;
+}
+
+/* Part "GRTR": the extent (a check), the cells, supports, loads and displacements. The areas
+ * follow from the cells. */
+#define TRUSS_SNAPSHOT_VERSION 1u
+static const char k_truss_tag[4] = {'G', 'R', 'T', 'R'};
+
+sim_status sim_truss_save(const sim_truss *t, sc_blob *out)
+{
+    int32_t dims[2] = {t->p.nx, t->p.ny};
+    const size_t nc = (size_t)t->p.nx * (size_t)t->p.ny, nn = (size_t)t->nnode;
+    sc_blob_tag(out, k_truss_tag, TRUSS_SNAPSHOT_VERSION);
+    SC_PUT(out, dims);
+    sc_blob_put(out, t->cell, nc);
+    sc_blob_put(out, t->fix, nn);
+    sc_blob_put(out, t->f, nn * 2 * sizeof(double));
+    sc_blob_put(out, t->u, nn * 2 * sizeof(double));
+    return out->failed ? SIM_ERR_NOMEM : SIM_OK;
+}
+
+sim_status sim_truss_restore(sim_truss *t, const void *data, size_t n, char *err, size_t err_sz)
+{
+    sc_reader r = sc_reader_of(data, n);
+    int32_t dims[2];
+    const size_t nc = (size_t)t->p.nx * (size_t)t->p.ny, nn = (size_t)t->nnode;
+    sc_reader_tag(&r, k_truss_tag, TRUSS_SNAPSHOT_VERSION);
+    SC_GET(&r, dims);
+    if (r.failed || dims[0] != t->p.nx || dims[1] != t->p.ny ||
+        r.n - r.at != nc + nn + nn * 4 * sizeof(double))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                                   "truss snapshot: another extent, or damaged%s%s",
+                                   r.failed ? ": " : "", r.failed ? r.why : "");
+    const uint8_t *p = r.p + r.at;
+    for (size_t k = 0; k < nc; k++)
+        if (p[k] > 1)
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "truss snapshot: damaged");
+    for (size_t k = 0; k < nn; k++)
+        if (p[nc + k] > (TRUSS_FIX_X | TRUSS_FIX_Y))
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "truss snapshot: damaged");
+    for (size_t k = 0; k < nn * 4; k++) {
+        double v;
+        memcpy(&v, p + nc + nn + k * sizeof v, sizeof v);
+        if (!isfinite(v))
+            return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                                       "truss snapshot: a load or displacement not finite");
+    }
+    memset(t->cell, 0, nc), t->ncell = 0;
+    memset(t->ah, 0, (size_t)t->p.nx * (size_t)(t->p.ny + 1) * sizeof(double));
+    memset(t->av, 0, (size_t)(t->p.nx + 1) * (size_t)t->p.ny * sizeof(double));
+    memset(t->ad1, 0, nc * sizeof(double)), memset(t->ad2, 0, nc * sizeof(double));
+    for (size_t k = 0; k < nc; k++)
+        if (p[k])
+            add_cell(t, (int)(k % (size_t)t->p.nx), (int)(k / (size_t)t->p.nx));
+    list_members(t);
+    memcpy(t->fix, p + nc, nn);
+    memcpy(t->f, p + nc + nn, nn * 2 * sizeof(double));
+    memcpy(t->u, p + nc + nn + nn * 2 * sizeof(double), nn * 2 * sizeof(double));
+    return SIM_OK;
+}
+
+uint64_t sim_truss_hash(const sim_truss *t)
+{
+    const size_t nn = (size_t)t->nnode;
+    uint64_t h = sc_hash_bytes(SC_HASH_SEED, t->cell, (size_t)t->p.nx * (size_t)t->p.ny);
+    h = sc_hash_bytes(h, t->fix, nn);
+    h = sc_hash_bytes(h, t->f, nn * 2 * sizeof(double));
+    return sc_hash_bytes(h, t->u, nn * 2 * sizeof(double));
 }

@@ -32,9 +32,9 @@ TEST(scene_registry_from_scenes_def)
 {
     int n;
     const srv_scene_i *const *sc = srv_scenes(&n);
-    CHECK(n == 3 && !strcmp(srv_scene_names(), "volume, cloth, softbody"));
+    CHECK(n == 4 && !strcmp(srv_scene_names(), "volume, cloth, softbody, growth"));
     CHECK(srv_scene_default() == sc[0] && srv_scene_find("cloth") == sc[1] &&
-          srv_scene_find("softbody") == sc[2]);
+          srv_scene_find("softbody") == sc[2] && srv_scene_find("growth") == sc[3]);
     CHECK(srv_scene_find("Cloth") == NULL && srv_scene_find(NULL) == NULL);
     for (int k = 0; k < n; k++)
         for (int i = 0; i < sc[k]->nevents; i++) /* the server's own names stay its own */
