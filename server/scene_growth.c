@@ -6,6 +6,8 @@
  * vertices a branch with the branch's thickness as their scalar, in the order the branches
  * were made: growth only appends, so a frame carries the new branches and nothing else.
  *
+ * Both are drawn with z up (the plant grows along +z; the beam stands in the x-z plane).
+ *
  * "truss": the deep beam cloned cell by cell at the same pace, then solved: the cellular
  * automaton shown converging, sweeps_per_frame sweeps a frame (or the direct solve at once),
  * again after every change of load or support. Its view: the cells as triangles (object 0)
@@ -25,11 +27,12 @@
 #include "sim/core/sc_base.h"
 #include "sim/growth/growth.h"
 
-#define MAX_CELLS_X    400  /* a session's truss: 80,000 cells at most, */
-#define MAX_CELLS_Y    200  /* relaxation about 0.2 ms a sweep each 1,000 cells */
+#define MAX_CELLS_X     400 /* a session's truss: 80,000 cells at most, */
+#define MAX_CELLS_Y     200 /* relaxation about 0.2 ms a sweep each 1,000 cells */
 #define SOLVED_RESIDUAL 1e-8
-#define ENERGY_LOG_MIN -8.0f /* J: the colour legend's ends */
-#define ENERGY_LOG_MAX 4.0f
+#define ENERGY_LOG_MIN \
+    -5.0f /* J: the colour legend's ends (the 100 kN beam spans about 1e-4 to 1 J) */
+#define ENERGY_LOG_MAX 1.0f
 #define PLANT_BITS     16
 #define TRUSS_BITS     16
 
@@ -37,8 +40,8 @@ typedef struct gr_scene {
     int is_truss;
     sim_backend *backend;
     sim_growth_params p;
-    double next_s;    /* simulated time of the next generation */
-    int pending;      /* generations asked for by step events */
+    double next_s; /* simulated time of the next generation */
+    int pending;   /* generations asked for by step events */
     /* the plant */
     sim_plant *plant;
     sim_plant_params rules;
@@ -48,8 +51,8 @@ typedef struct gr_scene {
     /* the truss */
     sim_truss *truss;
     int nx, ny, load_i, load_j;
-    int solved;      /* the displacements answer the current supports and loads */
-    int not_held;    /* said so to the driver once for this setup */
+    int solved;   /* the displacements answer the current supports and loads */
+    int not_held; /* said so to the driver once for this setup */
     int32_t *cell_order, *member_order; /* in the order they stood; counts below */
     int ncell, nmember;
     uint8_t *cell_listed, *member_seen;
@@ -84,13 +87,13 @@ static int plant_create(gr_scene *v, char *err, size_t err_sz)
 {
     const sim_plant_params *r = &v->rules;
     /* Every branch lies within the longest possible path from the root. */
-    float reach = r->ref_length * r->base_max /
-                  (1.0f - fmaxf(r->cont_ratio, r->side_ratio_max)) * 1.01f;
-    for (int k = 0; k < 3; k++)
+    float reach =
+        r->ref_length * r->base_max / (1.0f - fmaxf(r->cont_ratio, r->side_ratio_max)) * 1.01f;
+    for (int k = 0; k < 3; k++) /* drawn with z up: the plant grows along +z */
         v->box_lo[k] = -reach, v->box_hi[k] = reach;
-    v->box_lo[1] = 0.0f;
+    v->box_lo[2] = 0.0f;
     if (!r->three_d)
-        v->box_lo[2] = -1.0f, v->box_hi[2] = 1.0f;
+        v->box_lo[1] = -1.0f, v->box_hi[1] = 1.0f;
     v->smax = sim_plant_branch_size(r, r->ref_length * r->base_max);
     sim_plant_destroy(v->plant);
     v->plant = NULL;
@@ -134,8 +137,8 @@ static int truss_create(gr_scene *v, sim_backend *b, char *err, size_t err_sz)
     v->e0 = malloc(nc * 2 * 3 * sizeof(uint32_t));
     v->v1 = malloc(nm * 2 * 3 * sizeof(float)), v->s1 = malloc(nm * 2 * sizeof(float));
     v->e1 = malloc(nm * 2 * sizeof(uint32_t));
-    if (!v->cell_listed || !v->cell_order || !v->member_order || !v->member_seen || !v->energy || !v->v0 ||
-        !v->s0 || !v->e0 || !v->v1 || !v->s1 || !v->e1) {
+    if (!v->cell_listed || !v->cell_order || !v->member_order || !v->member_seen || !v->energy ||
+        !v->v0 || !v->s0 || !v->e0 || !v->v1 || !v->s1 || !v->e1) {
         snprintf(err, err_sz, "out of memory");
         return -1;
     }
@@ -200,8 +203,8 @@ static int parse_create(const cJSON *o, gr_scene *v, char *err, size_t err_sz)
                              : NULL;
         const cJSON *y = x ? cJSON_GetArrayItem(cells, 1) : NULL;
         if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble != floor(x->valuedouble) ||
-            y->valuedouble != floor(y->valuedouble) || x->valuedouble < 1 ||
-            y->valuedouble < 1 || x->valuedouble > MAX_CELLS_X || y->valuedouble > MAX_CELLS_Y) {
+            y->valuedouble != floor(y->valuedouble) || x->valuedouble < 1 || y->valuedouble < 1 ||
+            x->valuedouble > MAX_CELLS_X || y->valuedouble > MAX_CELLS_Y) {
             snprintf(err, err_sz, "\"cells\" must be [nx, ny], integers 1 to %d and 1 to %d",
                      MAX_CELLS_X, MAX_CELLS_Y);
             return 400;
@@ -270,8 +273,8 @@ _Static_assert(SRV_ITEM_BYTES(sizeof(gr_event)) <= 64, "a growth event stays sma
 static int parse_node(const cJSON *msg, gr_event *e, char *err, size_t err_sz)
 {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(msg, "node");
-    const cJSON *i = cJSON_IsArray(n) && cJSON_GetArraySize(n) == 2 ? cJSON_GetArrayItem(n, 0)
-                                                                      : NULL;
+    const cJSON *i =
+        cJSON_IsArray(n) && cJSON_GetArraySize(n) == 2 ? cJSON_GetArrayItem(n, 0) : NULL;
     const cJSON *j = i ? cJSON_GetArrayItem(n, 1) : NULL;
     if (!cJSON_IsNumber(i) || !cJSON_IsNumber(j) || i->valuedouble != floor(i->valuedouble) ||
         j->valuedouble != floor(j->valuedouble) || fabs(i->valuedouble) > 1e6 ||
@@ -284,19 +287,23 @@ static int parse_node(const cJSON *msg, gr_event *e, char *err, size_t err_sz)
     return 0;
 }
 
-/* load: {"node": [i, j]} or {"point": [x, y, z]} (m, the nearest node takes it). */
+/* load: {"node": [i, j]} or {"point": [x, y, z]} (world m, the beam in x-z: the nearest node
+ * takes it); grab and move (the page's hand) are a load at their point. */
 static int parse_load(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
 {
     (void)error;
     gr_event *e = out;
+    int world;
     memset(e, 0, sizeof *e);
     if (cJSON_GetObjectItemCaseSensitive(msg, "node"))
         return parse_node(msg, e, err, err_sz) ? -1 : (int)sizeof *e;
-    return proto_read_vec3(msg, "point", 1e4, e->point, err, err_sz) ? -1 : (int)sizeof *e;
+    if (proto_read_vec3(msg, "point", 1e4, e->point, err, err_sz) ||
+        proto_read_choice(msg, "space", "world", 0, &world, err, err_sz))
+        return -1;
+    return (int)sizeof *e;
 }
 
-static int parse_support(const cJSON *msg, void *out, const char **error, char *err,
-                         size_t err_sz)
+static int parse_support(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz)
 {
     (void)error;
     gr_event *e = out;
@@ -342,7 +349,7 @@ static void on_load(srv_scene_ctx *c, void *scene, const srv_event *e)
     int i = p->node[0], j = p->node[1];
     if (!p->has_node) {
         double l = sim_truss_params_of(v->truss)->cell_m;
-        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[1] / l);
+        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[2] / l);
         i = i < 0 ? 0 : i > v->nx ? v->nx : i;
         j = j < 0 ? 0 : j > v->ny ? v->ny : j;
     }
@@ -361,14 +368,19 @@ static void on_load(srv_scene_ctx *c, void *scene, const srv_event *e)
     v->solved = 0, v->not_held = 0;
 }
 
+/* The load stays where the hand let go of it. */
+static void on_release(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    (void)c, (void)scene, (void)e;
+}
+
 static void on_support(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
     gr_scene *v = scene;
     const gr_event *p = e->data;
     if (wrong_model(c, v, e, 1))
         return;
-    if (sim_truss_support(v->truss, p->node[0], p->node[1], p->fix == 2, p->fix >= 1) !=
-        SIM_OK) {
+    if (sim_truss_support(v->truss, p->node[0], p->node[1], p->fix == 2, p->fix >= 1) != SIM_OK) {
         char err[128];
         snprintf(err, sizeof err, "node [%d, %d] is off the beam (0..%d, 0..%d)", p->node[0],
                  p->node[1], v->nx, v->ny);
@@ -437,6 +449,9 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
 
 static const srv_event_desc k_events[] = {
     {"load", 0, parse_load, on_load},
+    {"grab", 0, parse_load, on_load},
+    {"move", 0, parse_load, on_load},
+    {"release", 0, srv_parse_no_payload, on_release},
     {"support", 0, parse_support, on_support},
     {"reseed", 0, parse_reseed, on_reseed},
     {"regrow", 0, srv_parse_no_payload, on_regrow},
@@ -512,11 +527,10 @@ static int truss_step(srv_scene_ctx *c, gr_scene *v)
     char err[256];
     sim_truss_solve_info info;
     sim_truss_set_threads(v->truss, c->threads);
-    sim_status st =
-        v->p.solver == SIM_GROWTH_SOLVER_DIRECT && sim_truss_have_direct()
-            ? sim_truss_solve_direct(v->truss, &info, err, sizeof err)
-            : sim_truss_relax(v->truss, v->p.sweeps_per_frame, SOLVED_RESIDUAL, &info, err,
-                              sizeof err);
+    sim_status st = v->p.solver == SIM_GROWTH_SOLVER_DIRECT && sim_truss_have_direct()
+                        ? sim_truss_solve_direct(v->truss, &info, err, sizeof err)
+                        : sim_truss_relax(v->truss, v->p.sweeps_per_frame, SOLVED_RESIDUAL, &info,
+                                          err, sizeof err);
     if (st != SIM_OK) {
         sim_truss_reset(v->truss); /* nothing to show but the unloaded beam */
         if (!v->not_held && c->driver)
@@ -567,9 +581,10 @@ static void plant_view(gr_scene *v, srv_view *out)
         return;
     }
     v->e0 = ne;
-    for (int k = 0; k < n; k++) {
-        memcpy(&v->v0[k * 6], b[k].start, 3 * sizeof(float));
-        memcpy(&v->v0[k * 6 + 3], b[k].tip, 3 * sizeof(float));
+    for (int k = 0; k < n; k++) { /* the sim's (x, y up, z) drawn as (x, -z, y): z up */
+        const float *a = b[k].start, *t = b[k].tip;
+        float seg[6] = {a[0], -a[2], a[1], t[0], -t[2], t[1]};
+        memcpy(&v->v0[k * 6], seg, sizeof seg);
         v->s0[k * 2] = v->s0[k * 2 + 1] = b[k].size;
         v->e0[k * 2] = (uint32_t)k * 2, v->e0[k * 2 + 1] = (uint32_t)k * 2 + 1;
     }
@@ -598,14 +613,14 @@ static float energy_scalar(double joules)
 }
 
 /* Node n's drawn position: its place plus the exaggerated displacement, kept in the box. */
-static void node_at(const gr_scene *v, const double *u, int n, const float lo[3],
-                    const float hi[3], float out[3])
+static void node_at(const gr_scene *v, const double *u, int n, const float lo[3], const float hi[3],
+                    float out[3])
 {
     double l = sim_truss_params_of(v->truss)->cell_m, e = (double)v->p.exaggeration;
     int w = v->nx + 1;
     out[0] = (float)fmin(fmax((n % w) * l + e * u[n * 2], (double)lo[0]), (double)hi[0]);
-    out[1] = (float)fmin(fmax((n / w) * l + e * u[n * 2 + 1], (double)lo[1]), (double)hi[1]);
-    out[2] = 0.0f;
+    out[1] = 0.0f; /* the beam in x-z, z up */
+    out[2] = (float)fmin(fmax((n / w) * l + e * u[n * 2 + 1], (double)lo[2]), (double)hi[2]);
 }
 
 static void truss_view(gr_scene *v, srv_view *out)
@@ -614,8 +629,8 @@ static void truss_view(gr_scene *v, srv_view *out)
     const double *u = sim_truss_displacements(v->truss), l = tp->cell_m;
     const int w = v->nx + 1;
     float margin = (float)(0.5 * l * (v->nx > v->ny ? v->nx : v->ny));
-    float lo[3] = {-margin, -margin, -0.01f};
-    float hi[3] = {(float)(v->nx * l) + margin, (float)(v->ny * l) + margin, 0.01f};
+    float lo[3] = {-margin, -0.01f, -margin};
+    float hi[3] = {(float)(v->nx * l) + margin, 0.01f, (float)(v->ny * l) + margin};
     sim_truss_cell_energy(v->truss, v->energy);
     for (int k = 0; k < v->ncell; k++) {
         int c = v->cell_order[k], n = c % v->nx + c / v->nx * w;
@@ -713,7 +728,7 @@ static const char k_scene_tag[4] = {'G', 'R', 'S', 'C'};
 static int gr_save(void *scene, sc_blob *out, char *err, size_t err_sz)
 {
     gr_scene *v = scene;
-    int32_t head[8] = {v->is_truss, v->pending, v->load_i, v->load_j,
+    int32_t head[8] = {v->is_truss, v->pending,  v->load_i,  v->load_j,
                        v->solved,   v->not_held, v->stopped, 0};
     sc_blob_tag(out, k_scene_tag, GR_SCENE_VERSION);
     SC_PUT(out, head);
@@ -738,15 +753,14 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
     SC_GET(&r, head);
     SC_GET(&r, p);
     SC_GET(&r, next_s);
-    if (r.failed || head[0] != v->is_truss || head[1] < 0 || head[1] > 1000 ||
-        !isfinite(next_s) || sim_growth_params_validate(&p, NULL, 0) != SIM_OK ||
+    if (r.failed || head[0] != v->is_truss || head[1] < 0 || head[1] > 1000 || !isfinite(next_s) ||
+        sim_growth_params_validate(&p, NULL, 0) != SIM_OK ||
         (v->is_truss && (head[2] < 0 || head[2] > v->nx || head[3] < 0 || head[3] > v->ny))) {
         snprintf(err, err_sz, "growth snapshot: %s", r.failed ? r.why : "damaged");
         return -1;
     }
-    sim_status st = v->is_truss
-                        ? sim_truss_restore(v->truss, r.p + r.at, r.n - r.at, err, err_sz)
-                        : sim_plant_restore(v->plant, r.p + r.at, r.n - r.at, err, err_sz);
+    sim_status st = v->is_truss ? sim_truss_restore(v->truss, r.p + r.at, r.n - r.at, err, err_sz)
+                                : sim_plant_restore(v->plant, r.p + r.at, r.n - r.at, err, err_sz);
     if (st != SIM_OK)
         return -1;
     v->pending = head[1], v->load_i = head[2], v->load_j = head[3];

@@ -54,7 +54,7 @@ test('growth: REST options for both models, refusals that name the field', async
   const t = (await api(srv.base, 'POST', '/api/sessions', { scene: 'growth', model: 'truss', cells: [12, 6] })).json;
   assert.equal(t.model, 'truss');
   assert.deepEqual(t.cells, [12, 6]);
-  assert.deepEqual(t.scalar_range, [-8, 4]);
+  assert.deepEqual(t.scalar_range, [-5, 1]);
   for (const s of [p, t]) assert.equal((await drop(s)).status, 204);
 });
 
@@ -137,7 +137,7 @@ test('growth: a truss clones cell by cell, is solved, and its energy follows the
   const mean = (a) => a.reduce((n, x) => n + x, 0) / a.length;
   assert.ok(Math.abs(mean(left) - mean(right)) < 0.05, `left ${mean(left)} right ${mean(right)}`);
   // The driver drags the load to a quarter span: the energy moves left.
-  await settle(srv.base, s, c, { type: 'load', seq: 2, point: [0.5, 1.0, 0] });
+  await settle(srv.base, s, c, { type: 'load', seq: 2, point: [0.5, 0, 1.0] });
   const e2 = cellEnergies(c.frames.at(-1));
   const l2 = e2.filter((x) => x.x < mid - 0.5).map((x) => x.e), r2 = e2.filter((x) => x.x > mid + 0.5).map((x) => x.e);
   console.log(`# truss: log10 J left/right ${mean(left).toFixed(2)}/${mean(right).toFixed(2)} -> ${mean(l2).toFixed(2)}/${mean(r2).toFixed(2)}`);
@@ -145,7 +145,7 @@ test('growth: a truss clones cell by cell, is solved, and its energy follows the
   // Twice the load, four times the energy: log10 up by log10(4) in every loaded cell.
   await settle(srv.base, s, c, { type: 'set_params', seq: 3, params: { load_kn: 200 } });
   const e3 = cellEnergies(c.frames.at(-1));
-  const up = e3.map((x, k) => x.e - e2[k].e).filter((d, k) => e2[k].e > -6);
+  const up = e3.map((x, k) => x.e - e2[k].e).filter((d, k) => e2[k].e > -4.9 && e3[k].e < 0.9);
   assert.ok(up.every((d) => Math.abs(d - Math.log10(4)) < 0.01), `log10 energy rose by ${Math.min(...up)}..${Math.max(...up)}`);
   // Refusals: a node off the beam; a beam whose supports no longer hold it.
   c.send({ type: 'support', seq: 4, node: [21, 0], fix: 'pin' });

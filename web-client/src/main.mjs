@@ -134,8 +134,11 @@ async function lobby() {
     sceneSelect.append(h('option', { value: name }, mod.title));
     fields.append(h('span', { class: 'scene-fields', dataset: { scene: name } }, mod.lobby.fields()));
   }
+  // Only the chosen scene's fields are shown, checked and sent: the others are disabled, which
+  // keeps them out of the form's data (two scenes may both have a "model").
   const showSceneFields = () => fields.querySelectorAll('[data-scene]').forEach((el) => {
     el.hidden = el.dataset.scene !== sceneSelect.value;
+    el.querySelectorAll('input, select, textarea').forEach((c) => { c.disabled = el.hidden; });
   });
   sceneSelect.addEventListener('change', showSceneFields);
   showSceneFields();

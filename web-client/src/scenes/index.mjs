@@ -5,6 +5,7 @@ const SCENES = {
   volume: () => import('./volume.mjs'),
   cloth: () => import('./cloth.mjs'),
   softbody: () => import('./softbody.mjs'),
+  growth: () => import('./growth.mjs'),
 };
 
 export const sceneNames = Object.keys(SCENES);
