@@ -357,6 +357,9 @@ bench: all
 	$(BUILD)/softcast-bench softbody --model surface --particles 5000 --threads 1 --substeps 5 --frames 300
 	$(BUILD)/softcast-bench softbody --model hybrid --particles 2500 --threads 1 --frames 300 $(if $(BULLET_H),--peer bullet)
 	$(BUILD)/softcast-bench softbody --model hybrid --organ phantom --threads 2 --frames 100
+	$(BUILD)/softcast-bench growth --model truss --cells 50x25
+	$(BUILD)/softcast-bench growth --model truss --cells 200x100
+	$(BUILD)/softcast-bench growth --model plant --seed 1
 	BUILD=$(BUILD) tests/bench/server-load.sh
 
 # The browser client's figures in headless Chromium against the release server: first-load

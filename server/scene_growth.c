@@ -52,6 +52,7 @@ typedef struct gr_scene {
     sim_truss *truss;
     int nx, ny, load_i, load_j;
     int solved;   /* the displacements answer the current supports and loads */
+    int holding;  /* the page's hand holds the load: its moves drag it */
     int not_held; /* said so to the driver once for this setup */
     int32_t *cell_order, *member_order; /* in the order they stood; counts below */
     int ncell, nmember;
@@ -368,10 +369,27 @@ static void on_load(srv_scene_ctx *c, void *scene, const srv_event *e)
     v->solved = 0, v->not_held = 0;
 }
 
-/* The load stays where the hand let go of it. */
+/* The page's hand: a grab puts the load at its point and holds it, moves drag it while held
+ * (a press that placed a support sends no grab: its drag moves nothing), a release lets go
+ * with the load where it is. */
+static void on_grab(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    gr_scene *v = scene;
+    on_load(c, scene, e);
+    v->holding = v->is_truss;
+}
+
+static void on_move(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    gr_scene *v = scene;
+    if (v->holding)
+        on_load(c, scene, e);
+}
+
 static void on_release(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
-    (void)c, (void)scene, (void)e;
+    (void)c, (void)e;
+    ((gr_scene *)scene)->holding = 0;
 }
 
 static void on_support(srv_scene_ctx *c, void *scene, const srv_event *e)
@@ -449,8 +467,8 @@ static void on_params(srv_scene_ctx *c, void *scene, const srv_event *e)
 
 static const srv_event_desc k_events[] = {
     {"load", 0, parse_load, on_load},
-    {"grab", 0, parse_load, on_load},
-    {"move", 0, parse_load, on_load},
+    {"grab", 0, parse_load, on_grab},
+    {"move", 0, parse_load, on_move},
     {"release", 0, srv_parse_no_payload, on_release},
     {"support", 0, parse_support, on_support},
     {"reseed", 0, parse_reseed, on_reseed},
@@ -729,7 +747,7 @@ static int gr_save(void *scene, sc_blob *out, char *err, size_t err_sz)
 {
     gr_scene *v = scene;
     int32_t head[8] = {v->is_truss, v->pending,  v->load_i,  v->load_j,
-                       v->solved,   v->not_held, v->stopped, 0};
+                       v->solved,   v->not_held, v->stopped, v->holding};
     sc_blob_tag(out, k_scene_tag, GR_SCENE_VERSION);
     SC_PUT(out, head);
     SC_PUT(out, v->p);
@@ -764,7 +782,7 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
     if (st != SIM_OK)
         return -1;
     v->pending = head[1], v->load_i = head[2], v->load_j = head[3];
-    v->solved = head[4], v->not_held = head[5], v->stopped = head[6];
+    v->solved = head[4], v->not_held = head[5], v->stopped = head[6], v->holding = head[7];
     v->p = p, v->next_s = next_s;
     rules_from_params(v);
     if (v->is_truss) {

@@ -149,5 +149,14 @@ test('a truss grows, is solved, and its colours follow the dragged load (build/e
   await page.screenshot({ path: `${OUT}/growth-truss.png` });
   assert.equal(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error').length), 0,
     JSON.stringify(await page.evaluate(() => window.softcast.st.texts.filter((t) => t.type === 'error'))));
+  // Supports by the pointer: "frees the node", then a press on the bottom right corner (its
+  // roller): a pin alone cannot stop the beam turning, and the server says so.
+  await page.selectOption('#growth-press', 'free');
+  const corner = await page.evaluate((p) => window.softcast.view.screenOf(p), [xmax - 0.03, 0, 0.03]);
+  await page.mouse.move(box.x + corner[0], box.y + corner[1]);
+  await page.mouse.down();
+  await page.mouse.up();
+  await until(page, () => window.softcast.st.texts.some((t) => t.type === 'error' && /not held/.test(t.detail ?? '')),
+    null, 'the beam without its roller reported not held');
   await ctx.close();
 });

@@ -6,6 +6,10 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 const plant = 'sim/growth/plant.c';
 const truss = 'sim/growth/truss.c';
 const kernels = 'sim/growth/kernels.h';
+// The scene in the server, against its end-to-end tests (tests/server/growth.test.mjs).
+const server = ['$BUILD/test/softcast-server'];
+const node = (pattern) => `node --test --test-name-pattern "${pattern}" tests/server/growth.test.mjs`;
+const adapter = 'server/scene_growth.c';
 
 export default [
   {
@@ -95,5 +99,37 @@ export default [
     replace: '            if (0 && j + 1 < ny && !t->cell[i + (j + 1) * nx])',
     build, test: run('truss_grows_by_cloning'),
     caught_by: '`truss_grows_by_cloning_with_the_sources_areas`',
+  },
+  {
+    name: 'growth scene: the plant\'s branches re-keyed every generation (no append)',
+    file: adapter,
+    find: '    o->topo_version = (uint32_t)n;',
+    replace: '    o->topo_version = (uint32_t)n;\n    o->force_key = 1;',
+    build: server, test: node('appends only'),
+    caught_by: 'growth: a plant grows by appends only, stops by itself, the same tree on 1 and 2 threads',
+  },
+  {
+    name: 'growth scene: at rest between the beats of its growth',
+    file: adapter,
+    find: '        return v->stopped || sim_plant_done(v->plant) || v->p.steps_per_s <= 0.0f;',
+    replace: '        return 1;',
+    build: server, test: node('appends only'),
+    caught_by: 'growth: a plant grows by appends only, stops by itself, the same tree on 1 and 2 threads',
+  },
+  {
+    name: 'growth scene: a dragged load read from the point\'s y, not its height z',
+    file: adapter,
+    find: '        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[2] / l);',
+    replace: '        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[1] / l);',
+    build: server, test: node('energy follows the load'),
+    caught_by: 'growth: a truss clones cell by cell, is solved, and its energy follows the load',
+  },
+  {
+    name: 'growth scene: a load change leaves the old solution standing',
+    file: adapter,
+    find: '        sim_truss_load(v->truss, v->load_i, v->load_j, 0.0, -1e3 * (double)p.load_kn);\n        v->solved = 0, v->not_held = 0;',
+    replace: '        sim_truss_load(v->truss, v->load_i, v->load_j, 0.0, -1e3 * (double)p.load_kn);',
+    build: server, test: node('energy follows the load'),
+    caught_by: 'growth: a truss clones cell by cell, is solved, and its energy follows the load',
   },
 ];

@@ -6,7 +6,7 @@
 // (lines), the scalar log10 of the internal energy in joules on the server's fixed range; a
 // press on the beam puts the load there and dragging moves it (the shell's hand sends the
 // moves). Beside the view: the colour legend and the growth controls (a step, grow again, a
-// new seed); the pace, the rules, the load and the exaggeration are the panel's, drawn from
+// new seed, what a press on the beam does); the pace, the rules, the load and the exaggeration are the panel's, drawn from
 // the schema (core/panel.mjs): none is named here. The module contract: web-client/README.md.
 import { h } from '../core/dom.mjs';
 import { viridis } from '../core/colormap.mjs';
@@ -76,20 +76,26 @@ export default {
       seed.value = String(n);
       conn.send('reseed', { seed: n });
     });
+    // What a press on the beam does: move the load there (and drag it), or hold that node.
+    const press = h('select', { id: 'growth-press', 'aria-label': 'a press on the beam' },
+      h('option', { value: 'load' }, 'moves the load'), h('option', { value: 'pin' }, 'pins the node'),
+      h('option', { value: 'roller' }, 'puts a roller (y held)'), h('option', { value: 'free' }, 'frees the node'));
+    const pressRow = h('label', { class: 'row', id: 'growth-press-row' }, 'A press on the beam ', press);
     const key = h('div', {});
     const info = h('p', { id: 'growth-info', class: 'hint' });
     side.append(h('div', { id: 'growthview' },
       h('h3', {}, 'Growth'),
       h('div', { class: 'row seg', role: 'group', 'aria-label': 'growth controls' }, buttons),
       h('div', { class: 'row', id: 'growth-seed-row' }, seed, reseed),
-      key, info));
+      pressRow, key, info));
     let shown = '';
 
     return {
       hint: (isDriver) => (isDriver && truss() ? 'press on the beam to put the load there, drag to move it · wheel to zoom · right-drag to pan' : null),
       state(t) {
-        for (const el of [...buttons, reseed, seed]) el.disabled = t.role !== 'driver';
+        for (const el of [...buttons, reseed, seed, press]) el.disabled = t.role !== 'driver';
         seed.parentElement.hidden = t.model === 'truss';
+        pressRow.hidden = t.model !== 'truss';
         const what = t.model === 'truss' ? 'truss' : 'plant';
         if (what !== shown) {
           shown = what;
@@ -103,9 +109,13 @@ export default {
           ? `${t.cells?.join(' x ')} cells of ${t.cell_m} m, a ${t.thickness_m * 1000} mm plate: pin bottom left, roller bottom right`
           : `seed ${t.seed}${t.three_d ? ', 3D' : ''}`;
       },
-      /** A press on the beam: the load goes to the nearest node. */
+      /** A press on the beam: the load goes to the nearest node (and the hand drags it), or
+       *  that node is held as chosen beside the view. */
       grab(point, hit) {
-        if (truss() && hit.object === 0) conn.send('grab', { point });
+        if (!truss() || hit.object !== 0) return;
+        if (press.value === 'load') { conn.send('grab', { point }); return; }
+        const l = st.state.cell_m, node = [Math.round(point[0] / l), Math.round(point[2] / l)];
+        conn.send('support', { node, fix: press.value });
       },
     };
   },
