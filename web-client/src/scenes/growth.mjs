@@ -2,11 +2,11 @@
 // stochastic L-system, or the equivalent truss of a deep beam built by cloning cells. Both are
 // line sets and surfaces with a scalar per vertex, coloured through viridis (the shell's
 // worker does it), drawn with z up; the frames grow by appends. The plant: one line set, two
-// vertices a branch, the scalar its thickness. The truss: its cells (triangles) and members
+// vertices a branch, the scalar how thick the branch is drawn. The truss: its cells (triangles) and members
 // (lines), the scalar log10 of the internal energy in joules on the server's fixed range; a
 // press on the beam puts the load there and dragging moves it (the shell's hand sends the
 // moves). Beside the view: the colour legend and the growth controls (a step, grow again, a
-// new seed, what a press on the beam does); the pace, the rules, the load and the exaggeration are the panel's, drawn from
+// new seed, what a press on the beam does); the pace, the rules, the load and the displacements' magnification are the panel's, drawn from
 // the schema (core/panel.mjs): none is named here. The module contract: web-client/README.md.
 import { h } from '../core/dom.mjs';
 import { viridis } from '../core/colormap.mjs';
@@ -102,7 +102,7 @@ export default {
           const [lo, hi] = t.scalar_range ?? [0, 1];
           key.replaceChildren(what === 'truss'
             ? legend('internal energy of each cell and member (J, log scale)', `1e${lo} J`, `1e${hi} J`)
-            : legend('branch thickness', 'thin', 'thick'));
+            : legend('branch girth', 'thin', 'thick'));
         }
         if (what === 'plant' && t.seed && !seed.value) seed.value = String(t.seed);
         info.textContent = what === 'truss'
