@@ -251,13 +251,20 @@ static void gr_destroy(void *scene)
 static size_t gr_bytes(const void *scene)
 {
     const gr_scene *v = scene;
-    if (!v->is_truss) {
+    if (!v->is_truss) { /* a branch, and its two vertices (position, scalar) and segment */
         int n;
         sim_plant_branches(v->plant, &n);
         return (size_t)n * (sizeof(sim_branch) + 2 * 4 * sizeof(float) + 2 * sizeof(uint32_t));
     }
-    size_t nc = (size_t)v->nx * (size_t)v->ny, nn = (size_t)(v->nx + 1) * (size_t)(v->ny + 1);
-    return nc * (4 * 16 + 6 * 4 + 8 + 1 + 6 * 8) + nn * (1 + 32) + nc * 4 * (2 * 16 + 8 + 4 + 1);
+    int nmi;
+    sim_truss_members(v->truss, &nmi);
+    size_t nc = (size_t)v->nx * (size_t)v->ny, nm = (size_t)nmi;
+    size_t nn = (size_t)(v->nx + 1) * (size_t)(v->ny + 1);
+    return nc * (1 + 2 * 8 + 8 + 1 + 4) +                /* flag, diagonals, energy, order */
+           nm * (sizeof(sim_truss_member) + 8 + 1 + 4) + /* members, areas, order */
+           nn * (1 + 4 * 8) +                            /* supports, loads, displacements */
+           nc * (4 * 4 * sizeof(float) + 6 * sizeof(uint32_t)) + /* the view's cells */
+           nm * (2 * 4 * sizeof(float) + 2 * sizeof(uint32_t));  /* and its members */
 }
 
 /* ------------------------------------------------------------------ events */
@@ -738,8 +745,9 @@ static void gr_describe(const void *scene, cJSON *j)
 
 /* ------------------------------------------------------------- durability */
 
-/* Part "GRSC": the model (a check), the live parameters, the pace, the truss's load node and
- * how far its solve and view have come; then the plant's or the truss's own part. */
+/* Part "GRSC": the model (a check), the live parameters, the pace, the truss's load node, how
+ * far its solve has come and the order its view lists cells and members in (the order they
+ * stood up: a replay's frames must be the original's); then the plant's or the truss's part. */
 #define GR_SCENE_VERSION 1u
 static const char k_scene_tag[4] = {'G', 'R', 'S', 'C'};
 
@@ -752,6 +760,12 @@ static int gr_save(void *scene, sc_blob *out, char *err, size_t err_sz)
     SC_PUT(out, head);
     SC_PUT(out, v->p);
     SC_PUT(out, v->next_s);
+    if (v->is_truss) { /* the view's order: the cells and members as they stood up */
+        int32_t counts[2] = {v->ncell, v->nmember};
+        SC_PUT(out, counts);
+        sc_blob_put(out, v->cell_order, (size_t)v->ncell * sizeof *v->cell_order);
+        sc_blob_put(out, v->member_order, (size_t)v->nmember * sizeof *v->member_order);
+    }
     sim_status st = v->is_truss ? sim_truss_save(v->truss, out) : sim_plant_save(v->plant, out);
     if (st != SIM_OK || out->failed) {
         snprintf(err, err_sz, "growth: out of memory");
@@ -760,11 +774,48 @@ static int gr_save(void *scene, sc_blob *out, char *err, size_t err_sz)
     return 0;
 }
 
+/* The truss view's order from a snapshot into cells[] and members[] (malloc'd): each index in
+ * range and listed once. 0, or -1 with err. */
+static int read_order(gr_scene *v, sc_reader *r, int32_t **cells, int32_t **members, int *nc,
+                      int *nmem, char *err, size_t err_sz)
+{
+    int32_t counts[2];
+    int nm;
+    sim_truss_members(v->truss, &nm);
+    SC_GET(r, counts);
+    int ok = !r->failed && counts[0] >= 0 && counts[0] <= v->nx * v->ny && counts[1] >= 0 &&
+             counts[1] <= nm;
+    *cells = ok ? malloc((size_t)counts[0] * sizeof **cells + 1) : NULL;
+    *members = ok ? malloc((size_t)counts[1] * sizeof **members + 1) : NULL;
+    uint8_t *seen = ok ? calloc((size_t)(v->nx * v->ny + nm), 1) : NULL;
+    if (seen && *cells && *members) {
+        sc_reader_get(r, *cells, (size_t)counts[0] * sizeof **cells);
+        sc_reader_get(r, *members, (size_t)counts[1] * sizeof **members);
+        for (int k = 0; k < counts[0] && ok; k++)
+            ok = (*cells)[k] >= 0 && (*cells)[k] < v->nx * v->ny && !seen[(*cells)[k]]++;
+        for (int k = 0; k < counts[1] && ok; k++)
+            ok = (*members)[k] >= 0 && (*members)[k] < nm && !seen[v->nx * v->ny + (*members)[k]]++;
+        ok = ok && !r->failed;
+    } else {
+        ok = 0;
+    }
+    free(seen);
+    if (!ok) {
+        free(*cells), free(*members);
+        *cells = *members = NULL;
+        snprintf(err, err_sz, "growth snapshot: the truss's view order is damaged");
+        return -1;
+    }
+    *nc = counts[0], *nmem = counts[1];
+    return 0;
+}
+
 static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t err_sz)
 {
     gr_scene *v = scene;
     sc_reader r = sc_reader_of(data, n);
-    int32_t head[8];
+    int32_t head[8], *cells = NULL, *members = NULL;
+    int nc = 0, nmem = 0;
     sim_growth_params p;
     double next_s;
     sc_reader_tag(&r, k_scene_tag, GR_SCENE_VERSION);
@@ -777,22 +828,35 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
         snprintf(err, err_sz, "growth snapshot: %s", r.failed ? r.why : "damaged");
         return -1;
     }
+    if (v->is_truss && read_order(v, &r, &cells, &members, &nc, &nmem, err, err_sz) != 0)
+        return -1;
     sim_status st = v->is_truss ? sim_truss_restore(v->truss, r.p + r.at, r.n - r.at, err, err_sz)
                                 : sim_plant_restore(v->plant, r.p + r.at, r.n - r.at, err, err_sz);
-    if (st != SIM_OK)
+    if (st != SIM_OK) {
+        free(cells), free(members);
         return -1;
+    }
+    if (v->plant) /* a plant made without a seed was given a fresh one: the snapshot's stands */
+        v->seed = sim_plant_seed(v->plant);
     v->pending = head[1], v->load_i = head[2], v->load_j = head[3];
     v->solved = head[4], v->not_held = head[5], v->stopped = head[6], v->holding = head[7];
     v->p = p, v->next_s = next_s;
     rules_from_params(v);
-    if (v->is_truss) {
-        memset(v->cell_listed, 0, (size_t)v->nx * (size_t)v->ny);
+    if (v->is_truss) { /* the view's order as the original had it, its flags to match */
         int nm;
         sim_truss_members(v->truss, &nm);
+        memset(v->cell_listed, 0, (size_t)v->nx * (size_t)v->ny);
         memset(v->member_seen, 0, (size_t)nm);
-        v->ncell = v->nmember = 0;
-        list_new_parts(v);
+        memcpy(v->cell_order, cells, (size_t)nc * sizeof *cells);
+        memcpy(v->member_order, members, (size_t)nmem * sizeof *members);
+        v->ncell = nc, v->nmember = nmem;
+        for (int k = 0; k < nc; k++)
+            v->cell_listed[cells[k]] = 1;
+        for (int k = 0; k < nmem; k++)
+            v->member_seen[members[k]] = 1;
+        list_new_parts(v); /* (nothing, for a snapshot of a consistent truss) */
     }
+    free(cells), free(members);
     return 0;
 }
 

@@ -107,9 +107,8 @@ const sim_plant_params *sim_plant_params_of(const sim_plant *pl);
 uint64_t sim_plant_seed(const sim_plant *pl);
 /// Bitwise hash of every branch (same seed, same rules: same hash).
 uint64_t sim_plant_hash(const sim_plant *pl);
-/// The plant's whole state as bytes (its rules, generator, branches), and back into a plant
-/// made with the same seed: SIM_ERR_FORMAT for a damaged or foreign snapshot (the plant then
-/// unchanged).
+/// The plant's whole state as bytes (its rules, seed, generator, branches), and back into a
+/// plant: SIM_ERR_FORMAT for a damaged or foreign snapshot (the plant then unchanged).
 sim_status sim_plant_save(const sim_plant *pl, sc_blob *out);
 sim_status sim_plant_restore(sim_plant *pl, const void *data, size_t n, char *err, size_t err_sz);
 /// Change the rules for the clones made from now on (checked as at create; the branches

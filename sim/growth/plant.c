@@ -321,17 +321,15 @@ sim_status sim_plant_restore(sim_plant *pl, const void *data, size_t n, char *er
     SC_GET(&r, nb);
     if (r.failed)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "plant snapshot: %s", r.why);
-    if (seed != pl->seed || gen < 0 || nb < 1 || nb > p.max_branches ||
-        (size_t)nb * sizeof(sim_branch) != r.n - r.at ||
+    if (gen < 0 || nb < 1 || nb > p.max_branches || (size_t)nb * sizeof(sim_branch) != r.n - r.at ||
         sim_plant_params_check(&p, NULL, 0) != SIM_OK)
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                   "plant snapshot: another seed, or damaged");
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "plant snapshot: damaged");
     sim_branch *b = malloc((size_t)nb * sizeof *b);
     if (!b)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "plant: out of memory");
     sc_reader_get(&r, b, (size_t)nb * sizeof *b);
     free(pl->b);
-    pl->b = b, pl->n = pl->cap = nb, pl->generation = gen, pl->rng = rng;
+    pl->b = b, pl->n = pl->cap = nb, pl->generation = gen, pl->rng = rng, pl->seed = seed;
     pl->p = p;
     pl->pipe_exponent = 0.5 * tips_exponent(&p);
     return SIM_OK;
