@@ -113,9 +113,12 @@ test('growth: a plant grows by appends only, stops by itself, the same tree on 1
 function cellEnergies(f) {
   const q = f.q[0], o = f.objects[0], top = 2 ** o.qbits - 1, out = [];
   for (let k = 0; k < o.nvert / 4; k++) {
-    let x = 0;
-    for (let j = 0; j < 4; j++) x += (o.bmin[0] + (o.bmax[0] - o.bmin[0]) * q[(k * 4 + j) * 4] / top) / 4;
-    out.push({ x, e: o.smin + (o.smax - o.smin) * q[k * 16 + 3] / 65535 });
+    let x = 0, z = 0;
+    for (let j = 0; j < 4; j++) {
+      x += (o.bmin[0] + (o.bmax[0] - o.bmin[0]) * q[(k * 4 + j) * 4] / top) / 4;
+      z += (o.bmin[2] + (o.bmax[2] - o.bmin[2]) * q[(k * 4 + j) * 4 + 2] / top) / 4;
+    }
+    out.push({ x, z, e: o.smin + (o.smax - o.smin) * q[k * 16 + 3] / 65535 });
   }
   return out;
 }
@@ -142,6 +145,10 @@ test('growth: a truss clones cell by cell, is solved, and its energy follows the
   const l2 = e2.filter((x) => x.x < mid - 0.5).map((x) => x.e), r2 = e2.filter((x) => x.x > mid + 0.5).map((x) => x.e);
   console.log(`# truss: log10 J left/right ${mean(left).toFixed(2)}/${mean(right).toFixed(2)} -> ${mean(l2).toFixed(2)}/${mean(r2).toFixed(2)}`);
   assert.ok(mean(l2) > mean(r2) + 0.2, `after the drag left ${mean(l2)} right ${mean(r2)}`);
+  // The load went to the top at x = 0.5 m (the beam is 1 m high): the cells under it there
+  // hold more energy than those at the bottom below them.
+  const at = (zlo, zhi) => Math.max(...e2.filter((c) => Math.abs(c.x - 0.5) < 0.1 && c.z > zlo && c.z < zhi).map((c) => c.e));
+  assert.ok(at(0.85, 2) > at(-1, 0.15) + 0.3, `top ${at(0.85, 2)} bottom ${at(-1, 0.15)} at x = 0.5 m`);
   // Twice the load, four times the energy: log10 up by log10(4) in every loaded cell.
   await settle(srv.base, s, c, { type: 'set_params', seq: 3, params: { load_kn: 200 } });
   const e3 = cellEnergies(c.frames.at(-1));
