@@ -528,6 +528,66 @@ static int run_volume(const bench_opts *o)
  * position and velocity differences after the frames. Both run the same kernels without
  * FMA contraction, so the stated tolerance (lattice units) is tight. */
 #define PARITY_ATOL 1e-4
+/* One frame's events of the restore check: a grab at the belly at frame 2, pulled outward a
+ * little each frame to frame 20, released at 21 (as tests/sim/test_volume_snapshot.c). */
+static void restore_script(sim_volume_state *s, const sim_volume *v, int f)
+{
+    float at[3];
+    vs_belly_point(v, sim_default_volume_params().hu_threshold[0], at);
+    if (f == 2)
+        vs_push(s, SIM_EV_GRAB, at, 2.5f);
+    if (f > 2 && f <= 20) {
+        at[1] += 0.35f * (float)(f - 2);
+        vs_push(s, SIM_EV_MOVE, at, 0);
+    }
+    if (f == 21)
+        vs_push(s, SIM_EV_RELEASE, NULL, 0);
+}
+
+/* The snapshot restore on CUDA (the server's durability and recordings on a GPU): a CUDA state
+ * saved mid-drag is restored into a fresh CUDA state; both go on with the same script and must
+ * agree bit for bit, frame by frame. Returns 1 when they do not. */
+static int restore_check(const sim_volume *v, int frames)
+{
+    vs_scene a, b;
+    char err[512] = "";
+    if (vs_scene_create(&a, v, SIM_BACKEND_CUDA, 1, err, sizeof err) != SIM_OK ||
+        vs_scene_create(&b, v, SIM_BACKEND_CUDA, 1, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 1;
+    }
+    const int at = 12;
+    int differ = 0, changed = 0, ok = 1;
+    for (int f = 0; f < at && ok; f++) {
+        restore_script(a.state, v, f);
+        ok = sim_volume_step(a.state, NULL, err, sizeof err) == SIM_OK;
+    }
+    sc_blob blob = {0};
+    ok = ok && sim_volume_state_save(a.state, &blob, err, sizeof err) == SIM_OK &&
+         sim_volume_state_restore(b.state, blob.p, blob.n, err, sizeof err) == SIM_OK;
+    uint64_t h0 = ok ? sim_volume_state_hash(a.state) : 0;
+    ok = ok && sim_volume_state_hash(b.state) == h0;
+    for (int f = at; f < at + frames && ok; f++) {
+        restore_script(a.state, v, f), restore_script(b.state, v, f);
+        ok = sim_volume_step(a.state, NULL, err, sizeof err) == SIM_OK &&
+             sim_volume_step(b.state, NULL, err, sizeof err) == SIM_OK;
+        uint64_t ha = sim_volume_state_hash(a.state), hb = sim_volume_state_hash(b.state);
+        differ += ha != hb, changed += ha != h0;
+        h0 = ha;
+    }
+    ok = ok && differ == 0 && changed > frames / 2;
+    printf("{\"parity\":\"restore\",\"backend\":\"cuda\",\"dims\":\"%dx%dx%d\",\"saved_at\":%d,"
+           "\"frames\":%d,\"snapshot_bytes\":%zu,\"frames_differing\":%d,\"frames_changed\":%d,"
+           "\"ok\":%s%s%s}\n",
+           v->nx, v->ny, v->nz, at, frames, blob.n, differ, changed, ok ? "true" : "false",
+           ok ? "" : ",\"error\":", ok ? "" : "\"see stderr\"");
+    if (!ok && err[0])
+        fprintf(stderr, "softcast-bench: restore check: %s\n", err);
+    sc_blob_free(&blob);
+    vs_scene_destroy(&a), vs_scene_destroy(&b);
+    return !ok;
+}
+
 static int run_parity(const bench_opts *o)
 {
     if (!sim_cuda_available()) {
@@ -582,6 +642,7 @@ static int run_parity(const bench_opts *o)
     }
     for (int k = 0; k < 2; k++)
         vs_scene_destroy(&sc[k]);
+    failed |= restore_check(&v, 58);
     sim_volume_free(&v);
     return failed;
 }

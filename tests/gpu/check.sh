@@ -42,7 +42,8 @@ echo "built in $(( $(date +%s) - T0 )) s"
 
 BENCH="$B/softcast-bench"
 run() { echo "\$ softcast-bench $*"; timeout 120 "$BENCH" "$@" || echo "(exit $?)"; }
-echo "== parity: CUDA against CPU (1 thread), same pull and release, 100 frames"
+echo "== parity: CUDA against CPU (1 thread), same pull and release, 100 frames; then a CUDA"
+echo "   state saved mid-drag and restored into another steps on as the original (durability)"
 run parity --dims 128x128x75 --frames 100
 echo "== CUDA timings"
 run volume --backend cuda --dims 128x128x75 --scenario pull --frames 400

@@ -132,7 +132,8 @@ static void truss_script(sess *s, int f)
     if (f == 30)
         send(s, "{\"type\":\"grab\",\"seq\":2,\"point\":[0.6,0,0.6],\"space\":\"world\"}");
     if (f > 30 && f < 40) {
-        snprintf(m, sizeof m, "{\"type\":\"move\",\"seq\":%d,\"point\":[%g,0,0.6]}", f, 0.6 - 0.05 * (f - 30));
+        snprintf(m, sizeof m, "{\"type\":\"move\",\"seq\":%d,\"point\":[%g,0,0.6]}", f,
+                 0.6 - 0.05 * (f - 30));
         send(s, m);
     }
     if (f == 40)
