@@ -723,6 +723,9 @@ static void gr_describe(const void *scene, cJSON *j)
 {
     const gr_scene *v = scene;
     cJSON_AddStringToObject(j, "model", v->is_truss ? "truss" : "plant");
+    /* the panel's groups that apply to this model (params.def's groups) */
+    const char *groups[2] = {"growth", v->is_truss ? "truss" : "plant"};
+    cJSON_AddItemToObject(j, "param_groups", cJSON_CreateStringArray(groups, 2));
     if (!v->is_truss) {
         cJSON_AddNumberToObject(j, "seed", (double)v->seed);
         cJSON_AddBoolToObject(j, "three_d", v->rules.three_d);

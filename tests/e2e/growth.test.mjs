@@ -78,6 +78,9 @@ test('a plant grows on the page, frame by frame, until it stops (build/e2e/growt
   console.log(`growth e2e: plant seed 5, branches seen ${counts.join(' ')}, at rest ${last}`);
   assert.ok(counts.length >= 5 && last > 300 && counts.at(-1) <= last, `branches seen: ${counts.join(', ')}; at rest ${last}`);
   assert.equal(s.seed, 5);
+  // The panel shows the groups that apply to a plant (the truss's load is not one).
+  const shown = () => page.evaluate(() => [...document.querySelectorAll('.param-group')].filter((e) => !e.hidden).map((e) => e.dataset.group));
+  assert.deepEqual(await shown(), ['growth', 'plant']);
   // Coloured by thickness through viridis: thin branches purple-blue, the trunk yellow-green.
   const px = await page.evaluate(() => {
     const { px } = window.softcast.view.readPixels();
@@ -119,6 +122,8 @@ test('a truss grows, is solved, and its colours follow the dragged load (build/e
   await until(page, () => window.softcast?.view.objects.size === 2, null, 'cells and members drawn');
   await atRest(page, 'the truss grown and solved');
   assert.equal(await page.evaluate(() => window.softcast.view.objects.get(0).meta.nvert / 4), 200, 'every cell cloned');
+  assert.deepEqual(await page.evaluate(() => [...document.querySelectorAll('.param-group')].filter((e) => !e.hidden)
+    .map((e) => e.dataset.group)), ['growth', 'truss']);
   const before = await sides(page);
   assert.ok(Math.abs(before.left - before.right) < 0.02 * before.left, `a symmetric load: ${JSON.stringify(before)}`);
   // Press at the top's middle (where the load is) and drag to a quarter span.

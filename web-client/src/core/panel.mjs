@@ -5,7 +5,8 @@
 // a choice by its name. The panel knows no parameter and no scene: a scene that declares
 // one more parameter gets one more input here, with nothing written in this client.
 //
-// - One group (a <details>) per `group`, in the order the scene lists them.
+// - One group (a <details>) per `group`, in the order the scene lists them; when the state
+//   names `param_groups` (the session's facts), only those are shown.
 // - float and int: a number input with min, max and step (int: 1), the unit beside the
 //   label; choice: a select whose options are the choice names (sent as their index).
 // - The doc is the row's caption and tooltip; the default is in the tooltip too.
@@ -97,6 +98,9 @@ export class ParamPanel {
   /** A state message: role and values. */
   state(st) {
     if (st.param_schema) this.schema(st.param_schema);
+    // A scene whose sessions differ (growth's plant and truss) may name the groups that apply.
+    if (Array.isArray(st.param_groups))
+      for (const el of this.root.querySelectorAll('.param-group')) el.hidden = !st.param_groups.includes(el.dataset.group);
     this.driver = st.role === 'driver';
     for (const [name, { p, el }] of this.inputs) {
       el.disabled = !this.driver;
