@@ -13,86 +13,19 @@
 
 #include <cjson/cJSON.h>
 
-#include "server/scene.h"
 #include "sim/core/sc_base.h"
 #include "tests/harness.h"
+#include "tests/server/scene_session.h"
 
-typedef struct sess {
-    const srv_scene_i *sc;
-    void *scene;
-    sim_backend *be;
-    srv_scene_ctx ctx;
-    int errors;
-} sess;
-
-static void no_text(srv_scene_ctx *c, uint32_t client, const char *text)
-{
-    (void)c, (void)client, (void)text;
-}
-
-static void no_frame(srv_scene_ctx *c, uint32_t client, const uint8_t *bytes, size_t len)
-{
-    (void)c, (void)client, (void)bytes, (void)len;
-}
-
-static void on_error(srv_scene_ctx *c, uint32_t client, uint32_t seq, const char *error,
-                     const char *detail)
-{
-    (void)client;
-    ((sess *)c->impl)->errors++;
-    fprintf(stderr, "event %u refused: %s: %s\n", seq, error, detail);
-}
+typedef scene_session sess;
 
 static int open_sess(sess *s, const char *opts)
 {
-    char err[256];
-    memset(s, 0, sizeof *s);
-    s->sc = srv_scene_find("growth");
-    cJSON *o = cJSON_Parse(opts);
-    int st = s->sc && sim_backend_create(&s->be, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK
-                 ? s->sc->create(s->be, o, &s->scene, err, sizeof err)
-                 : 500;
-    cJSON_Delete(o);
-    if (st != 201)
-        fprintf(stderr, "create %s: %s\n", opts, err);
-    s->ctx.backend = s->be;
-    s->ctx.threads = 1;
-    s->ctx.session_id = "test";
-    s->ctx.driver = 1;
-    s->ctx.reply_text = no_text;
-    s->ctx.reply_frame = no_frame;
-    s->ctx.error = on_error;
-    s->ctx.impl = s;
-    return st == 201;
+    return scene_session_open(s, "growth", opts, 1);
 }
 
-static void close_sess(sess *s)
-{
-    if (s->scene)
-        s->sc->destroy(s->scene);
-    sim_backend_destroy(s->be);
-}
-
-/* A client message, parsed as the WebSocket thread does and applied as the worker does. */
-static void send(sess *s, const char *json)
-{
-    _Alignas(8) unsigned char out[SRV_EVENT_MAX];
-    proto_envelope env;
-    char err[256];
-    const char *error = "bad message";
-    if (proto_envelope_parse(&env, json, strlen(json), err, sizeof err) != PROTO_OK) {
-        CHECKF(0, "%s: %s", json, err);
-        return;
-    }
-    int i = srv_scene_event(s->sc, env.type);
-    int size = i >= 0 ? s->sc->events[i].parse(env.msg, out, &error, err, sizeof err) : -1;
-    CHECKF(size >= 0, "%s: %s", json, err);
-    if (size >= 0) {
-        srv_event ev = {1, 1, out, (size_t)size};
-        s->sc->events[i].apply(&s->ctx, s->scene, &ev);
-    }
-    proto_envelope_free(&env);
-}
+#define close_sess scene_session_close
+#define send       scene_session_send
 
 /* One frame at 60 Hz: its events, the step, the view's hash. */
 static uint64_t frame(sess *s, int f, void (*script)(sess *, int), int *changed)

@@ -12,91 +12,28 @@
 
 #include <cjson/cJSON.h>
 
-#include "server/scene.h"
 #include "tests/harness.h"
+#include "tests/server/scene_session.h"
 
 #define SAVE_AT 40
 #define FRAMES  100
 
-typedef struct sess {
-    const srv_scene_i *sc;
-    void *scene;
-    sim_backend *be;
-    srv_scene_ctx ctx;
-    int errors;
-    float pick[3];
-} sess;
+typedef scene_session sess;
 
-static void no_text(srv_scene_ctx *c, uint32_t client, const char *text)
-{
-    (void)c, (void)client, (void)text;
-}
-
-static void no_frame(srv_scene_ctx *c, uint32_t client, const uint8_t *bytes, size_t len)
-{
-    (void)c, (void)client, (void)bytes, (void)len;
-}
-
-static void on_error(srv_scene_ctx *c, uint32_t client, uint32_t seq, const char *error,
-                     const char *detail)
-{
-    (void)client;
-    sess *s = c->impl;
-    s->errors++;
-    fprintf(stderr, "event %u refused: %s: %s\n", seq, error, detail);
-}
+/* Where the script grabs: the organ's top at frame 5 of the first session (every session of
+ * these tests has the same body, so the same top). */
+static float g_pick[3];
 
 /* A session of the surface model with its own body of n particles (built and settled). */
 static int open_sess(sess *s, int n)
 {
-    char err[256], opts[64];
-    memset(s, 0, sizeof *s);
-    s->sc = srv_scene_find("softbody");
+    char opts[64];
     snprintf(opts, sizeof opts, "{\"model\":\"surface\",\"particles\":%d}", n);
-    cJSON *o = cJSON_Parse(opts);
-    int st = sim_backend_create(&s->be, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK
-                 ? s->sc->create(s->be, o, &s->scene, err, sizeof err)
-                 : 500;
-    cJSON_Delete(o);
-    if (st != 201)
-        fprintf(stderr, "create: %s\n", err);
-    s->ctx.backend = s->be;
-    s->ctx.threads = 1;
-    s->ctx.session_id = "test";
-    s->ctx.reply_text = no_text;
-    s->ctx.reply_frame = no_frame;
-    s->ctx.error = on_error;
-    s->ctx.impl = s;
-    return st == 201;
+    return scene_session_open(s, "softbody", opts, 1);
 }
 
-static void close_sess(sess *s)
-{
-    if (s->scene)
-        s->sc->destroy(s->scene);
-    sim_backend_destroy(s->be);
-}
-
-/* A client message, parsed as the WebSocket thread does and applied as the worker does. */
-static void send(sess *s, const char *json)
-{
-    _Alignas(8) unsigned char out[SRV_EVENT_MAX];
-    proto_envelope env;
-    char err[256];
-    const char *error = "bad message";
-    if (proto_envelope_parse(&env, json, strlen(json), err, sizeof err) != PROTO_OK) {
-        CHECKF(0, "%s: %s", json, err);
-        return;
-    }
-    int i = srv_scene_event(s->sc, env.type);
-    int size = i >= 0 ? s->sc->events[i].parse(env.msg, out, &error, err, sizeof err) : -1;
-    CHECKF(size >= 0, "%s: %s", json, err);
-    if (size >= 0) {
-        srv_event ev = {1, 1, out, (size_t)size};
-        s->sc->events[i].apply(&s->ctx, s->scene, &ev);
-    }
-    proto_envelope_free(&env);
-}
+#define close_sess scene_session_close
+#define send       scene_session_send
 
 /* The organ's surface as the view shows it (the tray's frame). */
 static const float *view(sess *s, uint32_t *n)
@@ -122,16 +59,15 @@ static void events(sess *s, int f)
         int top = 0;
         for (uint32_t i = 0; i < n; i++)
             top = x[i * 3 + 2] > x[top * 3 + 2] ? (int)i : top;
-        memcpy(s->pick, &x[top * 3], sizeof s->pick); /* the tray at the origin: world */
+        memcpy(g_pick, &x[top * 3], sizeof g_pick); /* the tray at the origin: world */
         snprintf(m, sizeof m, "{\"type\":\"grab\",\"seq\":3,\"point\":[%.9g,%.9g,%.9g]}",
-                 (double)s->pick[0], (double)s->pick[1], (double)s->pick[2]);
+                 (double)g_pick[0], (double)g_pick[1], (double)g_pick[2]);
         send(s, m);
     }
     if (f > 5 && f < 75) {
         double t = f - 5;
         snprintf(m, sizeof m, "{\"type\":\"move\",\"seq\":4,\"point\":[%.9g,%.9g,%.9g]}",
-                 (double)s->pick[0] + 0.0008 * t, (double)s->pick[1],
-                 (double)s->pick[2] + 0.001 * t);
+                 (double)g_pick[0] + 0.0008 * t, (double)g_pick[1], (double)g_pick[2] + 0.001 * t);
         send(s, m);
     }
     if (f >= 20 && f <= 55) {
@@ -179,7 +115,6 @@ TEST(softbody_scene_restored_session_steps_on_as_the_original)
     REQUIRE(open_sess(&b, 200));
     b.ctx.frame = a.ctx.frame;
     REQUIRE(b.sc->restore(b.scene, snap.p, snap.n, err, sizeof err) == 0);
-    memcpy(b.pick, a.pick, sizeof b.pick);
     CHECK(a.sc->hash(a.scene) == b.sc->hash(b.scene));
     int differ = 0, changed = 0;
     uint64_t last = a.sc->hash(a.scene);
