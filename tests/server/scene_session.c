@@ -33,8 +33,7 @@ int scene_session_open(scene_session *s, const char *name, const char *opts_json
     s->sc = srv_scene_find(name);
     cJSON *o = cJSON_Parse(opts_json);
     int st = s->sc && o &&
-                     sim_backend_create(&s->be, SIM_BACKEND_CPU, threads, err, sizeof err) ==
-                         SIM_OK
+                     sim_backend_create(&s->be, SIM_BACKEND_CPU, threads, err, sizeof err) == SIM_OK
                  ? s->sc->create(s->be, o, &s->scene, err, sizeof err)
                  : 500;
     cJSON_Delete(o);
