@@ -91,7 +91,8 @@ export default {
     let shown = '';
 
     return {
-      hint: (isDriver) => (isDriver && truss() ? 'press on the beam to put the load there, drag to move it · wheel to zoom · right-drag to pan' : null),
+      hint: (isDriver) => (isDriver && truss() ? 'press on the beam to put the load there, drag to move it · wheel to zoom · right-drag to pan'
+        : 'drag to orbit · wheel to zoom · right-drag to pan'), // a plant is watched, not pulled
       state(t) {
         for (const el of [...buttons, reseed, seed, press]) el.disabled = t.role !== 'driver';
         seed.parentElement.hidden = t.model === 'truss';
