@@ -18,6 +18,7 @@
  *
  * A plant that has stopped, and a truss grown and solved, step nothing until an event. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,15 +46,16 @@ typedef struct gr_scene {
     /* the plant */
     sim_plant *plant;
     sim_plant_params rules;
-    uint64_t seed;
+    _Atomic uint64_t seed; /* the worker sets it (reseed); describe reads it on any thread */
     float box_lo[3], box_hi[3];
     float smax;
     /* the truss */
     sim_truss *truss;
     int nx, ny, load_i, load_j;
-    int solved;   /* the displacements answer the current supports and loads */
-    int holding;  /* the page's hand holds the load: its moves drag it */
-    int not_held; /* said so to the driver once for this setup */
+    sim_truss_params tparams; /* fixed at creation */
+    int solved;               /* the displacements answer the current supports and loads */
+    int holding;              /* the page's hand holds the load: its moves drag it */
+    int not_held;             /* said so to the driver once for this setup */
     int32_t *cell_order, *member_order; /* in the order they stood; counts below */
     int ncell, nmember;
     uint8_t *cell_listed, *member_seen;
@@ -98,7 +100,7 @@ static int plant_create(gr_scene *v, char *err, size_t err_sz)
     v->smax = sim_plant_branch_size(r, r->ref_length * r->base_max);
     sim_plant_destroy(v->plant);
     v->plant = NULL;
-    if (sim_plant_create(&v->plant, r, v->seed, err, err_sz) != SIM_OK)
+    if (sim_plant_create(&v->plant, r, atomic_load(&v->seed), err, err_sz) != SIM_OK)
         return -1;
     v->next_s = 0.0, v->pending = 0, v->stopped = 0;
     return 0;
@@ -119,6 +121,7 @@ static int truss_create(gr_scene *v, sim_backend *b, char *err, size_t err_sz)
 {
     sim_truss_params tp = sim_truss_default_params();
     tp.nx = v->nx, tp.ny = v->ny;
+    v->tparams = tp;
     sim_truss_destroy(v->truss);
     v->truss = NULL;
     if (sim_truss_create(&v->truss, &tp, b, err, err_sz) != SIM_OK)
@@ -195,7 +198,7 @@ static int parse_create(const cJSON *o, gr_scene *v, char *err, size_t err_sz)
         snprintf(err, err_sz, "\"three_d\" must be true or false");
         return 400;
     }
-    v->seed = seed ? (uint64_t)seed->valuedouble : fresh_seed();
+    atomic_store(&v->seed, seed ? (uint64_t)seed->valuedouble : fresh_seed());
     v->rules.three_d = three && cJSON_IsTrue(three);
     v->nx = 50, v->ny = 25;
     if (cells) {
@@ -248,18 +251,16 @@ static void gr_destroy(void *scene)
     free(v);
 }
 
+/* From what is fixed at creation only (any thread may ask while the worker regrows): a plant
+ * at its branch cap, a truss of its extent. */
 static size_t gr_bytes(const void *scene)
 {
     const gr_scene *v = scene;
-    if (!v->is_truss) { /* a branch, and its two vertices (position, scalar) and segment */
-        int n;
-        sim_plant_branches(v->plant, &n);
-        return (size_t)n * (sizeof(sim_branch) + 2 * 4 * sizeof(float) + 2 * sizeof(uint32_t));
-    }
-    int nmi;
-    sim_truss_members(v->truss, &nmi);
-    size_t nc = (size_t)v->nx * (size_t)v->ny, nm = (size_t)nmi;
-    size_t nn = (size_t)(v->nx + 1) * (size_t)(v->ny + 1);
+    if (!v->is_truss) /* a branch, and its two vertices (position, scalar) and segment */
+        return (size_t)v->rules.max_branches *
+               (sizeof(sim_branch) + 2 * 4 * sizeof(float) + 2 * sizeof(uint32_t));
+    size_t nc = (size_t)v->nx * (size_t)v->ny, nn = (size_t)(v->nx + 1) * (size_t)(v->ny + 1);
+    size_t nm = (size_t)v->nx * (size_t)(v->ny + 1) + (size_t)(v->nx + 1) * (size_t)v->ny + 2 * nc;
     return nc * (1 + 2 * 8 + 8 + 1 + 4) +                /* flag, diagonals, energy, order */
            nm * (sizeof(sim_truss_member) + 8 + 1 + 4) + /* members, areas, order */
            nn * (1 + 4 * 8) +                            /* supports, loads, displacements */
@@ -421,7 +422,7 @@ static void on_reseed(srv_scene_ctx *c, void *scene, const srv_event *e)
     char err[160];
     if (wrong_model(c, v, e, 0))
         return;
-    v->seed = (uint64_t)((const gr_event *)e->data)->seed;
+    atomic_store(&v->seed, (uint64_t)((const gr_event *)e->data)->seed);
     if (plant_create(v, err, sizeof err) != 0)
         c->error(c, e->client, e->seq, "event refused", err);
 }
@@ -727,13 +728,13 @@ static void gr_describe(const void *scene, cJSON *j)
     const char *groups[2] = {"growth", v->is_truss ? "truss" : "plant"};
     cJSON_AddItemToObject(j, "param_groups", cJSON_CreateStringArray(groups, 2));
     if (!v->is_truss) {
-        cJSON_AddNumberToObject(j, "seed", (double)v->seed);
+        cJSON_AddNumberToObject(j, "seed", (double)atomic_load(&v->seed));
         cJSON_AddBoolToObject(j, "three_d", v->rules.three_d);
         cJSON_AddStringToObject(j, "units", "the source's (the first branch is about 100)");
         cJSON_AddStringToObject(j, "scalar", "thickness");
         return;
     }
-    const sim_truss_params *tp = sim_truss_params_of(v->truss);
+    const sim_truss_params *tp = &v->tparams; /* not the truss's: a regrow makes it anew */
     int cells[2] = {v->nx, v->ny};
     cJSON_AddItemToObject(j, "cells", cJSON_CreateIntArray(cells, 2));
     cJSON_AddNumberToObject(j, "cell_m", tp->cell_m);
@@ -840,7 +841,7 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
         return -1;
     }
     if (v->plant) /* a plant made without a seed was given a fresh one: the snapshot's stands */
-        v->seed = sim_plant_seed(v->plant);
+        atomic_store(&v->seed, sim_plant_seed(v->plant));
     v->pending = head[1], v->load_i = head[2], v->load_j = head[3];
     v->solved = head[4], v->not_held = head[5], v->stopped = head[6], v->holding = head[7];
     v->p = p, v->next_s = next_s;
