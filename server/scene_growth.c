@@ -58,6 +58,7 @@ typedef struct gr_scene {
     int not_held;             /* said so to the driver once for this setup */
     int32_t *cell_order, *member_order; /* in the order they stood; counts below */
     int ncell, nmember;
+    int vcap; /* the plant's view arrays: branches they hold room for */
     uint8_t *cell_listed, *member_seen;
     int stopped; /* the plant met its branch limit */
     double *energy;
@@ -86,9 +87,16 @@ static void rules_from_params(gr_scene *v)
     v->rules.min_length = v->p.min_length;
 }
 
+/* A plant from the first branch again (its seed: v->seed), swapped in only once made: a failed
+ * reseed leaves the plant that was there. */
 static int plant_create(gr_scene *v, char *err, size_t err_sz)
 {
     const sim_plant_params *r = &v->rules;
+    sim_plant *pl = NULL;
+    if (sim_plant_create(&pl, r, atomic_load(&v->seed), err, err_sz) != SIM_OK)
+        return -1;
+    sim_plant_destroy(v->plant);
+    v->plant = pl;
     /* Every branch lies within the longest possible path from the root. */
     float reach =
         r->ref_length * r->base_max / (1.0f - fmaxf(r->cont_ratio, r->side_ratio_max)) * 1.01f;
@@ -98,10 +106,6 @@ static int plant_create(gr_scene *v, char *err, size_t err_sz)
     if (!r->three_d)
         v->box_lo[1] = -1.0f, v->box_hi[1] = 1.0f;
     v->smax = sim_plant_branch_size(r, r->ref_length * r->base_max);
-    sim_plant_destroy(v->plant);
-    v->plant = NULL;
-    if (sim_plant_create(&v->plant, r, atomic_load(&v->seed), err, err_sz) != SIM_OK)
-        return -1;
     v->next_s = 0.0, v->pending = 0, v->stopped = 0;
     return 0;
 }
@@ -117,21 +121,52 @@ static void truss_load_case(gr_scene *v)
     v->solved = 0, v->not_held = 0;
 }
 
-static int truss_create(gr_scene *v, sim_backend *b, char *err, size_t err_sz)
+/* Cells and members that stood up since the last look join the view's order (so that the
+ * frames append them). */
+static void list_new_parts(gr_scene *v)
+{
+    for (int c = 0; c < v->nx * v->ny; c++)
+        if (!v->cell_listed[c] && sim_truss_has_cell(v->truss, c % v->nx, c / v->nx)) {
+            v->cell_listed[c] = 1;
+            v->cell_order[v->ncell++] = c;
+        }
+    int nm;
+    const sim_truss_member *m = sim_truss_members(v->truss, &nm);
+    for (int k = 0; k < nm; k++)
+        if (!v->member_seen[k] && m[k].area > 0.0) {
+            v->member_seen[k] = 1;
+            v->member_order[v->nmember++] = k;
+        }
+}
+
+/* A truss of one cell again, swapped in only once made (a failed regrow leaves the beam that
+ * was there), with the default supports and load and its first cell in the view. */
+static int truss_create(gr_scene *v, char *err, size_t err_sz)
+{
+    sim_truss *t = NULL;
+    if (sim_truss_create(&t, &v->tparams, v->backend, err, err_sz) != SIM_OK)
+        return -1;
+    sim_truss_destroy(v->truss);
+    v->truss = t;
+    int nm;
+    sim_truss_members(t, &nm);
+    memset(v->cell_listed, 0, (size_t)v->nx * (size_t)v->ny);
+    memset(v->member_seen, 0, (size_t)nm);
+    v->ncell = v->nmember = 0;
+    v->next_s = 0.0, v->pending = 0, v->holding = 0;
+    list_new_parts(v);
+    truss_load_case(v);
+    return 0;
+}
+
+/* The truss's view arrays, for its extent, once (gr_create). */
+static int truss_alloc(gr_scene *v, char *err, size_t err_sz)
 {
     sim_truss_params tp = sim_truss_default_params();
     tp.nx = v->nx, tp.ny = v->ny;
     v->tparams = tp;
-    sim_truss_destroy(v->truss);
-    v->truss = NULL;
-    if (sim_truss_create(&v->truss, &tp, b, err, err_sz) != SIM_OK)
-        return -1;
-    int nmi;
-    sim_truss_members(v->truss, &nmi);
-    size_t nc = (size_t)v->nx * (size_t)v->ny, nm = (size_t)nmi;
-    free(v->cell_order), free(v->member_order), free(v->member_seen), free(v->energy);
-    free(v->cell_listed);
-    free(v->v0), free(v->s0), free(v->e0), free(v->v1), free(v->s1), free(v->e1);
+    size_t nc = (size_t)v->nx * (size_t)v->ny;
+    size_t nm = (size_t)v->nx * (size_t)(v->ny + 1) + (size_t)(v->nx + 1) * (size_t)v->ny + 2 * nc;
     v->cell_listed = calloc(nc, 1);
     v->cell_order = malloc(nc * sizeof *v->cell_order);
     v->member_order = malloc(nm * sizeof *v->member_order);
@@ -146,10 +181,7 @@ static int truss_create(gr_scene *v, sim_backend *b, char *err, size_t err_sz)
         snprintf(err, err_sz, "out of memory");
         return -1;
     }
-    v->ncell = v->nmember = 0;
-    v->next_s = 0.0, v->pending = 0;
-    truss_load_case(v);
-    return 0;
+    return truss_create(v, err, err_sz);
 }
 
 /* "model": plant (default) or truss; plant: "seed" (1 to 2^31 - 1, default a fresh one),
@@ -158,6 +190,10 @@ static int parse_create(const cJSON *o, gr_scene *v, char *err, size_t err_sz)
 {
     static const char *const known[] = {"scene", "model", "seed", "three_d", "cells"};
     const cJSON *f;
+    if (o && !cJSON_IsObject(o)) { /* (a recording's options come from a file) */
+        snprintf(err, err_sz, "the options must be a JSON object");
+        return 400;
+    }
     cJSON_ArrayForEach(f, o)
     {
         int ok = 0;
@@ -233,7 +269,7 @@ static int gr_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
     if (status != 201)
         return status;
     rules_from_params(v);
-    if (v->is_truss ? truss_create(v, b, err, err_sz) : plant_create(v, err, err_sz))
+    if (v->is_truss ? truss_alloc(v, err, err_sz) : plant_create(v, err, err_sz))
         return 500;
     return 201;
 }
@@ -349,32 +385,71 @@ static int wrong_model(srv_scene_ctx *c, const gr_scene *v, const srv_event *e, 
     return 1;
 }
 
-static void on_load(srv_scene_ctx *c, void *scene, const srv_event *e)
+/* Node n's drawn position: its place plus the exaggerated displacement, kept in the box. */
+static void node_at(const gr_scene *v, const double *u, int n, const float lo[3], const float hi[3],
+                    float out[3])
 {
-    gr_scene *v = scene;
+    double l = v->tparams.cell_m, e = (double)v->p.exaggeration;
+    int w = v->nx + 1;
+    out[0] = (float)fmin(fmax((n % w) * l + e * u[n * 2], (double)lo[0]), (double)hi[0]);
+    out[1] = 0.0f; /* the beam in x-z, z up */
+    out[2] = (float)fmin(fmax((n / w) * l + e * u[n * 2 + 1], (double)lo[2]), (double)hi[2]);
+}
+
+/* The truss's quantisation box (world m, the beam in x-z): the beam and half its longer side
+ * round it, room for the exaggerated displacements. */
+static void truss_box(const gr_scene *v, float lo[3], float hi[3])
+{
+    double l = v->tparams.cell_m;
+    float margin = (float)(0.5 * l * (v->nx > v->ny ? v->nx : v->ny));
+    lo[0] = -margin, lo[1] = -0.01f, lo[2] = -margin;
+    hi[0] = (float)(v->nx * l) + margin, hi[1] = 0.01f, hi[2] = (float)(v->ny * l) + margin;
+}
+
+/* The node drawn nearest to a world point: where the page's pointer was, on the beam as it is
+ * shown (displaced and exaggerated), not on the beam at rest. */
+static void nearest_node(const gr_scene *v, const float p[3], int *ni, int *nj)
+{
+    const double *u = sim_truss_displacements(v->truss);
+    float lo[3], hi[3], at[3];
+    truss_box(v, lo, hi);
+    double best = INFINITY;
+    for (int n = 0; n < (v->nx + 1) * (v->ny + 1); n++) {
+        node_at(v, u, n, lo, hi, at);
+        double dx = (double)at[0] - (double)p[0], dz = (double)at[2] - (double)p[2];
+        if (dx * dx + dz * dz < best)
+            best = dx * dx + dz * dz, *ni = n % (v->nx + 1), *nj = n / (v->nx + 1);
+    }
+}
+
+/* Returns 1 when the load stands at the event's node or point now, 0 when refused. */
+static int move_load(srv_scene_ctx *c, gr_scene *v, const srv_event *e)
+{
     const gr_event *p = e->data;
     if (wrong_model(c, v, e, 1))
-        return;
+        return 0;
     int i = p->node[0], j = p->node[1];
-    if (!p->has_node) {
-        double l = sim_truss_params_of(v->truss)->cell_m;
-        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[2] / l);
-        i = i < 0 ? 0 : i > v->nx ? v->nx : i;
-        j = j < 0 ? 0 : j > v->ny ? v->ny : j;
-    }
+    if (!p->has_node)
+        nearest_node(v, p->point, &i, &j);
     if (i < 0 || j < 0 || i > v->nx || j > v->ny) {
         char err[128];
         snprintf(err, sizeof err, "node [%d, %d] is off the beam (0..%d, 0..%d)", i, j, v->nx,
                  v->ny);
         c->error(c, e->client, e->seq, "event refused", err);
-        return;
+        return 0;
     }
     if (i == v->load_i && j == v->load_j)
-        return;
+        return 1;
     sim_truss_load(v->truss, v->load_i, v->load_j, 0.0, 0.0);
     v->load_i = i, v->load_j = j;
     sim_truss_load(v->truss, i, j, 0.0, -1e3 * (double)v->p.load_kn);
     v->solved = 0, v->not_held = 0;
+    return 1;
+}
+
+static void on_load(srv_scene_ctx *c, void *scene, const srv_event *e)
+{
+    move_load(c, scene, e);
 }
 
 /* The page's hand: a grab puts the load at its point and holds it, moves drag it while held
@@ -383,15 +458,14 @@ static void on_load(srv_scene_ctx *c, void *scene, const srv_event *e)
 static void on_grab(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
     gr_scene *v = scene;
-    on_load(c, scene, e);
-    v->holding = v->is_truss;
+    v->holding = move_load(c, v, e);
 }
 
 static void on_move(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
     gr_scene *v = scene;
     if (v->holding)
-        on_load(c, scene, e);
+        move_load(c, v, e);
 }
 
 static void on_release(srv_scene_ctx *c, void *scene, const srv_event *e)
@@ -432,8 +506,7 @@ static void on_regrow(srv_scene_ctx *c, void *scene, const srv_event *e)
 {
     gr_scene *v = scene;
     char err[160];
-    int rc = v->is_truss ? truss_create(v, v->backend, err, sizeof err)
-                         : plant_create(v, err, sizeof err);
+    int rc = v->is_truss ? truss_create(v, err, sizeof err) : plant_create(v, err, sizeof err);
     if (rc != 0)
         c->error(c, e->client, e->seq, "event refused", err);
 }
@@ -515,27 +588,11 @@ static int plant_step(srv_scene_ctx *c, gr_scene *v)
     if (added < 0) {
         v->stopped = 1;
         if (c->driver)
-            c->error(c, c->driver, 0, "limit", "the plant reached its branch limit: it stops");
+            c->error(c, c->driver, 0, "limit",
+                     added == -1 ? "the plant reached its branch limit: it stops"
+                                 : "the server ran out of memory for the plant: it stops");
     }
     return added > 0;
-}
-
-/* Cells and members that stood up since the last look join the view's order (so that the
- * frames append them). */
-static void list_new_parts(gr_scene *v)
-{
-    for (int c = 0; c < v->nx * v->ny; c++)
-        if (!v->cell_listed[c] && sim_truss_has_cell(v->truss, c % v->nx, c / v->nx)) {
-            v->cell_listed[c] = 1;
-            v->cell_order[v->ncell++] = c;
-        }
-    int nm;
-    const sim_truss_member *m = sim_truss_members(v->truss, &nm);
-    for (int k = 0; k < nm; k++)
-        if (!v->member_seen[k] && m[k].area > 0.0) {
-            v->member_seen[k] = 1;
-            v->member_order[v->nmember++] = k;
-        }
 }
 
 /* Grown: a generation when one is due. Then solved: relaxation's sweeps, or the direct solve. */
@@ -591,22 +648,32 @@ static int gr_at_rest(const void *scene)
     return v->solved;
 }
 
+/* Room in the plant's view arrays for n branches: each array grown on its own (one that
+ * moved is valid at its new size); the room is what all three have. */
+static int plant_room(gr_scene *v, int n)
+{
+    if (n <= v->vcap)
+        return n;
+    int cap = v->vcap > 0 ? v->vcap : 64;
+    while (cap < n)
+        cap *= 2;
+    float *nv = realloc(v->v0, (size_t)cap * 2 * 3 * sizeof(float));
+    if (nv)
+        v->v0 = nv;
+    float *ns = nv ? realloc(v->s0, (size_t)cap * 2 * sizeof(float)) : NULL;
+    if (ns)
+        v->s0 = ns;
+    uint32_t *ne = ns ? realloc(v->e0, (size_t)cap * 2 * sizeof(uint32_t)) : NULL;
+    if (ne)
+        v->e0 = ne, v->vcap = cap;
+    return n <= v->vcap ? n : v->vcap; /* out of memory: the branches that fit */
+}
+
 static void plant_view(gr_scene *v, srv_view *out)
 {
     int n;
     const sim_branch *b = sim_plant_branches(v->plant, &n);
-    float *nv = realloc(v->v0, (size_t)n * 2 * 3 * sizeof(float) + 1);
-    float *ns = nv ? realloc(v->s0, (size_t)n * 2 * sizeof(float) + 1) : NULL;
-    uint32_t *ne = ns ? realloc(v->e0, (size_t)n * 2 * sizeof(uint32_t) + 1) : NULL;
-    if (nv)
-        v->v0 = nv;
-    if (ns)
-        v->s0 = ns;
-    if (!ne) { /* out of memory: show nothing new this frame */
-        out->obj = v->obj, out->n = (uint32_t)v->nobj;
-        return;
-    }
-    v->e0 = ne;
+    n = plant_room(v, n);
     for (int k = 0; k < n; k++) { /* the sim's (x, y up, z) drawn as (x, -z, y): z up */
         const float *a = b[k].start, *t = b[k].tip;
         float seg[6] = {a[0], -a[2], a[1], t[0], -t[2], t[1]};
@@ -638,25 +705,13 @@ static float energy_scalar(double joules)
     return (float)fmin(fmax(s, (double)ENERGY_LOG_MIN), (double)ENERGY_LOG_MAX);
 }
 
-/* Node n's drawn position: its place plus the exaggerated displacement, kept in the box. */
-static void node_at(const gr_scene *v, const double *u, int n, const float lo[3], const float hi[3],
-                    float out[3])
-{
-    double l = sim_truss_params_of(v->truss)->cell_m, e = (double)v->p.exaggeration;
-    int w = v->nx + 1;
-    out[0] = (float)fmin(fmax((n % w) * l + e * u[n * 2], (double)lo[0]), (double)hi[0]);
-    out[1] = 0.0f; /* the beam in x-z, z up */
-    out[2] = (float)fmin(fmax((n / w) * l + e * u[n * 2 + 1], (double)lo[2]), (double)hi[2]);
-}
-
 static void truss_view(gr_scene *v, srv_view *out)
 {
     const sim_truss_params *tp = sim_truss_params_of(v->truss);
     const double *u = sim_truss_displacements(v->truss), l = tp->cell_m;
     const int w = v->nx + 1;
-    float margin = (float)(0.5 * l * (v->nx > v->ny ? v->nx : v->ny));
-    float lo[3] = {-margin, -0.01f, -margin};
-    float hi[3] = {(float)(v->nx * l) + margin, 0.01f, (float)(v->ny * l) + margin};
+    float lo[3], hi[3];
+    truss_box(v, lo, hi);
     sim_truss_cell_energy(v->truss, v->energy);
     for (int k = 0; k < v->ncell; k++) {
         int c = v->cell_order[k], n = c % v->nx + c / v->nx * w;
@@ -845,7 +900,8 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
     v->pending = head[1], v->load_i = head[2], v->load_j = head[3];
     v->solved = head[4], v->not_held = head[5], v->stopped = head[6], v->holding = head[7];
     v->p = p, v->next_s = next_s;
-    rules_from_params(v);
+    if (v->plant)
+        v->rules = *sim_plant_params_of(v->plant);
     if (v->is_truss) { /* the view's order as the original had it, its flags to match */
         int nm;
         sim_truss_members(v->truss, &nm);

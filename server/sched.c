@@ -323,7 +323,11 @@ static int frame_end(srv *s, frame_job *j)
         encode_and_publish(s, ss, changed, j->want_snapshot, j->last_seq);
     count_frame(ss, j->step_ms, &j->t, j->batched);
     pthread_mutex_lock(&ss->lock);
-    ss->at_rest = !changed && (!ss->scene->at_rest || ss->scene->at_rest(ss->scene_data));
+    /* At rest: nothing changed, no event came while this frame ran (one pushed since the take
+     * waits in the inbox; a paused session's held ones wait for resume), and the scene has
+     * nothing of its own to come (a paused one steps nothing whatever it has). */
+    ss->at_rest = !changed && ss->inbox.count == ss->inbox.held &&
+                  (j->paused || !ss->scene->at_rest || ss->scene->at_rest(ss->scene_data));
     int replies = ss->nmail;
     pthread_mutex_unlock(&ss->lock);
     return changed || j->want_snapshot || replies || news;

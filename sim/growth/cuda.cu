@@ -22,12 +22,6 @@ __global__ void k_colour(truss_view v, int c, int count, double omega)
         truss_relax_node(&v, i, j, omega);
 }
 
-int colour_count(int nx, int ny, int c)
-{
-    int per_row = (nx + 1 - (c & 1) + 1) / 2, rows = (ny + 1 - (c >> 1) + 1) / 2;
-    return per_row * rows;
-}
-
 template <typename T> cudaError_t up(T **d, const T *h, size_t n)
 {
     cudaError_t e = cudaMalloc((void **)d, n * sizeof(T));
@@ -56,7 +50,7 @@ sim_status cuda_sweeps(sim_truss *t, int sweeps, char *err, size_t err_sz)
     d.ah = ah, d.av = av, d.ad1 = ad1, d.ad2 = ad2, d.fix = fix, d.f = f, d.u = u;
     for (int s = 0; s < sweeps && e == cudaSuccess; s++)
         for (int c = 0; c < 4 && e == cudaSuccess; c++) {
-            int count = colour_count(h.nx, h.ny, c);
+            int count = truss_colour_count(h.nx, h.ny, c);
             k_colour<<<(unsigned)((count + kThreads - 1) / kThreads), kThreads>>>(d, c, count,
                                                                                   t->omega);
             e = cudaGetLastError();

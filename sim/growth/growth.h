@@ -95,7 +95,8 @@ sim_status sim_plant_create(sim_plant **out, const sim_plant_params *p, uint64_t
                             size_t err_sz);
 void sim_plant_destroy(sim_plant *pl);
 /// One generation: every branch not yet complete clones (or, too short, stops). Returns the
-/// branches added (0: growth has stopped), or -1 when the cap would be passed (nothing added).
+/// branches added (0: growth has stopped), -1 when the cap would be passed or -2 when memory
+/// ran out (nothing added either way).
 int sim_plant_step(sim_plant *pl);
 /// 1 once every branch is complete.
 int sim_plant_done(const sim_plant *pl);
@@ -108,7 +109,8 @@ uint64_t sim_plant_seed(const sim_plant *pl);
 /// Bitwise hash of every branch (same seed, same rules: same hash).
 uint64_t sim_plant_hash(const sim_plant *pl);
 /// The plant's whole state as bytes (its rules, seed, generator, branches), and back into a
-/// plant: SIM_ERR_FORMAT for a damaged or foreign snapshot (the plant then unchanged).
+/// plant of the same fixed rules (only the turns and the length limit may differ):
+/// SIM_ERR_FORMAT for a damaged or foreign snapshot (the plant then unchanged).
 sim_status sim_plant_save(const sim_plant *pl, sc_blob *out);
 sim_status sim_plant_restore(sim_plant *pl, const void *data, size_t n, char *err, size_t err_sz);
 /// Change the rules for the clones made from now on (checked as at create; the branches

@@ -126,6 +126,13 @@ SIM_HD static inline int truss_colour_node(int nx, int ny, int c, int k, int *i,
     return *j <= ny;
 }
 
+/* How many nodes of colour c a grid (nx + 1) x (ny + 1) has (the kernel's thread count). */
+SIM_HD static inline int truss_colour_count(int nx, int ny, int c)
+{
+    int per_row = (nx + 1 - (c & 1) + 1) / 2, rows = (ny + 1 - (c >> 1) + 1) / 2;
+    return per_row > 0 && rows > 0 ? per_row * rows : 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -220,7 +220,7 @@ int sim_plant_step(sim_plant *pl)
             cap *= 2;
         sim_branch *b = realloc(pl->b, (size_t)cap * sizeof *b);
         if (!b)
-            return -1;
+            return -2;
         pl->b = b, pl->cap = cap;
     }
     const sim_plant_params *p = &pl->p;
@@ -321,6 +321,14 @@ sim_status sim_plant_restore(sim_plant *pl, const void *data, size_t n, char *er
     SC_GET(&r, nb);
     if (r.failed)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "plant snapshot: %s", r.why);
+    /* The rules a session cannot change must be this plant's (its cap, its lengths, 2D or 3D):
+     * only the live ones (the turns, the length limit) may differ. */
+    sim_plant_params fixed = p;
+    fixed.cont_turn_deg = pl->p.cont_turn_deg, fixed.side_angle_min = pl->p.side_angle_min;
+    fixed.side_angle_max = pl->p.side_angle_max, fixed.min_length = pl->p.min_length;
+    if (memcmp(&fixed, &pl->p, sizeof fixed) != 0)
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                                   "plant snapshot: of a plant with other fixed rules");
     if (gen < 0 || nb < 1 || nb > p.max_branches || (size_t)nb * sizeof(sim_branch) != r.n - r.at ||
         sim_plant_params_check(&p, NULL, 0) != SIM_OK)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT, "plant snapshot: damaged");

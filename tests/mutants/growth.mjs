@@ -119,8 +119,8 @@ export default [
   {
     name: 'growth scene: a dragged load read from the point\'s y, not its height z',
     file: adapter,
-    find: '        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[2] / l);',
-    replace: '        i = (int)lround((double)p->point[0] / l), j = (int)lround((double)p->point[1] / l);',
+    find: '        double dx = (double)at[0] - (double)p[0], dz = (double)at[2] - (double)p[2];',
+    replace: '        double dx = (double)at[0] - (double)p[0], dz = (double)at[2] - (double)p[1];',
     build: server, test: node('energy follows the load'),
     caught_by: 'growth: a truss clones cell by cell, is solved, and its energy follows the load',
   },
@@ -131,5 +131,21 @@ export default [
     replace: '        sim_truss_load(v->truss, v->load_i, v->load_j, 0.0, -1e3 * (double)p.load_kn);',
     build: server, test: node('energy follows the load'),
     caught_by: 'growth: a truss clones cell by cell, is solved, and its energy follows the load',
+  },
+  {
+    name: 'growth scene: a new truss\'s first cell left out of the view until the first clone',
+    file: adapter,
+    find: '    list_new_parts(v);\n    truss_load_case(v);',
+    replace: '    truss_load_case(v);',
+    build: server, test: node('REST options'),
+    caught_by: 'growth: REST options for both models, refusals that name the field',
+  },
+  {
+    name: 'growth scene: at rest while an event pushed during the frame waits',
+    file: 'server/sched.c',
+    find: '    ss->at_rest = !changed && ss->inbox.count == ss->inbox.held &&',
+    replace: '    ss->at_rest = !changed && 1 &&',
+    build: server, test: node('appends only'),
+    caught_by: 'growth: a plant grows by appends only, stops by itself, the same tree on 1 and 2 threads',
   },
 ];

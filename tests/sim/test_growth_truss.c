@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sim/growth/growth.h"
+#include "sim/growth/kernels.h"
 #include "tests/harness.h"
 
 static sim_truss *truss(int nx, int ny, sim_backend *b)
@@ -242,4 +243,29 @@ TEST(truss_bad_setups_refused)
     CHECK(sim_truss_load(t, 5, 5, NAN, 1) == SIM_ERR_ARG);
     CHECK(sim_truss_support(t, 0, 6, 1, 1) == SIM_ERR_ARG);
     sim_truss_destroy(t);
+}
+
+/* The CUDA kernel's thread k of colour c relaxes node truss_colour_node(k): over the four
+ * colours every node of every grid once, in its own colour (the CPU loops rows instead, so the
+ * mapping is checked here, where it runs). */
+TEST(truss_colours_cover_every_node_once)
+{
+    int bad = 0;
+    for (int nx = 1; nx <= 9; nx++)
+        for (int ny = 1; ny <= 9; ny++) {
+            int seen[10 * 10] = {0};
+            for (int c = 0; c < 4; c++)
+                for (int k = 0; k < truss_colour_count(nx, ny, c); k++) {
+                    int i, j;
+                    if (!truss_colour_node(nx, ny, c, k, &i, &j) || i > nx || j > ny ||
+                        truss_colour(i, j) != c) {
+                        bad++;
+                        continue;
+                    }
+                    seen[i + j * (nx + 1)]++;
+                }
+            for (int n = 0; n < (nx + 1) * (ny + 1); n++)
+                bad += seen[n] != 1;
+        }
+    CHECKF(bad == 0, "%d nodes missed, doubled or in the wrong colour", bad);
 }
