@@ -754,6 +754,8 @@ static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **dat
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(meta, "file");
     if (!file) {
         const cJSON *opts = cJSON_GetObjectItemCaseSensitive(meta, "options");
+        if (opts && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) /* scenes read an object */
+            return snprintf(err, err_sz, "meta.json: its options are not a JSON object"), 400;
         return scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
     }
     if (!cJSON_IsString(file) || !scene->create_file)

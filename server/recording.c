@@ -631,6 +631,8 @@ static int build_scene(srv *s, const rec_file *f, void **data, char *err, size_t
 {
     if (!f->source_name) {
         const cJSON *opts = cJSON_GetObjectItemCaseSensitive(f->head, "options");
+        if (opts && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) /* scenes read an object */
+            return snprintf(err, err_sz, "its options are not a JSON object"), 400;
         return f->scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
     }
     char path[1024];

@@ -132,4 +132,13 @@ export default [
     test: 'node --test --test-name-pattern="SIGTERM" tests/server/recording.test.mjs',
     caught_by: 'recording: a recording running at a SIGTERM is stopped, kept with the session, and replays after the restart',
   },
+  {
+    name: 'a recording whose options are not an object handed to the scene as they are',
+    file: 'server/recording.c',
+    find: '        if (opts && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) /* scenes read an object */',
+    replace: '        if (0) /* scenes read an object */',
+    build: server,
+    test: 'node --test --test-name-pattern="frame for frame, ends at the same" tests/server/recording.test.mjs',
+    caught_by: 'recording: a recorded drag replays frame for frame, ends at the same state, pauses and seeks',
+  },
 ];

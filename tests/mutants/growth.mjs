@@ -140,12 +140,5 @@ export default [
     build: server, test: node('REST options'),
     caught_by: 'growth: REST options for both models, refusals that name the field',
   },
-  {
-    name: 'growth scene: at rest while an event pushed during the frame waits',
-    file: 'server/sched.c',
-    find: '    ss->at_rest = !changed && ss->inbox.count == ss->inbox.held &&',
-    replace: '    ss->at_rest = !changed && 1 &&',
-    build: server, test: node('appends only'),
-    caught_by: 'growth: a plant grows by appends only, stops by itself, the same tree on 1 and 2 threads',
-  },
+
 ];

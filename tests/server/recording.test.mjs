@@ -152,6 +152,18 @@ test('a recorded drag replays frame for frame, ends at the same state, pauses an
       assert.equal(r2.status, 400, `${what}: ${r2.text}`);
       assert.match(JSON.parse(r2.text).detail, why, what);
     }
+    // Options that are not an object (scenes read one) fail the replay's build, saying so.
+    const arr = await upload(srv.base, craft(file, (h) => { h.options = ['dims', 24]; }));
+    assert.equal(arr.status, 202, arr.text);
+    const rid = JSON.parse(arr.text).id;
+    let built;
+    for (const t0 = Date.now(); Date.now() - t0 < 20000;) {
+      built = (await api(srv.base, 'GET', `/api/sessions/${rid}`)).json;
+      if (built.state !== 'loading') break;
+      await tick(50); // polling the build, bounded
+    }
+    assert.equal(built.state, 'failed', JSON.stringify(built));
+    assert.match(built.error, /options are not a JSON object/);
     // Files that are not recordings, or damaged ones, are refused by name.
     const junk = await upload(srv.base, Buffer.from('hello'));
     assert.equal(junk.status, 400);
