@@ -62,11 +62,8 @@ sim_status sim_truss_solve_direct(sim_truss *t, sim_truss_solve_info *info, char
 {
     double t0 = sc_now_ms();
     memset(info, 0, sizeof *info);
-    sim_truss_solve_info probe;
-    /* the same holding check as relaxation, with no sweep */
-    sim_status st = sim_truss_relax(t, 0, 0.0, &probe, err, err_sz);
-    if (st != SIM_OK)
-        return st;
+    if (!truss_held(t))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s", TRUSS_NOT_HELD);
     int *eq = malloc((size_t)t->nnode * 2 * sizeof *eq);
     if (!eq)
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "truss: out of memory");
@@ -80,7 +77,7 @@ sim_status sim_truss_solve_direct(sim_truss *t, sim_truss_solve_info *info, char
     cholmod_sparse *A = NULL;
     cholmod_factor *L = NULL;
     cholmod_dense *x = NULL;
-    st = SIM_ERR_NOMEM;
+    sim_status st = SIM_ERR_NOMEM;
     if (T && b) {
         for (int k = 0; k < t->nmember; k++)
             if (t->members[k].area > 0.0)

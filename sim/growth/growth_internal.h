@@ -27,6 +27,11 @@ struct sim_truss {
     int nmember;
 };
 
+/* Whether the supports on standing nodes stop the rigid motions (x, y, turning), and what a
+ * solve says when they do not. */
+int truss_held(const sim_truss *t);
+#define TRUSS_NOT_HELD "truss: not held: its supports must stop it moving in x, in y and turning"
+
 /* The kernels' view of a truss (host pointers). */
 truss_view truss_view_of(sim_truss *t);
 

@@ -279,19 +279,17 @@ const double *sim_truss_displacements(const sim_truss *t)
 /* A node stands when a member reaches it. */
 static int node_present(const sim_truss *t, int i, int j)
 {
-    const int nx = t->p.nx, ny = t->p.ny;
     for (int dj = -1; dj <= 0; dj++)
         for (int di = -1; di <= 0; di++)
             if (sim_truss_has_cell(t, i + di, j + dj))
                 return 1;
-    (void)nx, (void)ny;
     return 0;
 }
 
 /* Held: the fixed degrees of freedom on standing nodes stop the three rigid motions (x, y and
  * turning). Each fix is a row of the rigid motions' constraint ([1, 0, -y] for x, [0, 1, x]
  * for y, in cells about the beam's middle); held when those rows have rank 3. */
-static int held(const sim_truss *t)
+int truss_held(const sim_truss *t)
 {
     double G[3][3] = {{0}};
     const double cx = 0.5 * t->p.nx, cy = 0.5 * t->p.ny;
@@ -346,10 +344,8 @@ sim_status sim_truss_relax(sim_truss *t, int max_sweeps, double tol, sim_truss_s
 {
     double t0 = sc_now_ms();
     memset(info, 0, sizeof *info);
-    if (!held(t))
-        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG,
-                                   "truss: not held: its supports must stop it moving in x, in y "
-                                   "and turning");
+    if (!truss_held(t))
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_ARG, "%s", TRUSS_NOT_HELD);
     const truss_backend_i *be = truss_backend_for(t->b);
     int done = 0;
     double res = sim_truss_residual(t);
