@@ -53,6 +53,20 @@ export default [
     build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
   },
   {
+    name: 'parameters: a change marks no block (displaced tissue never sees the new links or pull home)',
+    file: 'sim/volume/volume_state.c',
+    find: '        s->blk_flags[s->blk_active[k]] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;',
+    replace: '        (void)0;',
+    build: tests, test: run('parameter_change_reaches'), caught_by: 'parameter_change_reaches_a_settled_dent_and_costs_nothing_at_rest',
+  },
+  {
+    name: 'parameters: a change marks every block (a full relaxation of the volume, the 143 ms stall)',
+    file: 'sim/volume/volume_state.c',
+    find: '    for (int64_t k = 0; k < s->nactive; k++)\n        s->blk_flags[s->blk_active[k]] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;',
+    replace: '    for (int64_t b = 0; b < s->nblocks; b++)\n        s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;\n    vol_list_active(s);',
+    build: tests, test: run('parameter_change_reaches'), caught_by: 'parameter_change_reaches_a_settled_dent_and_costs_nothing_at_rest',
+  },
+  {
     name: 'batch: a state stepped together loses its grab\'s motion (no deformation in the batch)',
     file: 'sim/volume/volume_state.c',
     find: '            in[nrun].deform = states[k]->grab_moved;',

@@ -320,6 +320,15 @@ TEST(relax_candidates_give_the_same_state_as_full_sweeps)
                 REQUIRE(vs_push(sc.state, SIM_EV_MOVE, at, 0) == SIM_OK);
             } else if (f == 10) {
                 REQUIRE(vs_push(sc.state, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
+            } else if (f == 12) {
+                /* Mid-motion, tighter links and a weaker pull home: the change must reach
+                 * every element it moves (apply_params marks what is active, not every
+                 * block). */
+                sim_volume_params q = sim_volume_get_params(sc.state);
+                for (int c = 0; c < SIM_NTISSUE; c++)
+                    q.tissue[c].max_len = fmaxf(1.0f, q.tissue[c].max_len * 0.8f);
+                q.home_weight = 0.7f;
+                REQUIRE(vs_set_params(sc.state, &q) == SIM_OK);
             }
             REQUIRE(sim_volume_step(sc.state, NULL, err, sizeof err) == SIM_OK);
         }
@@ -328,6 +337,56 @@ TEST(relax_candidates_give_the_same_state_as_full_sweeps)
     }
     CHECKF(h[0] == h[1], "active blocks %016llx, full sweeps %016llx", (unsigned long long)h[0],
            (unsigned long long)h[1]);
+}
+
+/* A parameter change reaches the tissue that is away from home, and costs nothing where
+ * everything is home. With no elastic memory (home_weight 0) a pull leaves a dent; once
+ * settled, giving the memory back must bring the dent home. On a volume at rest a change
+ * must cost no relaxation at all (it once marked every block: a full sweep of the volume,
+ * 143 ms at 128^3, stalling every session on that worker). */
+TEST(parameter_change_reaches_a_settled_dent_and_costs_nothing_at_rest)
+{
+    sim_volume v;
+    char err[256];
+    REQUIRE(vs_uniform_volume(&v, 24, 24, 24, HU_MUSCLE) == SIM_OK);
+    vs_scene sc;
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+    sim_volume_params p = sim_default_volume_params();
+    p.condition = SIM_CONDITION_A;
+    p.home_weight = 2.5f;
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    sim_volume_metrics mt;
+    REQUIRE(sim_volume_step(sc.state, &mt, err, sizeof err) == SIM_OK);
+    CHECKF(mt.relax_evaluations == 0 && mt.moved_elements == 0,
+           "a change at rest relaxed %lld elements and moved %lld", (long long)mt.relax_evaluations,
+           (long long)mt.moved_elements);
+    /* The dent: pull, release, settle with no memory. */
+    p.home_weight = 0.0f;
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    float at[3] = {12.0f, 12.0f, 12.0f};
+    REQUIRE(vs_push(sc.state, SIM_EV_GRAB, at, 2.0f) == SIM_OK);
+    for (int f = 0; f < 12; f++) {
+        at[1] += 0.5f;
+        REQUIRE(vs_push(sc.state, SIM_EV_MOVE, at, 0) == SIM_OK);
+        REQUIRE(sim_volume_step(sc.state, NULL, err, sizeof err) == SIM_OK);
+    }
+    REQUIRE(vs_push(sc.state, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
+    int f = 0;
+    for (; f < 400 && (f == 0 || !mt.skipped); f++)
+        REQUIRE(sim_volume_step(sc.state, &mt, err, sizeof err) == SIM_OK);
+    float dent = max_displacement(sc.state, &v, -1);
+    th_note("dent %.3f after %d frames with no elastic memory", (double)dent, f);
+    CHECKF(mt.skipped && dent >= 0.5f, "the dent (%g) did not stay, or never settled",
+           (double)dent);
+    p.home_weight = 2.0f;
+    REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+    for (f = 0; f < 400 && (f == 0 || !mt.skipped); f++)
+        REQUIRE(sim_volume_step(sc.state, &mt, err, sizeof err) == SIM_OK);
+    float left = max_displacement(sc.state, &v, -1);
+    th_note("%.3f left %d frames after the memory came back", (double)left, f);
+    CHECKF(left <= 0.05f * dent, "the dent of %g is still %g once settled", (double)dent,
+           (double)left);
+    done(&sc, &v);
 }
 
 /* The probe (metrics.probe_*) is the last grab's elements, followed after the release:
