@@ -303,10 +303,12 @@ static int release_grab(sim_volume_state *s, uint32_t *old)
         uint32_t i = s->grab_idx[g];
         old[g] = i;
         s->flags[i] &= (uint8_t)~CM_FLAG_GRABBED;
-        /* A released element is free again: its block must relax even if nothing in it
-         * moves this frame (after a long hold the volume around it may have converged,
-         * and without this the release would leave it pinned where the hand left it). */
-        mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
+        /* A released element is free again: it must relax even if nothing near it moves
+         * this frame (after a long hold the volume around it may have converged, and
+         * without this the release would leave it pinned where the hand left it). A
+         * seed: relaxation looks at it and its neighbours, not at its whole block. */
+        vol_seed(s, i);
+        mark_block(s, i, BLK_TOUCHED);
     }
     s->ngrab = 0;
     return nold;
@@ -467,7 +469,11 @@ static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, ch
         uint32_t i = s->grab_idx[g];
         for (int b = 0; b < 3; b++)
             s->pos[(size_t)i * 3 + b] = s->grab_start[g * 3 + b] + off[b];
-        mark_block(s, i, BLK_DIRTY | BLK_TOUCHED);
+        /* Moved: its neighbours may want to follow (a seed: relaxation looks at them;
+         * marking the block dirty made it evaluate the whole block every frame of a drag,
+         * two thirds of a small pull's evaluations). */
+        vol_seed(s, i);
+        mark_block(s, i, BLK_TOUCHED);
     }
     memcpy(s->probe_pull, off, sizeof off);
     s->grab_moved = 1;

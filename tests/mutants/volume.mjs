@@ -53,6 +53,20 @@ export default [
     build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
   },
   {
+    name: 'seeds: a grab\'s move does not seed the grabbed elements (neighbours the wave left alone are not relaxed)',
+    file: 'sim/volume/volume_state.c',
+    find: '         * two thirds of a small pull\'s evaluations). */\n        vol_seed(s, i);',
+    replace: '         * two thirds of a small pull\'s evaluations). */\n        (void)0;',
+    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+  },
+  {
+    name: 'seeds: a released element is not seeded (it stays pinned where the hand left it)',
+    file: 'sim/volume/volume_state.c',
+    find: '         * seed: relaxation looks at it and its neighbours, not at its whole block. */\n        vol_seed(s, i);',
+    replace: '         * seed: relaxation looks at it and its neighbours, not at its whole block. */\n        (void)0;',
+    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+  },
+  {
     name: 'parameters: a change marks no block (displaced tissue never sees the new links or pull home)',
     file: 'sim/volume/volume_state.c',
     find: '        s->blk_flags[s->blk_active[k]] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;',
