@@ -239,8 +239,17 @@ static void print_common(const bench_opts *o, const vs_scene *sc, const sim_volu
         printf(",\"format\":\"%s\",\"read_ms\":%.1f", g_info.format, g_read_ms);
 }
 
-/* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames. */
-static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+/* One run of the pull scenario on sc: per-frame times into ms (sorted on return) and the
+ * means; check: the whole state's band violation after every frame (untimed), which
+ * streams the whole volume through the caches between frames. */
+typedef struct pull_run {
+    double med, p90, prop, relax, vel, moved, evals;
+    float viol, viol_after;
+    int clamped;
+    uint64_t hash;
+} pull_run;
+
+static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, int check, pull_run *r)
 {
     char err[512];
     sim_volume_params p = sim_volume_get_params(sc->state);
@@ -249,9 +258,10 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     memcpy(t, g, sizeof t);
     vs_push(sc->state, SIM_EV_GRAB, g, 2.5f);
     double *ms = calloc((size_t)o->frames, sizeof(double));
-    double prop = 0, relax = 0, vel = 0, moved = 0, evals = 0;
-    float viol = 0, viol_after = 0;
-    int half = o->frames / 2 > 0 ? o->frames / 2 : 1, clamped = 0;
+    if (!ms)
+        return 0;
+    memset(r, 0, sizeof *r);
+    int half = o->frames / 2 > 0 ? o->frames / 2 : 1;
     for (int f = 0; f < o->frames; f++) {
         float phase =
             f < half ? (float)(f + 1) / (float)half : (float)(o->frames - f - 1) / (float)half;
@@ -264,29 +274,64 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
             return 0;
         }
         ms[f] = mt.total_ms;
-        prop += mt.propagate_ms;
-        relax += mt.relax_ms;
-        vel += mt.velocity_ms;
-        moved += (double)mt.moved_elements;
-        evals += (double)mt.relax_evaluations;
-        if (mt.max_violation > viol)
-            viol = mt.max_violation;
+        r->prop += mt.propagate_ms / o->frames;
+        r->relax += mt.relax_ms / o->frames;
+        r->vel += mt.velocity_ms / o->frames;
+        r->moved += (double)mt.moved_elements / o->frames;
+        r->evals += (double)mt.relax_evaluations / o->frames;
+        r->viol = fmaxf(r->viol, mt.max_violation);
         /* Over the whole state after the frame (not timed): ChainMail's invariant. */
-        viol_after = fmaxf(viol_after, sim_volume_max_violation(sc->state));
-        clamped += mt.grab_clamped;
+        if (check)
+            r->viol_after = fmaxf(r->viol_after, sim_volume_max_violation(sc->state));
+        r->clamped += mt.grab_clamped;
     }
     qsort(ms, (size_t)o->frames, sizeof(double), cmp_double);
-    double med = ms[o->frames / 2], p90 = ms[(o->frames * 9) / 10];
+    r->med = ms[o->frames / 2];
+    r->p90 = ms[(o->frames * 9) / 10];
+    r->hash = sim_volume_state_hash(sc->state);
+    free(ms);
+    return 1;
+}
+
+/* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames, run
+ * twice on fresh states. The first run times frames back to back (what a frame costs when
+ * its session's work is all that runs); the second checks the whole state after every
+ * frame, so each of its frames starts with caches full of other data, as on a server
+ * stepping many sessions (ms_per_frame_median_cold). Both must end in the same state. */
+static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    char err[512];
+    pull_run warm, cold;
+    vs_scene again;
+    if (!run_pull(o, sc, v, 0, &warm))
+        return 0;
+    if (vs_scene_create(&again, v, o->backend, o->threads, err, sizeof err) != SIM_OK) {
+        fprintf(stderr, "softcast-bench: %s\n", err);
+        return 0;
+    }
+    sim_volume_params p = sim_volume_get_params(again.state);
+    p.condition = o->condition;
+    vs_set_params(again.state, &p);
+    int ok = run_pull(o, &again, v, 1, &cold);
+    vs_scene_destroy(&again);
+    if (!ok)
+        return 0;
+    if (warm.hash != cold.hash) {
+        fprintf(stderr, "softcast-bench: the two runs of the pull ended in different states\n");
+        return 0;
+    }
     print_common(o, sc, v);
     printf(",\"ms_per_frame_median\":%.3f,\"ms_per_frame_p90\":%.3f,\"frames_per_s\":%.1f,"
+           "\"ms_per_frame_median_cold\":%.3f,\"ms_per_frame_p90_cold\":%.3f,"
            "\"propagate_ms\":%.3f,\"relax_ms\":%.3f,\"velocity_ms\":%.3f,"
            "\"moved_elements\":%.0f,\"ns_per_moved_element\":%.1f,\"relax_evaluations\":%.0f,"
            "\"max_violation\":%.6f,"
            "\"max_violation_after_frame\":%.6f,\"grab_clamped_frames\":%d,\"pull\":%.2f}\n",
-           med, p90, med > 0 ? 1000.0 / med : 0.0, prop / o->frames, relax / o->frames,
-           vel / o->frames, moved / o->frames, moved > 0 ? prop * 1e6 / moved : 0.0,
-           evals / o->frames, (double)viol, (double)viol_after, clamped, (double)o->pull);
-    free(ms);
+           warm.med, warm.p90, warm.med > 0 ? 1000.0 / warm.med : 0.0, cold.med, cold.p90,
+           warm.prop, warm.relax, warm.vel, warm.moved,
+           warm.moved > 0 ? warm.prop * 1e6 / warm.moved : 0.0, warm.evals,
+           (double)fmaxf(warm.viol, cold.viol), (double)cold.viol_after, warm.clamped,
+           (double)o->pull);
     return 1;
 }
 
