@@ -510,7 +510,10 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
         block_range(s, b, r);
         FOR_BLOCK_ELEMENTS(s, r, i)
         {
-            cm_vel_out o = cm_velocity_element(kp, i, s->pos, s->pos_prev, s->vel, s->flags);
+            /* The coordinates from the loop's: no division per element. */
+            int x = (int)(i - (int64_t)kp->nx * (y_ + (int64_t)kp->ny * z_));
+            cm_vel_out o =
+                cm_velocity_element_at(kp, i, x, y_, z_, s->pos, s->pos_prev, s->vel, s->flags);
             if (o.speed > 0.0f) {
                 any_v = 1;
                 kin += (double)o.speed * (double)o.speed;

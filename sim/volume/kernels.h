@@ -500,15 +500,14 @@ typedef struct cm_vel_out {
 /* The velocity layer for element i, last in a frame: dX = X+ - X- (this frame's
  * ChainMail correction) accumulates into V by condition A, B or C, clamped; X- is set to
  * X for the next frame. X itself does not move here (cm_inertia_element moves it). */
-SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_t i,
-                                                    const float *pos, float *pos_prev, float *vel,
-                                                    const uint8_t *flags)
+SIM_HD static inline cm_vel_out cm_velocity_element_at(const cm_kparams *kp, int64_t i, int x,
+                                                       int y, int z, const float *pos,
+                                                       float *pos_prev, float *vel,
+                                                       const uint8_t *flags)
 {
     cm_vel_out o;
     uint8_t f = flags[i];
     float s = kp->inv_mass[f & CM_CLASS_MASK];
-    int x, y, z;
-    cm_coords(kp, i, &x, &y, &z);
     float rest[3];
     rest[0] = (float)x;
     rest[1] = (float)y;
@@ -525,7 +524,12 @@ SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_
     if (dlen2 < kp->dead_zone * kp->dead_zone)
         dx[0] = dx[1] = dx[2] = 0.0f;
     float v[3];
-    if (kp->condition == 0 || s <= 0.0f || (f & CM_FLAG_GRABBED)) {
+    /* Still (no correction, no velocity: most of a touched block): every condition gives
+     * V = 0, so the divisions and the square root are skipped; the result is the same bits
+     * (a NaN or an infinity fails the compares and takes the formulas). */
+    int still = dx[0] == 0.0f && dx[1] == 0.0f && dx[2] == 0.0f && V[0] == 0.0f &&
+                V[1] == 0.0f && V[2] == 0.0f;
+    if (still || kp->condition == 0 || s <= 0.0f || (f & CM_FLAG_GRABBED)) {
         v[0] = v[1] = v[2] = 0.0f;
     } else if (kp->condition == 1) {
         for (int b = 0; b < 3; b++)
@@ -535,7 +539,7 @@ SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_
         for (int b = 0; b < 3; b++)
             v[b] = (V[b] + s * dx[b]) / damp;
     }
-    float vlen = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    float vlen = still ? 0.0f : sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
     if (vlen > kp->v_max) {
         float sc = kp->v_max / vlen;
         for (int b = 0; b < 3; b++)
@@ -551,8 +555,18 @@ SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_
         V[b] = v[b];
     }
     o.speed = vlen;
-    o.disp = sqrtf(disp2);
+    o.disp = disp2 > 0.0f ? sqrtf(disp2) : disp2; /* at home: no square root */
     return o;
+}
+
+/* cm_velocity_element_at for element i, its coordinates found from its index. */
+SIM_HD static inline cm_vel_out cm_velocity_element(const cm_kparams *kp, int64_t i,
+                                                    const float *pos, float *pos_prev, float *vel,
+                                                    const uint8_t *flags)
+{
+    int x, y, z;
+    cm_coords(kp, i, &x, &y, &z);
+    return cm_velocity_element_at(kp, i, x, y, z, pos, pos_prev, vel, flags);
 }
 
 #endif
