@@ -122,7 +122,8 @@ node_tests() {
     export SOFTCAST_SERVER="$PWD/$BUILD/test/softcast-server"
     node --test --test-concurrency=1 --test-reporter=tap $NODE_TIMED >"$logs/node.timed" 2>&1
     timed_rc=$?
-    rest=$(ls tests/server/*.test.mjs tests/e2e/*.test.mjs tests/deploy/*.test.mjs |
+    rest=$(ls tests/server/*.test.mjs tests/e2e/*.test.mjs tests/deploy/*.test.mjs \
+        tests/mutants/*.test.mjs |
         grep -v -x -F "$(printf '%s\n' $NODE_TIMED)")
     # shellcheck disable=SC2086 # file names are words
     node --test --test-concurrency="${SOFTCAST_NODE_JOBS:-3}" --test-reporter=tap $rest \

@@ -29,7 +29,7 @@ const build = path.join(root, 'build/mutants/build');
 const TEST_TIMEOUT_S = Number(process.env.MUTANT_TIMEOUT_S ?? 300);
 
 async function loadMutants() {
-  const lists = fs.readdirSync(here).filter((f) => f.endsWith('.mjs') && f !== 'run.mjs').sort();
+  const lists = fs.readdirSync(here).filter((f) => f.endsWith('.mjs') && f !== 'run.mjs' && !f.endsWith('.test.mjs')).sort();
   const all = [];
   for (const f of lists) {
     const mod = await import(pathToFileURL(path.join(here, f)).href);

@@ -9,8 +9,8 @@ export default [
   {
     name: 'a session says it is at rest whether or not its scene moved',
     file: 'server/sched.c',
-    find: '    ss->at_rest = !changed;',
-    replace: '    ss->at_rest = 1 || !changed;',
+    find: '    ss->at_rest = !changed && ss->inbox.count == ss->inbox.held &&',
+    replace: '    ss->at_rest = (1 || !changed) && ss->inbox.count == ss->inbox.held &&',
     build: server,
     test: node('softbody', 'grab and release'),
     caught_by: 'softbody: regions, grab and release, the tray carries the organ, planes, parameters, the driver alone',
@@ -63,8 +63,8 @@ export default [
   {
     name: 'pause ignored by the worker (a paused session still steps)',
     file: 'server/sched.c',
-    find: 'moved = !paused && ss->scene->step(&c.pub, ss->scene_data, &step_ms);',
-    replace: 'moved = ss->scene->step(&c.pub, ss->scene_data, &step_ms);',
+    find: 'j->moved = !j->paused && ss->scene->step(&j->c.pub, ss->scene_data, &j->step_ms);',
+    replace: 'j->moved = ss->scene->step(&j->c.pub, ss->scene_data, &j->step_ms);',
     build: server,
     test: node('events', 'paused cloth crowd stops'),
     caught_by: 'events: a paused cloth crowd stops: no frames; ...',
@@ -81,8 +81,8 @@ export default [
   {
     name: 'frames while settled or paused (every beat publishes)',
     file: 'server/sched.c',
-    find: 'int changed = moved || (n > 0 && !paused);',
-    replace: 'int changed = moved || 1;',
+    find: 'int changed = j->moved || (j->n > 0 && !j->paused);',
+    replace: 'int changed = j->moved || 1;',
     build: server,
     test: node('behaviour', 'pause stops frames'),
     caught_by: 'behaviour: a settled volume sends nothing; pause stops frames ...',
@@ -108,8 +108,8 @@ export default [
   {
     name: 'a lost wake-up: frames wait until something else wakes the WebSocket thread',
     file: 'server/sched.c',
-    find: 'if (run_session(s, wk, ss))\n            srv_session_news(s, ss);',
-    replace: 'if (run_session(s, wk, ss) && 0)\n            srv_session_news(s, ss);',
+    find: '            if (news[k])\n                srv_session_news(s, ss);',
+    replace: '            if (news[k] && 0)\n                srv_session_news(s, ss);',
     build: server,
     test: node('latency'),
     caught_by: 'latency: input-to-frame latency: p99 under 500 ms, no event later than 1 s',
