@@ -527,8 +527,8 @@ SIM_HD static inline cm_vel_out cm_velocity_element_at(const cm_kparams *kp, int
     /* Still (no correction, no velocity: most of a touched block): every condition gives
      * V = 0, so the divisions and the square root are skipped; the result is the same bits
      * (a NaN or an infinity fails the compares and takes the formulas). */
-    int still = dx[0] == 0.0f && dx[1] == 0.0f && dx[2] == 0.0f && V[0] == 0.0f &&
-                V[1] == 0.0f && V[2] == 0.0f;
+    int still = dx[0] == 0.0f && dx[1] == 0.0f && dx[2] == 0.0f && V[0] == 0.0f && V[1] == 0.0f &&
+                V[2] == 0.0f;
     if (still || kp->condition == 0 || s <= 0.0f || (f & CM_FLAG_GRABBED)) {
         v[0] = v[1] = v[2] = 0.0f;
     } else if (kp->condition == 1) {

@@ -204,14 +204,14 @@ export default [
     file: 'sim/volume/cpu.c',
     find: 'x < r[1]; x += 2) {',
     replace: 'x < r[1]; x += 4) {',
-    build: tests, test: run('condition_a_stops'), caught_by: 'condition_a_stops_without_overshoot_and_returns_to_rest',
+    build: tests, test: run('same_state_as_full_sweeps'), caught_by: 'a_parameter_change_on_a_settled_dent_gives_the_same_state_as_full_sweeps',
   },
   {
     name: 'a block skipped in the phases of tissue it holds (the phase group read from the parity bit)',
     file: 'sim/volume/cpu.c',
     find: 'if (cm_relax_phase_of(&s->kp, c, 0, 0, phase & 1) == phase)',
     replace: 'if ((cm_relax_phase_of(&s->kp, c, 0, 0, 0) & 1) == (phase & 1))',
-    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+    build: tests, test: run('same_state_as_full_sweeps'), caught_by: 'a_parameter_change_on_a_settled_dent_gives_the_same_state_as_full_sweeps',
   },
   {
     name: 'the speed clamp four times too loose',
@@ -232,7 +232,7 @@ export default [
     file: 'sim/volume/cpu.c',
     find: 'queue_phase_range(s, phase, face, n);',
     replace: '(void)face;',
-    build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
+    build: tests, test: run('same_state_as_full_sweeps'), caught_by: 'a_parameter_change_on_a_settled_dent_gives_the_same_state_as_full_sweeps',
   },
   {
     name: 'bone not rigid (relaxes like passive tissue)',
