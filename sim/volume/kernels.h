@@ -525,10 +525,11 @@ SIM_HD static inline cm_vel_out cm_velocity_element_at(const cm_kparams *kp, int
         dx[0] = dx[1] = dx[2] = 0.0f;
     float v[3];
     /* Still (no correction, no velocity: most of a touched block): every condition gives
-     * V = 0, so the divisions and the square root are skipped; the result is the same bits
-     * (a NaN or an infinity fails the compares and takes the formulas). */
+     * V = +0, so the divisions and the square root are skipped, with the same bits. That
+     * needs a dead zone (the formulas can give -0, which only the dead zone turns to +0)
+     * and a finite displacement (an infinite one makes damp NaN under C, and V NaN). */
     int still = dx[0] == 0.0f && dx[1] == 0.0f && dx[2] == 0.0f && V[0] == 0.0f && V[1] == 0.0f &&
-                V[2] == 0.0f;
+                V[2] == 0.0f && kp->dead_zone > 0.0f && disp2 < CM_UNREACHED;
     if (still || kp->condition == 0 || s <= 0.0f || (f & CM_FLAG_GRABBED)) {
         v[0] = v[1] = v[2] = 0.0f;
     } else if (kp->condition == 1) {

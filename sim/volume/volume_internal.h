@@ -186,6 +186,12 @@ static inline void vol_seed(sim_volume_state *s, int64_t i)
  * reset, a restore, a reclassification). */
 void vol_list_active(sim_volume_state *s);
 
+/* Block bookkeeping from the positions and velocities themselves (a restore): each block's
+ * largest displacement, and on top of the flags it has, dirty wherever something is away
+ * from home and BLK_VEL wherever something moves. A snapshot's own block fields are only
+ * as good as its backend's: the CUDA backend keeps none on the host. O(volume), once. */
+void vol_blocks_from_state(sim_volume_state *s);
+
 /* Positions of block b may have changed (sim_volume_surface_update looks again). */
 static inline void vol_stamp_block(sim_volume_state *s, int64_t b)
 {

@@ -138,6 +138,7 @@ sim_status sim_volume_state_restore(sim_volume_state *s, const void *data, size_
     s->grab_moved = s->grab_clamped = 0;
     s->host_valid = 1;
     vol_stamp_all(s);
+    vol_blocks_from_state(s);
     vol_list_active(s);
     return s->impl->upload_all(s, err, err_sz);
 }

@@ -81,6 +81,26 @@ void vol_block_classes(sim_volume_state *s)
         s->blk_classes[vol_block_of(s, i)] |= (uint8_t)(1u << (s->flags[i] & CM_CLASS_MASK));
 }
 
+void vol_blocks_from_state(sim_volume_state *s)
+{
+    for (int64_t b = 0; b < s->nblocks; b++)
+        s->blk_maxdisp[b] = 0.0f;
+    for (int64_t i = 0; i < s->nelem; i++) {
+        int x, y, z;
+        cm_coords(&s->kp, i, &x, &y, &z);
+        const float *X = &s->pos[i * 3], *V = &s->vel[i * 3];
+        float e[3] = {X[0] - (float)x, X[1] - (float)y, X[2] - (float)z};
+        float d = sqrtf(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]);
+        int64_t b = vol_block_of(s, i);
+        if (d > s->blk_maxdisp[b] && d < CM_UNREACHED)
+            s->blk_maxdisp[b] = d; /* as the velocity step keeps it: finite values only */
+        if (d != 0.0f) /* NaN too: the velocity step visits the block and the guard sees it */
+            s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
+        if (V[0] != 0.0f || V[1] != 0.0f || V[2] != 0.0f)
+            s->blk_flags[b] |= BLK_VEL;
+    }
+}
+
 void vol_state_reset(sim_volume_state *s)
 {
     vol_pack_kparams(&s->kp, &s->params, &s->m->vol);

@@ -67,6 +67,20 @@ export default [
     build: tests, test: run('relax_candidates_give'), caught_by: 'relax_candidates_give_the_same_state_as_full_sweeps',
   },
   {
+    name: 'restore: the snapshot\'s block fields trusted (a CUDA state\'s say nothing: velocities and dents ignored on the CPU)',
+    file: 'sim/volume/volume_snapshot.c',
+    find: '    vol_blocks_from_state(s);\n    vol_list_active(s);',
+    replace: '    vol_list_active(s);',
+    build: tests, test: run('volume_snapshot_without'), caught_by: 'volume_snapshot_without_block_flags_steps_on_as_the_original',
+  },
+  {
+    name: 'velocity: the still shortcut taken without a dead zone or with an infinite displacement (-0 or NaN lost)',
+    file: 'sim/volume/kernels.h',
+    find: ' && kp->dead_zone > 0.0f && disp2 < CM_UNREACHED;',
+    replace: ';',
+    build: tests, test: run('velocity_step_of_still'), caught_by: 'velocity_step_of_still_elements_is_the_formulas_bit_for_bit',
+  },
+  {
     name: 'parameters: a change marks no block (displaced tissue never sees the new links or pull home)',
     file: 'sim/volume/volume_state.c',
     find: '        s->blk_flags[s->blk_active[k]] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;',

@@ -752,3 +752,74 @@ TEST(chainmail_wave_budget_cuts_at_a_batch_boundary)
     free(a);
     free(b);
 }
+
+/* The velocity layer's formulas (CHAINMAIL.md, conditions A, B and C), written out plainly:
+ * the reference for cm_velocity_element_at, whose still-element shortcut skips them. */
+static void velocity_formulas(const cm_kparams *kp, int cls, const float X[3], const float Xm[3],
+                              const float V[3], const float rest[3], float out[3])
+{
+    float dx[3], dlen2 = 0.0f, disp2 = 0.0f, v[3], s = kp->inv_mass[cls];
+    for (int b = 0; b < 3; b++) {
+        dx[b] = X[b] - Xm[b];
+        dlen2 += dx[b] * dx[b];
+        disp2 += (X[b] - rest[b]) * (X[b] - rest[b]);
+    }
+    if (dlen2 < kp->dead_zone * kp->dead_zone)
+        dx[0] = dx[1] = dx[2] = 0.0f;
+    for (int b = 0; b < 3; b++)
+        v[b] = kp->condition == 0 || s <= 0.0f ? 0.0f
+               : kp->condition == 1
+                   ? kp->alpha * V[b] + s * dx[b]
+                   : (V[b] + s * dx[b]) / (1.0f + kp->b0 + kp->b1[cls] * sqrtf(disp2));
+    float vlen = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    if (vlen > kp->v_max)
+        for (int b = 0; b < 3; b++)
+            v[b] *= kp->v_max / vlen;
+    if ((vlen > kp->v_max ? kp->v_max : vlen) < kp->dead_zone)
+        v[0] = v[1] = v[2] = 0.0f;
+    memcpy(out, v, sizeof v);
+}
+
+/* Still elements (no correction, no velocity) take a shortcut in the velocity step; with
+ * signed zeros, huge, infinite and NaN positions, both dead zones and every condition, the
+ * step must give the formulas' velocity bit for bit. */
+TEST(velocity_step_of_still_elements_is_the_formulas_bit_for_bit)
+{
+    const float xs[] = {0.0f, -0.0f, 1e-30f, 3.0f, 1e20f, INFINITY, NAN};
+    const float zs[] = {0.0f, -0.0f};
+    const float dzs[] = {0.0f, 0.001f}, b1s[] = {0.0f, 0.15f};
+    cm_kparams kp;
+    memset(&kp, 0, sizeof kp);
+    kp.nx = kp.ny = kp.nz = 4;
+    kp.alpha = 0.85f, kp.b0 = 0.4f, kp.v_max = 2.0f;
+    int cases = 0, wrong = 0;
+    for (int c = 0; c < 3; c++)
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 2; k++)
+                for (size_t a = 0; a < sizeof xs / sizeof *xs; a++)
+                    for (size_t z = 0; z < 2; z++)
+                        for (size_t w = 0; w < 2; w++) {
+                            kp.condition = c, kp.dead_zone = dzs[d];
+                            kp.inv_mass[1] = 0.9f, kp.b1[1] = b1s[k];
+                            uint8_t flags[64] = {1};
+                            float pos[192] = {0}, prev[192] = {0}, vel[192] = {0}, rest[3] = {0};
+                            pos[0] = xs[a], pos[1] = zs[z], pos[2] = xs[a];
+                            prev[0] = xs[a], prev[1] = zs[1 - z], prev[2] = xs[a];
+                            vel[0] = zs[w], vel[1] = zs[1 - w], vel[2] = 0.0f;
+                            float want[3], Xm[3], V[3];
+                            memcpy(Xm, prev, sizeof Xm);
+                            memcpy(V, vel, sizeof V);
+                            velocity_formulas(&kp, 1, pos, Xm, V, rest, want);
+                            cm_velocity_element_at(&kp, 0, 0, 0, 0, pos, prev, vel, flags);
+                            cases++;
+                            if (memcmp(vel, want, sizeof want) != 0 && !wrong++)
+                                CHECKF(0,
+                                       "condition %d, dead zone %g, b1 %g, x %g: V %g %g %g, "
+                                       "the formulas %g %g %g",
+                                       c, (double)dzs[d], (double)b1s[k], (double)xs[a],
+                                       (double)vel[0], (double)vel[1], (double)vel[2],
+                                       (double)want[0], (double)want[1], (double)want[2]);
+                        }
+    th_note("%d still elements, %d off the formulas", cases, wrong);
+    CHECK(cases == 336);
+}
