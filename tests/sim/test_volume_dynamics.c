@@ -321,9 +321,9 @@ TEST(relax_candidates_give_the_same_state_as_full_sweeps)
             } else if (f == 10) {
                 REQUIRE(vs_push(sc.state, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
             } else if (f == 12) {
-                /* Mid-motion, tighter links and a weaker pull home: the change must reach
-                 * every element it moves (apply_params marks what is active, not every
-                 * block). */
+                /* Mid-motion, tighter links and a weaker pull home: candidates must still
+                 * match the full sweeps (here the seeds already cover what the change moves;
+                 * the whole-block path is held by the settled dent below). */
                 sim_volume_params q = sim_volume_get_params(sc.state);
                 for (int c = 0; c < SIM_NTISSUE; c++)
                     q.tissue[c].max_len = fmaxf(1.0f, q.tissue[c].max_len * 0.8f);
