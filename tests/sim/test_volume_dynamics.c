@@ -287,6 +287,21 @@ TEST(bone_dragged_stays_rigid_and_goes_home_once_released)
     done(&sc, &v);
 }
 
+/* The 40x40x24 phantom on one CPU thread, its relaxation on candidates (full_sweeps 0) or
+ * evaluating every element (1, the reference the CUDA backend computes). */
+static int sweeps_scene(vs_scene *sc, sim_volume *v, int full_sweeps)
+{
+    char err[256];
+    if (sim_volume_phantom(v, 40, 40, 24, err, sizeof err) != SIM_OK)
+        return 0;
+    if (vs_scene_create(sc, v, SIM_BACKEND_CPU, 1, err, sizeof err) != SIM_OK) {
+        sim_volume_free(v);
+        return 0;
+    }
+    sc->state->full_sweeps = full_sweeps;
+    return 1;
+}
+
 /* The CPU backend's relaxation evaluates only the elements that may move (relax_candidates in
  * sim/volume/cpu.c); the CUDA backend sweeps everything. Both must give the same state bit
  * for bit: here the CPU backend against itself with every element evaluated. */
@@ -296,10 +311,8 @@ TEST(relax_candidates_give_the_same_state_as_full_sweeps)
     for (int k = 0; k < 2; k++) {
         sim_volume v;
         char err[256];
-        REQUIRE(sim_volume_phantom(&v, 40, 40, 24, err, sizeof err) == SIM_OK);
         vs_scene sc;
-        REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
-        sc.state->full_sweeps = k;
+        REQUIRE(sweeps_scene(&sc, &v, k));
         sim_volume_params p = sim_default_volume_params();
         p.condition = SIM_CONDITION_B;
         vs_set_params(sc.state, &p);
@@ -401,10 +414,8 @@ TEST(a_parameter_change_on_a_settled_dent_gives_the_same_state_as_full_sweeps)
     for (int k = 0; k < 2; k++) {
         sim_volume v;
         char err[256];
-        REQUIRE(sim_volume_phantom(&v, 40, 40, 24, err, sizeof err) == SIM_OK);
         vs_scene sc;
-        REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
-        sc.state->full_sweeps = k;
+        REQUIRE(sweeps_scene(&sc, &v, k));
         sim_volume_params p = sim_default_volume_params();
         p.condition = SIM_CONDITION_A;
         p.home_weight = 0.0f;
