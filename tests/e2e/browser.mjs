@@ -1,7 +1,9 @@
 // browser.mjs: Debian's Chromium, headless, through playwright-core (no browser download),
 // with WebGL on SwiftShader so pages really render on a machine without a GPU.
-import { existsSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync } from 'node:fs';
 import { chromium } from 'playwright-core';
+import { startServer } from '../server/harness.mjs';
 
 export const CHROMIUM = process.env.SOFTCAST_CHROMIUM ?? '/usr/bin/chromium';
 
@@ -18,4 +20,22 @@ export function launch() {
       '--disable-sync', '--no-first-run', '--disable-quic', '--disable-renderer-backgrounding',
       '--disable-background-timer-throttling', '--disable-backgrounding-occluded-windows'],
   });
+}
+
+export const ROOT = new URL('../../', import.meta.url).pathname;
+export const OUT = `${ROOT}build/e2e`; // screenshots and figures
+
+// A test file's page: the built client checked, build/e2e made, the server serving the client
+// started with serverArgs (null: the file starts its own servers) and the browser launched.
+export async function openPage(serverArgs) {
+  assert.ok(existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
+  mkdirSync(OUT, { recursive: true });
+  const srv = serverArgs ? await startServer(['--data-dir', `${ROOT}web-client`, ...serverArgs]) : null;
+  return { srv, browser: await launch() };
+}
+
+// The browser closed and the server stopped, which must exit cleanly.
+export async function closePage({ srv, browser }) {
+  await browser?.close();
+  if (srv) assert.equal(await srv.stop(), 0, srv.stderr());
 }

@@ -7,24 +7,15 @@
 // the page or the server says.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, existsSync } from 'node:fs';
-import { launch } from './browser.mjs';
-import { startServer, api } from '../server/harness.mjs';
+import { OUT, openPage, closePage } from './browser.mjs';
+import { api } from '../server/harness.mjs';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const OUT = `${ROOT}build/e2e`;
 let srv, browser;
 
-before(async () => {
-  assert.ok(existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
-  mkdirSync(OUT, { recursive: true });
-  srv = await startServer(['--data-dir', `${ROOT}web-client`]);
-  browser = await launch();
-});
+before(async () => ({ srv, browser } = await openPage([])));
 
 after(async () => {
-  await browser?.close();
-  if (srv) assert.equal(await srv.stop(), 0, srv.stderr());
+  await closePage({ srv, browser });
 });
 
 const until = (page, fn, arg, what, ms = 30000) =>

@@ -5,25 +5,15 @@
 // bounded and on what the page shows (window.softcast).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, existsSync } from 'node:fs';
-import { launch } from './browser.mjs';
-import { startServer } from '../server/harness.mjs';
+import { OUT, openPage, closePage } from './browser.mjs';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const OUT = `${ROOT}build/e2e`;
 
 let srv, browser;
 
-before(async () => {
-  assert.ok(existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
-  mkdirSync(OUT, { recursive: true });
-  srv = await startServer(['--data-dir', `${ROOT}web-client`, '--threads', '0']);
-  browser = await launch();
-});
+before(async () => ({ srv, browser } = await openPage(['--threads', '0'])));
 
 after(async () => {
-  await browser?.close();
-  if (srv) assert.equal(await srv.stop(), 0);
+  await closePage({ srv, browser });
 });
 
 const until = (page, fn, arg, what, ms = 30000) =>

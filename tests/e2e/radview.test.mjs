@@ -16,22 +16,18 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { launch } from './browser.mjs';
+import { ROOT, OUT, openPage, closePage } from './browser.mjs';
 import { startServer, api, writeNifti1 } from '../server/harness.mjs';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const OUT = `${ROOT}build/e2e`;
 const DATA = process.env.SOFTCAST_DATA ?? `${ROOT}build/data`;
 let browser, dir;
 
 before(async () => {
-  assert.ok(fs.existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
-  fs.mkdirSync(OUT, { recursive: true });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-radview-'));
-  browser = await launch();
+  ({ browser } = await openPage(null)); // each test starts its own server
 });
 after(async () => {
-  await browser?.close();
+  await closePage({ browser });
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 

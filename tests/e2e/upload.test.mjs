@@ -11,25 +11,19 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { launch } from './browser.mjs';
-import { startServer, writeNifti1 } from '../server/harness.mjs';
+import { OUT, openPage, closePage } from './browser.mjs';
+import { writeNifti1 } from '../server/harness.mjs';
 import { storedZip, crc32 } from '../../web-client/src/core/upload.mjs';
 
-const ROOT = new URL('../../', import.meta.url).pathname;
-const OUT = `${ROOT}build/e2e`;
 let srv, browser, dir;
 
 before(async () => {
-  assert.ok(fs.existsSync(`${ROOT}web-client/dist/app.js`), 'web-client/dist/app.js missing: run make web');
-  fs.mkdirSync(OUT, { recursive: true });
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-e2e-upload-'));
-  srv = await startServer(['--data-dir', `${ROOT}web-client`, '--threads', '0']);
-  browser = await launch();
+  ({ srv, browser } = await openPage(['--threads', '0']));
 });
 
 after(async () => {
-  await browser?.close();
-  if (srv) assert.equal(await srv.stop(), 0, srv.stderr());
+  await closePage({ srv, browser });
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
