@@ -99,10 +99,7 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
                 if (s->t_reach[i] >= CM_UNREACHED)
                     moved_count++;
                 mark_reached(s, i, s->scratch_t[k]);
-                vol_flag_block(
-                    s, vol_block_of(s, i),
-                    (uint16_t)(BLK_TOUCHED |
-                               (kp->rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0)));
+                vol_moved(s, i, kp->rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0);
                 vol_seed(s, i);
                 enqueue_neighbours(s, i);
             }
@@ -382,7 +379,7 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
     for (int64_t k = 0; k < n; k++)
         if (s->scratch_status[k]) {
             s->cand[w->end++ % s->nelem] = cand[k];
-            vol_flag_block(s, vol_block_of(s, cand[k]), BLK_TOUCHED);
+            vol_moved(s, cand[k], 0);
             if (seed)
                 vol_seed(s, cand[k]);
         }
@@ -447,6 +444,7 @@ static int64_t rigid_return(sim_volume_state *s)
             if (cm_rigid_return_element(kp, i, s->pos, s->flags, o)) {
                 memcpy(&s->pos[i * 3], o, sizeof o);
                 mark_reached(s, i, 0.0f);
+                s->blk_rows[b] |= 1ull << ((y_ - r[2]) + VOL_BLOCK * (z_ - r[4]));
                 moved = 1;
                 stepped++;
             }
@@ -457,7 +455,33 @@ static int64_t rigid_return(sim_volume_state *s)
     return stepped;
 }
 
-/* The inertial step on the blocks that hold a velocity, before anything else in a frame. */
+/* The rows of block b (range r) the inertial and velocity steps visit: those that may hold
+ * motion (blk_rows), every one for the reference (full_sweeps); rows past the lattice's
+ * edge left out. */
+static uint64_t block_rows(const sim_volume_state *s, int64_t b, const int r[6])
+{
+    uint64_t rows = s->full_sweeps ? ~0ull : s->blk_rows[b];
+    int ny = r[3] - r[2], nz = r[5] - r[4];
+    if (ny == VOL_BLOCK && nz == VOL_BLOCK)
+        return rows;
+    uint64_t in = 0;
+    for (int z = 0; z < nz; z++)
+        in |= ((1ull << ny) - 1) << (VOL_BLOCK * z);
+    return rows & in;
+}
+
+/* The elements of the rows of block range r, in order (rows ascending, then x), with their
+ * coordinates: x_, y_, z_. */
+#define FOR_ROW_ELEMENTS(s, r, rows, i)                                                  \
+    for (uint64_t m_ = (rows); m_; m_ &= m_ - 1)                                         \
+        for (int row_ = __builtin_ctzll(m_), y_ = (r)[2] + (row_ & (VOL_BLOCK - 1)),     \
+                 z_ = (r)[4] + (row_ >> VOL_BLOCK_SHIFT), x_ = (r)[0];                   \
+             x_ < (r)[1]; x_ = (r)[1])                                                   \
+            for (int64_t i = x_ + (int64_t)(s)->kp.nx * (y_ + (int64_t)(s)->kp.ny * z_), \
+                         i##_end = i + ((r)[1] - (r)[0]);                                \
+                 i < i##_end; i++, x_++)
+
+/* The inertial step on the rows that hold a velocity, before anything else in a frame. */
 static void inertia(sim_volume_state *s)
 {
     const cm_kparams *kp = &s->kp;
@@ -469,15 +493,16 @@ static void inertia(sim_volume_state *s)
         int64_t b = s->blk_list[k];
         int r[6], moved = 0;
         block_range(s, b, r);
-        FOR_BLOCK_ELEMENTS(s, r, i)
+        FOR_ROW_ELEMENTS(s, r, block_rows(s, b, r), i)
         {
             moved |= cm_inertia_element(kp, i, s->pos, s->pos_prev, s->vel, s->flags);
         }
         if (moved)
             s->blk_flags[b] |= BLK_INERT | BLK_TOUCHED;
     }
-    /* In order: what moved seeds relaxation (every element with a velocity, in the blocks
-     * where something moved: a superset of what moved costs an evaluation, never a result). */
+    /* In order: what moved seeds relaxation (every element with a velocity, in the rows
+     * where something may have moved: a superset of what moved costs an evaluation, never a
+     * result). */
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
         if (!(s->blk_flags[b] & BLK_INERT))
@@ -485,13 +510,21 @@ static void inertia(sim_volume_state *s)
         s->blk_flags[b] &= (uint16_t)~BLK_INERT;
         int r[6];
         block_range(s, b, r);
-        FOR_BLOCK_ELEMENTS(s, r, i)
+        FOR_ROW_ELEMENTS(s, r, block_rows(s, b, r), i)
         {
             const float *v = &s->vel[i * 3];
             if ((v[0] != 0.0f || v[1] != 0.0f || v[2] != 0.0f) && !(s->flags[i] & CM_FLAG_GRABBED))
                 vol_seed(s, i);
         }
     }
+}
+
+/* 1 when each of v's three floats is +0 (-0 is not: the velocity step would turn it +0). */
+static int vel_bits_zero(const float *v)
+{
+    uint32_t u[3];
+    memcpy(u, v, sizeof u);
+    return (u[0] | u[1] | u[2]) == 0;
 }
 
 static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
@@ -506,14 +539,16 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
         int r[6], any_v = 0;
         int64_t bad = 0;
         double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
-        float maxd = 0.0f;
+        uint64_t moving = 0; /* rows that hold a velocity after the step */
+        float *row_max = &s->row_maxdisp[b * VOL_BLOCK_ROWS];
         block_range(s, b, r);
-        FOR_BLOCK_ELEMENTS(s, r, i)
+        uint64_t rows = block_rows(s, b, r);
+        for (uint64_t m = rows; m; m &= m - 1)
+            row_max[__builtin_ctzll(m)] = 0.0f;
+        FOR_ROW_ELEMENTS(s, r, rows, i)
         {
-            /* The coordinates from the loop's: no division per element. */
-            int x = (int)(i - (int64_t)kp->nx * (y_ + (int64_t)kp->ny * z_));
             cm_vel_out o =
-                cm_velocity_element_at(kp, i, x, y_, z_, s->pos, s->pos_prev, s->vel, s->flags);
+                cm_velocity_element_at(kp, i, x_, y_, z_, s->pos, s->pos_prev, s->vel, s->flags);
             if (o.speed > 0.0f) {
                 any_v = 1;
                 kin += (double)o.speed * (double)o.speed;
@@ -522,8 +557,15 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             if (!(o.disp < CM_UNREACHED && o.speed < CM_UNREACHED))
                 bad++; /* NaN or infinite: the step blew up (comparisons with NaN fail) */
             else
-                maxd = cm_maxf(maxd, o.disp);
+                row_max[row_] = cm_maxf(row_max[row_], o.disp);
+            if (!vel_bits_zero(&s->vel[i * 3]))
+                moving |= 1ull << row_;
         }
+        /* A row left out did not move: its largest displacement is the one it had. */
+        float maxd = 0.0f;
+        for (int row = 0; row < VOL_BLOCK_ROWS; row++)
+            maxd = cm_maxf(maxd, row_max[row]);
+        s->blk_rows[b] = moving;
         s->blk_kinetic[b] = kin;
         for (int c = 0; c < SIM_NTISSUE; c++)
             s->blk_speed[b * SIM_NTISSUE + c] = sp[c];

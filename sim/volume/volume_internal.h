@@ -16,6 +16,7 @@ extern "C" {
  * only on blocks where something moved), as SP-ChainMail's active blocks. */
 #define VOL_BLOCK_SHIFT 3
 #define VOL_BLOCK       8
+#define VOL_BLOCK_ROWS  64 /* rows of VOL_BLOCK elements along x in a block: one bit each */
 #define VOL_QUEUE_CAP   256
 #define VOL_MAX_GRAB    65536
 /* Propagation passes between looks at the wave (the CUDA backend reads its counters back
@@ -35,7 +36,7 @@ typedef struct sim_volume_backend_i sim_volume_backend_i; /* below */
 
 /* Block activity flags (bits of blk_flags). */
 #define BLK_DIRTY   0x001u /* something in the block moved since relaxation last converged */
-#define BLK_TOUCHED 0x002u /* moved this frame: the velocity step must visit it */
+#define BLK_TOUCHED 0x002u /* moved this frame: the velocity step visits its rows (blk_rows) */
 #define BLK_VEL     0x004u /* holds a non-zero velocity */
 #define BLK_RIGID   0x200u /* holds rigid tissue the wave moved: it goes home when free */
 #define BLK_SEEDS   0x010u /* holds seeds: elements that moved since relaxation last saw them */
@@ -117,6 +118,16 @@ struct sim_volume_state {
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */
     int64_t *blk_nonfinite; /* (nblocks) elements found NaN or infinite */
     uint8_t *blk_classes;   /* (nblocks) bit c set: the block holds tissue class c */
+    /* Within a block, the rows (VOL_BLOCK elements along x; row (y & 7) + 8 (z & 7)) that
+     * may hold motion: bit r of blk_rows[b] is set for every row with a velocity and every
+     * row with a position written since the velocity step last looked at it (vol_moved).
+     * The inertial and velocity steps visit these rows of their blocks, not the whole
+     * blocks: a pull moves a few rows of each block it reaches, and with cold caches a
+     * visit costs its memory reads. A row left out would not change (bit for bit).
+     * row_maxdisp: each row's largest finite displacement, as the velocity step last found
+     * it (a row it did not visit did not move), so a block's is the largest of 64. */
+    uint64_t *blk_rows; /* (nblocks) */
+    float *row_maxdisp; /* (nblocks x VOL_BLOCK_ROWS) */
     /* Where positions changed, for the surfaces' incremental evaluation
      * (sim_volume_surface_update): a block's positions may have changed since generation g
      * when blk_pos_gen[b] >= g. Every position write stamps its block with pos_gen (the
@@ -164,6 +175,26 @@ static inline void vol_flag_block(sim_volume_state *s, int64_t b, uint16_t f)
         s->blk_listed[b] = 1;
         s->blk_active[s->nactive++] = (uint32_t)b;
     }
+}
+
+/* The row bit (in blk_rows) of element i within its block b. */
+static inline uint64_t vol_row_bit(const sim_volume_state *s, int64_t i, int64_t *b)
+{
+    int x, y, z;
+    cm_coords(&s->kp, i, &x, &y, &z);
+    *b = (x >> VOL_BLOCK_SHIFT) +
+         (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
+    return 1ull << ((y & (VOL_BLOCK - 1)) + VOL_BLOCK * (z & (VOL_BLOCK - 1)));
+}
+
+/* Element i's position was written: its block gets BLK_TOUCHED and flags f, and its row is
+ * one the velocity step visits. Sequential code only (vol_flag_block). */
+static inline void vol_moved(sim_volume_state *s, int64_t i, uint16_t f)
+{
+    int64_t b;
+    uint64_t bit = vol_row_bit(s, i, &b);
+    s->blk_rows[b] |= bit;
+    vol_flag_block(s, b, (uint16_t)(f | BLK_TOUCHED));
 }
 
 /* Element i moved: relaxation's next first iteration looks at it and its neighbours (a seed);

@@ -9,12 +9,11 @@
 #include "slice.h"
 #include "volume_internal.h"
 
-/* Element i moved (or may move): its block's flags, and its stamp for the surfaces. */
-static void mark_block(sim_volume_state *s, int64_t i, uint8_t f)
+/* Element i moved: its block's flags and row (vol_moved), and its stamp for the surfaces. */
+static void mark_moved(sim_volume_state *s, int64_t i)
 {
-    int64_t b = vol_block_of(s, i);
-    vol_flag_block(s, b, f);
-    vol_stamp_block(s, b);
+    vol_moved(s, i, 0);
+    vol_stamp_block(s, vol_block_of(s, i));
 }
 
 void vol_list_active(sim_volume_state *s)
@@ -48,6 +47,8 @@ static void set_rest(sim_volume_state *s)
     memset(s->vel, 0, (size_t)s->nelem * 3 * sizeof(float));
     memset(s->blk_flags, 0, (size_t)s->nblocks * sizeof *s->blk_flags);
     memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
+    memset(s->blk_rows, 0, (size_t)s->nblocks * sizeof *s->blk_rows);
+    memset(s->row_maxdisp, 0, (size_t)s->nblocks * VOL_BLOCK_ROWS * sizeof(float));
     vol_list_active(s);
     s->ngrab = 0;
     s->nprobe = 0;
@@ -83,21 +84,26 @@ void vol_block_classes(sim_volume_state *s)
 
 void vol_blocks_from_state(sim_volume_state *s)
 {
-    for (int64_t b = 0; b < s->nblocks; b++)
-        s->blk_maxdisp[b] = 0.0f;
+    memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
+    memset(s->row_maxdisp, 0, (size_t)s->nblocks * VOL_BLOCK_ROWS * sizeof(float));
     for (int64_t i = 0; i < s->nelem; i++) {
         int x, y, z;
         cm_coords(&s->kp, i, &x, &y, &z);
         const float *X = &s->pos[i * 3], *V = &s->vel[i * 3];
         float e[3] = {X[0] - (float)x, X[1] - (float)y, X[2] - (float)z};
         float d = sqrtf(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]);
-        int64_t b = vol_block_of(s, i);
-        if (d > s->blk_maxdisp[b] && d < CM_UNREACHED)
-            s->blk_maxdisp[b] = d; /* as the velocity step keeps it: finite values only */
+        int64_t b;
+        uint64_t bit = vol_row_bit(s, i, &b);
+        float *row_max = &s->row_maxdisp[b * VOL_BLOCK_ROWS + __builtin_ctzll(bit)];
+        if (d > *row_max && d < CM_UNREACHED)
+            *row_max = d; /* as the velocity step keeps it: finite values only */
+        s->blk_maxdisp[b] = cm_maxf(s->blk_maxdisp[b], *row_max);
         if (d != 0.0f) /* NaN too: the velocity step visits the block and the guard sees it */
             s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
         if (V[0] != 0.0f || V[1] != 0.0f || V[2] != 0.0f)
             s->blk_flags[b] |= BLK_VEL;
+        if (s->blk_flags[b] & (BLK_TOUCHED | BLK_VEL))
+            s->blk_rows[b] = ~0ull; /* every row: the velocity step looks at it whole */
     }
 }
 
@@ -187,6 +193,8 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
     s->blk_nonfinite = sc_calloc(nb, sizeof(int64_t));
     s->blk_classes = sc_calloc(nb, 1);
+    s->blk_rows = sc_calloc(nb, sizeof *s->blk_rows);
+    s->row_maxdisp = sc_calloc(nb * VOL_BLOCK_ROWS, sizeof(float));
     s->blk_pos_gen = sc_calloc(nb, sizeof(uint64_t));
     s->pos_gen = 1;
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
@@ -194,7 +202,8 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_list || !s->blk_active || !s->blk_listed || !s->seed_cur || !s->seed_next ||
         !s->seed_exp || !s->seeded || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
-        !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen) {
+        !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen || !s->blk_rows ||
+        !s->row_maxdisp) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -247,6 +256,8 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_speed);
     free(s->blk_nonfinite);
     free(s->blk_classes);
+    free(s->blk_rows);
+    free(s->row_maxdisp);
     free(s->blk_pos_gen);
     free(s->queue);
     free(s);
@@ -328,7 +339,7 @@ static int release_grab(sim_volume_state *s, uint32_t *old)
          * without this the release would leave it pinned where the hand left it). A
          * seed: relaxation looks at it and its neighbours, not at its whole block. */
         vol_seed(s, i);
-        mark_block(s, i, BLK_TOUCHED);
+        mark_moved(s, i);
     }
     s->ngrab = 0;
     return nold;
@@ -493,7 +504,7 @@ static sim_status apply_move(sim_volume_state *s, const sim_volume_event *ev, ch
          * marking the block dirty made it evaluate the whole block every frame of a drag,
          * two thirds of a small pull's evaluations). */
         vol_seed(s, i);
-        mark_block(s, i, BLK_TOUCHED);
+        mark_moved(s, i);
     }
     memcpy(s->probe_pull, off, sizeof off);
     s->grab_moved = 1;
@@ -520,8 +531,10 @@ static sim_status apply_params(sim_volume_state *s, const sim_volume_params *p, 
      * home satisfies any links (min_len <= 1 <= max_len, no shear) and feels no pull, so
      * the rest of the volume needs nothing: a change on a settled volume costs nothing,
      * where marking every block cost a full relaxation (143 ms at 128^3, one thread). */
-    for (int64_t k = 0; k < s->nactive; k++)
+    for (int64_t k = 0; k < s->nactive; k++) {
         s->blk_flags[s->blk_active[k]] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
+        s->blk_rows[s->blk_active[k]] = ~0ull;
+    }
     return s->impl->upload_all(s, err, err_sz);
 }
 
