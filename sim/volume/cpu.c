@@ -571,17 +571,18 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             s->blk_speed[b * SIM_NTISSUE + c] = sp[c];
         s->blk_maxdisp[b] = maxd;
         s->blk_nonfinite[b] = bad;
-        vol_stamp_block(s, b); /* moved this frame, or holds a velocity: the surfaces look */
         uint16_t f = (uint16_t)(s->blk_flags[b] & ~(BLK_TOUCHED | BLK_VEL));
         if (any_v)
             f |= BLK_VEL; /* the next frame's inertial step moves it */
         s->blk_flags[b] = f;
     }
-    /* Reduce in block order: the same sums whatever the thread count. */
+    /* Reduce in block order: the same sums whatever the thread count; stamps in order too
+     * (the stamp log is not thread safe). */
     double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
     int64_t bad = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
+        vol_stamp_block(s, b); /* moved this frame, or holds a velocity: the surfaces look */
         bad += s->blk_nonfinite[b];
         kin += s->blk_kinetic[b];
         for (int c = 0; c < SIM_NTISSUE; c++)

@@ -132,9 +132,21 @@ struct sim_volume_state {
      * (sim_volume_surface_update): a block's positions may have changed since generation g
      * when blk_pos_gen[b] >= g. Every position write stamps its block with pos_gen (the
      * velocity step stamps every block it visits, which is every block moved this frame);
-     * a surface update advances pos_gen. Not part of the physics: not in snapshots. */
+     * a surface update advances pos_gen. Not part of the physics: not in snapshots.
+     * The stamp log lists the blocks in the order they were stamped, each once a
+     * generation (a ring of nblocks: one generation always fits), so that an update
+     * looks at the blocks stamped since its viewer's last, not at every run of the
+     * surface; generations up to stamp_lost may have left the ring (an update from
+     * that far back, or after vol_stamp_all, looks at every run). */
     uint64_t *blk_pos_gen; /* (nblocks) */
     uint64_t pos_gen;
+    uint32_t *stamp_log;     /* (nblocks) ring of block ids ... */
+    uint64_t *stamp_log_gen; /* (nblocks) ... and the generation each was stamped in */
+    int64_t stamp_log_n;     /* entries ever logged: the next goes to stamp_log_n % nblocks */
+    uint64_t stamp_lost;
+    uint32_t *run_scratch; /* (the surfaces' largest nrun) the runs an update looks at, */
+    uint32_t *run_mark;    /* (the same) each listed once: marked with run_token */
+    uint32_t run_token;
 
     /* Events queued by push_event for the next step (VOL_QUEUE_CAP, allocated by the first
      * push: a caller that applies its events at once, as the server does, never pays). */
@@ -223,10 +235,18 @@ void vol_list_active(sim_volume_state *s);
  * as good as its backend's: the CUDA backend keeps none on the host. O(volume), once. */
 void vol_blocks_from_state(sim_volume_state *s);
 
-/* Positions of block b may have changed (sim_volume_surface_update looks again). */
+/* Positions of block b may have changed (sim_volume_surface_update looks again): its
+ * stamp, logged the first time in a generation. Sequential code only. */
 static inline void vol_stamp_block(sim_volume_state *s, int64_t b)
 {
+    if (s->blk_pos_gen[b] == s->pos_gen)
+        return; /* stamped and logged already in this generation */
     s->blk_pos_gen[b] = s->pos_gen;
+    int64_t at = s->stamp_log_n++ % s->nblocks;
+    if (s->stamp_log_n > s->nblocks) /* the ring's oldest entry goes */
+        s->stamp_lost = s->stamp_log_gen[at];
+    s->stamp_log[at] = (uint32_t)b;
+    s->stamp_log_gen[at] = s->pos_gen;
 }
 
 /* Every position may have changed: a reset, a restore, a download from the device. */
@@ -234,6 +254,7 @@ static inline void vol_stamp_all(sim_volume_state *s)
 {
     for (int64_t b = 0; b < s->nblocks; b++)
         s->blk_pos_gen[b] = s->pos_gen;
+    s->stamp_lost = s->pos_gen; /* not logged: an update looks at every run */
 }
 
 /* What one frame asks of the backend after the events are applied. */

@@ -127,6 +127,15 @@ const sim_volume_backend_i *vol_backend_for(const sim_backend *b)
     return &vol_cpu_backend;
 }
 
+/* The most runs of any of the model's surfaces (sim_volume_surface_update's scratch). */
+static size_t max_runs(const sim_volume_model *m)
+{
+    size_t n = 0;
+    for (int k = 0; k < SIM_NSURFACE; k++)
+        n = (size_t)m->surf[k].nrun > n ? (size_t)m->surf[k].nrun : n;
+    return n;
+}
+
 size_t sim_volume_state_bytes(const sim_volume_state *s)
 {
     /* As allocated in sim_volume_state_create. */
@@ -137,8 +146,11 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
     size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
     size_t per_block = sizeof *s->blk_flags + 2 * sizeof(uint32_t) + 1 + sizeof(double) +
                        sizeof(float) + SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1 +
-                       sizeof *s->blk_pos_gen;
-    return sizeof *s + n * per_elem + grab + nb * per_block;
+                       sizeof *s->blk_pos_gen + sizeof *s->blk_rows +
+                       VOL_BLOCK_ROWS * sizeof(float) /* row_maxdisp */ + sizeof(uint32_t) +
+                       sizeof(uint64_t) /* the stamp log */;
+    return sizeof *s + n * per_elem + grab + nb * per_block +
+           2 * (max_runs(s->m) + 1) * sizeof(uint32_t);
 }
 
 sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
@@ -197,13 +209,17 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->row_maxdisp = sc_calloc(nb * VOL_BLOCK_ROWS, sizeof(float));
     s->blk_pos_gen = sc_calloc(nb, sizeof(uint64_t));
     s->pos_gen = 1;
+    s->stamp_log = sc_calloc(nb, sizeof(uint32_t));
+    s->stamp_log_gen = sc_calloc(nb, sizeof(uint64_t));
+    s->run_scratch = sc_calloc(max_runs(m) + 1, sizeof(uint32_t));
+    s->run_mark = sc_calloc(max_runs(m) + 1, sizeof(uint32_t));
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_list || !s->blk_active || !s->blk_listed || !s->seed_cur || !s->seed_next ||
         !s->seed_exp || !s->seeded || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
         !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen || !s->blk_rows ||
-        !s->row_maxdisp) {
+        !s->row_maxdisp || !s->stamp_log || !s->stamp_log_gen || !s->run_scratch || !s->run_mark) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -259,6 +275,10 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->blk_rows);
     free(s->row_maxdisp);
     free(s->blk_pos_gen);
+    free(s->stamp_log);
+    free(s->stamp_log_gen);
+    free(s->run_scratch);
+    free(s->run_mark);
     free(s->queue);
     free(s);
 }
@@ -861,6 +881,62 @@ static int run_moved(const sim_volume_state *s, const sim_surface_data *sf, int 
     return 0;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The first run of block b or of a later block (runs are in block order). */
+static int first_run_of(const sim_surface_data *sf, int64_t b)
+{
+    int lo = 0, hi = sf->nrun;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if ((int64_t)sf->run_block[mid] < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The runs whose vertices may have moved since generation g, ascending, into s->run_scratch,
+ * from the blocks stamped since (the stamp log): each such block's own runs, and the runs of
+ * the blocks below it whose cells reach into it. Returns how many, or -1 when the log may
+ * not hold every block stamped since g. */
+static int runs_stamped_since(sim_volume_state *s, const sim_surface_data *sf, uint64_t g)
+{
+    if (g <= s->stamp_lost)
+        return -1;
+    if (++s->run_token == 0) { /* wrapped: no mark may look current */
+        memset(s->run_mark, 0, (max_runs(s->m) + 1) * sizeof *s->run_mark);
+        s->run_token = 1;
+    }
+    int n = 0;
+    for (int64_t e = s->stamp_log_n - 1; e >= 0 && e >= s->stamp_log_n - s->nblocks; e--) {
+        int64_t at = e % s->nblocks;
+        if (s->stamp_log_gen[at] < g)
+            break; /* the log is in stamp order: the rest are older */
+        int64_t b = s->stamp_log[at];
+        int bx = (int)(b % s->bx), by = (int)((b / s->bx) % s->by), bz = (int)(b / s->bx / s->by);
+        for (int off = 0; off < 8; off++) { /* bit 0: the block below along x, 1: y, 2: z */
+            int ox = off & 1, oy = off >> 1 & 1, oz = off >> 2 & 1;
+            if (bx < ox || by < oy || bz < oz)
+                continue;
+            int64_t a = b - ox - (int64_t)s->bx * (oy + (int64_t)s->by * oz);
+            for (int r = first_run_of(sf, a); r < sf->nrun && sf->run_block[r] == a; r++) {
+                if ((sf->run_reach[r] & off) != off || s->run_mark[r] == s->run_token)
+                    continue; /* its cells do not reach block b, or listed already */
+                s->run_mark[r] = s->run_token;
+                s->run_scratch[n++] = (uint32_t)r;
+            }
+        }
+    }
+    qsort(s->run_scratch, (size_t)n, sizeof *s->run_scratch, cmp_u32);
+    return n;
+}
+
 sim_status sim_volume_surface_update(sim_volume_state *s, sim_surface_kind kind, float *out,
                                      uint64_t *seen, uint32_t *ranges, uint32_t *nranges)
 {
@@ -869,8 +945,13 @@ sim_status sim_volume_surface_update(sim_volume_state *s, sim_surface_kind kind,
     ensure_host(s);
     const sim_surface_data *sf = &s->m->surf[kind];
     uint32_t n = 0;
-    for (int r = 0; r < sf->nrun; r++) {
-        if (*seen && !run_moved(s, sf, r, *seen))
+    /* The runs to look at: those of the blocks stamped since the last update, from the log;
+     * the first update, or one from before what the log holds, looks at every run. */
+    int nlisted = *seen ? runs_stamped_since(s, sf, *seen) : -1;
+    int count = nlisted >= 0 ? nlisted : sf->nrun;
+    for (int k = 0; k < count; k++) {
+        int r = nlisted >= 0 ? (int)s->run_scratch[k] : k;
+        if (nlisted < 0 && *seen && !run_moved(s, sf, r, *seen))
             continue;
         uint32_t a = sf->run_start[r], e = sf->run_start[r + 1];
         sim_surface_eval_range(sf, s->m->vol.nx, s->m->vol.ny, s->pos, s->m->vol.spacing_mm, out, a,

@@ -2,8 +2,10 @@
  * evaluates only the vertices of blocks whose positions may have changed, against a full
  * evaluation of every vertex (sim_volume_surface_positions), bit for bit, through everything
  * that moves a volume: grabs at random places dragged across block borders, releases and
- * their ringing, a reset, a parameter change, a snapshot restored. And that it is
- * incremental: a settled volume evaluates nothing, a local pull a small part. */
+ * their ringing, a reset, a parameter change, a snapshot restored; for a viewer that looks
+ * every frame and for one that looks every ninth (the blocks stamped since it last looked
+ * are more than the stamp log holds, or not). And that it is incremental: a settled volume
+ * evaluates nothing, a local pull a small part. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +13,7 @@
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"
 
-enum { UPD_NX = 40, UPD_NY = 40, UPD_NZ = 32, UPD_FRAMES = 240 };
+enum { UPD_NX = 40, UPD_NY = 40, UPD_NZ = 32, UPD_FRAMES = 240, UPD_LAG = 9 };
 
 typedef struct upd_surface {
     int nvert, nrun;
@@ -77,16 +79,19 @@ TEST(surface_update_equals_full_evaluation_through_grabs_resets_and_restores)
     sim_volume_params p = sim_default_volume_params();
     p.condition = SIM_CONDITION_B; /* rings after a release: the velocity layer moves blocks */
     REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
-    upd_surface u[SIM_NSURFACE];
-    for (int k = 0; k < SIM_NSURFACE; k++) {
-        const sim_surface *sf = sim_volume_model_surface(sc.model, (sim_surface_kind)k);
-        u[k].nvert = sf->nvert, u[k].nrun = sf->nrun, u[k].seen = 0;
+    /* u: a viewer that looks every frame; lag: one that looks every UPD_LAG frames. */
+    upd_surface u[SIM_NSURFACE], lag[SIM_NSURFACE];
+    for (int k = 0; k < 2 * SIM_NSURFACE; k++) {
+        upd_surface *w = k < SIM_NSURFACE ? &u[k] : &lag[k - SIM_NSURFACE];
+        const sim_surface *sf =
+            sim_volume_model_surface(sc.model, (sim_surface_kind)(k % SIM_NSURFACE));
+        w->nvert = sf->nvert, w->nrun = sf->nrun, w->seen = 0;
         REQUIRE(sf->nvert > 100 && sf->nrun > 1);
-        u[k].inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
-        u[k].full = calloc(3 * (size_t)sf->nvert, sizeof(float));
-        u[k].before = calloc(3 * (size_t)sf->nvert, sizeof(float));
-        u[k].ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
-        REQUIRE(u[k].inc && u[k].full && u[k].before && u[k].ranges);
+        w->inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
+        w->full = calloc(3 * (size_t)sf->nvert, sizeof(float));
+        w->before = calloc(3 * (size_t)sf->nvert, sizeof(float));
+        w->ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
+        REQUIRE(w->inc && w->full && w->before && w->ranges);
     }
     sc_blob snap = {0};
     uint32_t rng = 12345;
@@ -118,8 +123,11 @@ TEST(surface_update_equals_full_evaluation_through_grabs_resets_and_restores)
         REQUIRE(sim_volume_step(sc.state, NULL, err, sizeof err) == SIM_OK);
         if (f == 190) /* back to frame 70's state, between frames */
             REQUIRE(sim_volume_state_restore(sc.state, snap.p, snap.n, err, sizeof err) == SIM_OK);
-        for (int k = 0; k < SIM_NSURFACE; k++)
+        for (int k = 0; k < SIM_NSURFACE; k++) {
             (void)update_and_compare(sc.state, k, &u[k], f);
+            if (f % UPD_LAG == UPD_LAG - 1)
+                (void)update_and_compare(sc.state, k, &lag[k], f);
+        }
     }
     /* Left alone until settled, then once more: nothing to evaluate. */
     for (int f = 0; f < 2000 && !sim_volume_is_settled(sc.state); f++)
@@ -133,11 +141,12 @@ TEST(surface_update_equals_full_evaluation_through_grabs_resets_and_restores)
         settled_eval += update_and_compare(sc.state, k, &u[k], -2);
     CHECKF(settled_eval == 0, "a settled volume evaluated %lld vertices", (long long)settled_eval);
     sc_blob_free(&snap);
-    for (int k = 0; k < SIM_NSURFACE; k++) {
-        free(u[k].inc);
-        free(u[k].full);
-        free(u[k].before);
-        free(u[k].ranges);
+    for (int k = 0; k < 2 * SIM_NSURFACE; k++) {
+        upd_surface *w = k < SIM_NSURFACE ? &u[k] : &lag[k - SIM_NSURFACE];
+        free(w->inc);
+        free(w->full);
+        free(w->before);
+        free(w->ranges);
     }
     vs_scene_destroy(&sc);
     sim_volume_free(&vol);
