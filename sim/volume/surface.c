@@ -223,12 +223,15 @@ static sim_status sn_order_by_block(sn_build *b, sim_surface_data *out, size_t n
     out->run_block = (uint32_t *)sc_calloc(nrun, sizeof(uint32_t)); /* nrun >= 1: n > 0 */
     out->run_reach = (uint8_t *)sc_calloc(nrun, 1);
     out->run_start = (uint32_t *)sc_calloc(nrun + 1, sizeof(uint32_t));
-    if (!out->run_block || !out->run_reach || !out->run_start) {
+    out->block_run = (uint32_t *)sc_calloc(nb / 8 + 1, sizeof(uint32_t));
+    if (!out->run_block || !out->run_reach || !out->run_start || !out->block_run) {
         st = (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "surface: out of memory for runs");
         goto done;
     }
     int r = 0;
     for (size_t q = 0; q < nb; q++) { /* count[q]: the first index of key q, after this */
+        if (q % 8 == 0)
+            out->block_run[q / 8] = (uint32_t)r;
         if (count[q + 1]) {
             out->run_block[r] = (uint32_t)(q / 8);
             out->run_reach[r] = (uint8_t)(q % 8);
@@ -237,6 +240,7 @@ static sim_status sn_order_by_block(sn_build *b, sim_surface_data *out, size_t n
         count[q + 1] += count[q];
     }
     out->run_start[r] = (uint32_t)n;
+    out->block_run[nb / 8] = (uint32_t)r;
     out->nrun = r;
     for (size_t k = 0; k < n; k++) {
         uint32_t j = count[blk[k]]++;
@@ -361,6 +365,7 @@ void sim_surface_data_free(sim_surface_data *s)
     free(s->run_block);
     free(s->run_reach);
     free(s->run_start);
+    free(s->block_run);
     memset(s, 0, sizeof(*s));
 }
 

@@ -32,6 +32,7 @@ typedef struct sim_surface_data {
     uint32_t *run_block; // (nrun)
     uint8_t *run_reach;  // (nrun)
     uint32_t *run_start; // (nrun + 1)
+    uint32_t *block_run; // (blocks + 1) block b's runs are [block_run[b], block_run[b + 1])
 } sim_surface_data;
 
 /* Extract the iso-surface hu == iso_hu from the rest volume with naive Surface Nets:

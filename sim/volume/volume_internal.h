@@ -145,8 +145,7 @@ struct sim_volume_state {
     int64_t stamp_log_n;     /* entries ever logged: the next goes to stamp_log_n % nblocks */
     uint64_t stamp_lost;
     uint32_t *run_scratch; /* (the surfaces' largest nrun) the runs an update looks at, */
-    uint32_t *run_mark;    /* (the same) each listed once: marked with run_token */
-    uint32_t run_token;
+    uint64_t *run_bits;    /* (as many bits) gathered here first: each once, in order */
 
     /* Events queued by push_event for the next step (VOL_QUEUE_CAP, allocated by the first
      * push: a caller that applies its events at once, as the server does, never pays). */

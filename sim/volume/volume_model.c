@@ -250,10 +250,14 @@ size_t sim_volume_model_bytes(const sim_volume_model *m)
 {
     size_t n = (size_t)m->vol.nx * (size_t)m->vol.ny * (size_t)m->vol.nz;
     size_t b = sizeof *m + n * sizeof(float) + (m->class_override ? n : 0);
+    size_t blocks = (size_t)((m->vol.nx + VOL_BLOCK - 1) / VOL_BLOCK) *
+                    (size_t)((m->vol.ny + VOL_BLOCK - 1) / VOL_BLOCK) *
+                    (size_t)((m->vol.nz + VOL_BLOCK - 1) / VOL_BLOCK);
     for (int k = 0; k < SIM_NSURFACE; k++)
         b += (size_t)m->surf[k].ntri * 3 * sizeof(uint32_t) +
              (size_t)m->surf[k].nvert * (sizeof(uint32_t) + 3 * sizeof(float)) +
-             (2 * (size_t)m->surf[k].nrun + 1) * sizeof(uint32_t) + (size_t)m->surf[k].nrun;
+             (2 * (size_t)m->surf[k].nrun + 1) * sizeof(uint32_t) + (size_t)m->surf[k].nrun +
+             (m->surf[k].nrun ? (blocks + 1) * sizeof(uint32_t) : 0);
     return b;
 }
 

@@ -150,7 +150,7 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
                        VOL_BLOCK_ROWS * sizeof(float) /* row_maxdisp */ + sizeof(uint32_t) +
                        sizeof(uint64_t) /* the stamp log */;
     return sizeof *s + n * per_elem + grab + nb * per_block +
-           2 * (max_runs(s->m) + 1) * sizeof(uint32_t);
+           (max_runs(s->m) + 1) * sizeof(uint32_t) + (max_runs(s->m) / 64 + 1) * sizeof(uint64_t);
 }
 
 sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_model *m,
@@ -212,14 +212,14 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->stamp_log = sc_calloc(nb, sizeof(uint32_t));
     s->stamp_log_gen = sc_calloc(nb, sizeof(uint64_t));
     s->run_scratch = sc_calloc(max_runs(m) + 1, sizeof(uint32_t));
-    s->run_mark = sc_calloc(max_runs(m) + 1, sizeof(uint32_t));
+    s->run_bits = sc_calloc(max_runs(m) / 64 + 1, sizeof(uint64_t));
     if (!s->pos || !s->pos_prev || !s->vel || !s->flags || !s->t_reach || !s->grab_idx ||
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_list || !s->blk_active || !s->blk_listed || !s->seed_cur || !s->seed_next ||
         !s->seed_exp || !s->seeded || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
         !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen || !s->blk_rows ||
-        !s->row_maxdisp || !s->stamp_log || !s->stamp_log_gen || !s->run_scratch || !s->run_mark) {
+        !s->row_maxdisp || !s->stamp_log || !s->stamp_log_gen || !s->run_scratch || !s->run_bits) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -278,7 +278,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->stamp_log);
     free(s->stamp_log_gen);
     free(s->run_scratch);
-    free(s->run_mark);
+    free(s->run_bits);
     free(s->queue);
     free(s);
 }
@@ -881,26 +881,6 @@ static int run_moved(const sim_volume_state *s, const sim_surface_data *sf, int 
     return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The first run of block b or of a later block (runs are in block order). */
-static int first_run_of(const sim_surface_data *sf, int64_t b)
-{
-    int lo = 0, hi = sf->nrun;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if ((int64_t)sf->run_block[mid] < b)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The runs whose vertices may have moved since generation g, ascending, into s->run_scratch,
  * from the blocks stamped since (the stamp log): each such block's own runs, and the runs of
  * the blocks below it whose cells reach into it. Returns how many, or -1 when the log may
@@ -909,11 +889,8 @@ static int runs_stamped_since(sim_volume_state *s, const sim_surface_data *sf, u
 {
     if (g <= s->stamp_lost)
         return -1;
-    if (++s->run_token == 0) { /* wrapped: no mark may look current */
-        memset(s->run_mark, 0, (max_runs(s->m) + 1) * sizeof *s->run_mark);
-        s->run_token = 1;
-    }
-    int n = 0;
+    if (sf->nrun == 0)
+        return 0;
     for (int64_t e = s->stamp_log_n - 1; e >= 0 && e >= s->stamp_log_n - s->nblocks; e--) {
         int64_t at = e % s->nblocks;
         if (s->stamp_log_gen[at] < g)
@@ -925,15 +902,15 @@ static int runs_stamped_since(sim_volume_state *s, const sim_surface_data *sf, u
             if (bx < ox || by < oy || bz < oz)
                 continue;
             int64_t a = b - ox - (int64_t)s->bx * (oy + (int64_t)s->by * oz);
-            for (int r = first_run_of(sf, a); r < sf->nrun && sf->run_block[r] == a; r++) {
-                if ((sf->run_reach[r] & off) != off || s->run_mark[r] == s->run_token)
-                    continue; /* its cells do not reach block b, or listed already */
-                s->run_mark[r] = s->run_token;
-                s->run_scratch[n++] = (uint32_t)r;
-            }
+            for (uint32_t r = sf->block_run[a]; r < sf->block_run[a + 1]; r++)
+                if ((sf->run_reach[r] & off) == off) /* its cells reach block b */
+                    s->run_bits[r >> 6] |= 1ull << (r & 63);
         }
     }
-    qsort(s->run_scratch, (size_t)n, sizeof *s->run_scratch, cmp_u32);
+    int n = 0; /* the runs in order from the bits (a word per 64 runs), cleared as read */
+    for (int w = 0; w < (sf->nrun + 63) / 64; w++)
+        for (; s->run_bits[w]; s->run_bits[w] &= s->run_bits[w] - 1)
+            s->run_scratch[n++] = (uint32_t)(64 * w + __builtin_ctzll(s->run_bits[w]));
     return n;
 }
 

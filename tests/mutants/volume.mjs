@@ -228,13 +228,6 @@ export default [
     build: tests, test: run('surface_update_equals'), caught_by: 'surface_update_equals_full_evaluation_through_grabs_resets_and_restores',
   },
   {
-    name: 'surfaces: a run listed from the log as often as its blocks were stamped (overlapping ranges)',
-    file: 'sim/volume/volume_state.c',
-    find: '                s->run_mark[r] = s->run_token;',
-    replace: '',
-    build: tests, test: run('surface_update_equals'), caught_by: 'surface_update_equals_full_evaluation_through_grabs_resets_and_restores',
-  },
-  {
     name: 'surfaces: every run evaluated every time (no incremental update)',
     file: 'sim/volume/volume_state.c',
     find: '    int nlisted = *seen ? runs_stamped_since(s, sf, *seen) : -1;',
