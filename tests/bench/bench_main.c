@@ -239,9 +239,31 @@ static void print_common(const bench_opts *o, const vs_scene *sc, const sim_volu
         printf(",\"format\":\"%s\",\"read_ms\":%.1f", g_info.format, g_read_ms);
 }
 
+/* Between the frames of a pull run (untimed): nothing (back to back); the whole state's band
+ * violation, ChainMail's invariant, which streams the whole volume through the caches; or a
+ * read of PULL_EVICT_BYTES of other memory, which empties the caches at every size alike. */
+typedef enum { PULL_BACK_TO_BACK, PULL_CHECKED, PULL_EVICTED } pull_between;
+#define PULL_EVICT_BYTES ((size_t)64 << 20) /* twice this machine's 32 MiB L3 */
+
+static volatile unsigned char g_evict_sink;
+
+static void evict_caches(void)
+{
+    static unsigned char *buf;
+    if (!buf) {
+        buf = malloc(PULL_EVICT_BYTES);
+        if (!buf)
+            return;
+        memset(buf, 1, PULL_EVICT_BYTES);
+    }
+    unsigned char acc = 0;
+    for (size_t k = 0; k < PULL_EVICT_BYTES; k += 64)
+        acc ^= buf[k];
+    g_evict_sink = acc;
+}
+
 /* One run of the pull scenario on sc: per-frame times into ms (sorted on return) and the
- * means; check: the whole state's band violation after every frame (untimed), which
- * streams the whole volume through the caches between frames. */
+ * means, with `between` done between frames. */
 typedef struct pull_run {
     double med, p90, prop, relax, vel, moved, evals;
     float viol, viol_after;
@@ -249,7 +271,8 @@ typedef struct pull_run {
     uint64_t hash;
 } pull_run;
 
-static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, int check, pull_run *r)
+static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, pull_between between,
+                    pull_run *r)
 {
     char err[512];
     sim_volume_params p = sim_volume_get_params(sc->state);
@@ -267,6 +290,8 @@ static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, int 
             f < half ? (float)(f + 1) / (float)half : (float)(o->frames - f - 1) / (float)half;
         t[1] = g[1] + o->pull * phase;
         vs_push(sc->state, SIM_EV_MOVE, t, 0);
+        if (between == PULL_EVICTED)
+            evict_caches();
         sim_volume_metrics mt;
         if (sim_volume_step(sc->state, &mt, err, sizeof err) != SIM_OK) {
             fprintf(stderr, "softcast-bench: step: %s\n", err);
@@ -281,7 +306,7 @@ static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, int 
         r->evals += (double)mt.relax_evaluations / o->frames;
         r->viol = fmaxf(r->viol, mt.max_violation);
         /* Over the whole state after the frame (not timed): ChainMail's invariant. */
-        if (check)
+        if (between == PULL_CHECKED)
             r->viol_after = fmaxf(r->viol_after, sim_volume_max_violation(sc->state));
         r->clamped += mt.grab_clamped;
     }
@@ -293,19 +318,12 @@ static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, int 
     return 1;
 }
 
-/* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames, run
- * twice on fresh states. The first run checks the whole state after every frame, as this
- * bench always has, so each frame starts with caches full of other data (much as on a server
- * stepping many sessions): ms_per_frame_median, and the means. The second times frames back
- * to back (what a frame costs when its session's work is all that runs):
- * ms_per_frame_median_back_to_back. Both must end in the same state. */
-static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+/* run_pull on a fresh state of the same volume and options. */
+static int run_pull_fresh(const bench_opts *o, const sim_volume *v, pull_between between,
+                          pull_run *r)
 {
     char err[512];
-    pull_run checked, alone;
     vs_scene again;
-    if (!run_pull(o, sc, v, 1, &checked))
-        return 0;
     if (vs_scene_create(&again, v, o->backend, o->threads, err, sizeof err) != SIM_OK) {
         fprintf(stderr, "softcast-bench: %s\n", err);
         return 0;
@@ -313,26 +331,44 @@ static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
     sim_volume_params p = sim_volume_get_params(again.state);
     p.condition = o->condition;
     vs_set_params(again.state, &p);
-    int ok = run_pull(o, &again, v, 0, &alone);
+    int ok = run_pull(o, &again, v, between, r);
     vs_scene_destroy(&again);
-    if (!ok)
+    return ok;
+}
+
+/* A continuous drag: out to `pull` lattice units along +y and back, in `frames` frames, run
+ * three times on fresh states. The first run checks the whole state after every frame, as
+ * this bench always has: ms_per_frame_median, and the means. That check leaves the caches
+ * full of the volume, which holds the frame's data at small sizes (32^3: 0.4 MB of
+ * positions) and not at large ones (128^3: 25 MB), so across sizes it compares warm frames
+ * with cold ones. The second times frames back to back (what a frame costs when its
+ * session's work is all that runs): ms_per_frame_median_back_to_back. The third empties the
+ * caches before every frame, at every size alike (much as a server stepping many sessions
+ * does): ms_per_frame_median_evicted. All must end in the same state. */
+static int bench_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v)
+{
+    pull_run checked, alone, evicted;
+    if (!run_pull(o, sc, v, PULL_CHECKED, &checked) ||
+        !run_pull_fresh(o, v, PULL_BACK_TO_BACK, &alone) ||
+        !run_pull_fresh(o, v, PULL_EVICTED, &evicted))
         return 0;
-    if (checked.hash != alone.hash) {
-        fprintf(stderr, "softcast-bench: the two runs of the pull ended in different states\n");
+    if (checked.hash != alone.hash || checked.hash != evicted.hash) {
+        fprintf(stderr, "softcast-bench: the three runs of the pull ended in different states\n");
         return 0;
     }
     print_common(o, sc, v);
     printf(",\"ms_per_frame_median\":%.3f,\"ms_per_frame_p90\":%.3f,\"frames_per_s\":%.1f,"
            "\"ms_per_frame_median_back_to_back\":%.3f,\"ms_per_frame_p90_back_to_back\":%.3f,"
+           "\"ms_per_frame_median_evicted\":%.3f,\"ms_per_frame_p90_evicted\":%.3f,"
            "\"propagate_ms\":%.3f,\"relax_ms\":%.3f,\"velocity_ms\":%.3f,"
            "\"moved_elements\":%.0f,\"ns_per_moved_element\":%.1f,\"relax_evaluations\":%.0f,"
            "\"max_violation\":%.6f,"
            "\"max_violation_after_frame\":%.6f,\"grab_clamped_frames\":%d,\"pull\":%.2f}\n",
            checked.med, checked.p90, checked.med > 0 ? 1000.0 / checked.med : 0.0, alone.med,
-           alone.p90, checked.prop, checked.relax, checked.vel, checked.moved,
-           checked.moved > 0 ? checked.prop * 1e6 / checked.moved : 0.0, checked.evals,
-           (double)fmaxf(checked.viol, alone.viol), (double)checked.viol_after, checked.clamped,
-           (double)o->pull);
+           alone.p90, evicted.med, evicted.p90, checked.prop, checked.relax, checked.vel,
+           checked.moved, checked.moved > 0 ? checked.prop * 1e6 / checked.moved : 0.0,
+           checked.evals, (double)fmaxf(fmaxf(checked.viol, alone.viol), evicted.viol),
+           (double)checked.viol_after, checked.clamped, (double)o->pull);
     return 1;
 }
 
