@@ -242,7 +242,9 @@ static inline void vol_stamp_block(sim_volume_state *s, int64_t b)
         return; /* stamped and logged already in this generation */
     s->blk_pos_gen[b] = s->pos_gen;
     int64_t at = s->stamp_log_n++ % s->nblocks;
-    if (s->stamp_log_n > s->nblocks) /* the ring's oldest entry goes */
+    /* The ring's oldest entry goes. stamp_lost never goes back: after vol_stamp_all it is
+     * newer than anything the ring still holds. */
+    if (s->stamp_log_n > s->nblocks && s->stamp_log_gen[at] > s->stamp_lost)
         s->stamp_lost = s->stamp_log_gen[at];
     s->stamp_log[at] = (uint32_t)b;
     s->stamp_log_gen[at] = s->pos_gen;

@@ -9,10 +9,12 @@
 #include "slice.h"
 #include "volume_internal.h"
 
-/* Element i moved: its block's flags and row (vol_moved), and its stamp for the surfaces. */
+/* Element i moved (by the hand): its block's flags and row (vol_moved), and its stamp for the
+ * surfaces. Rigid tissue moved flags its block BLK_RIGID, as the wave's moves do: it goes
+ * home once free even where the hand alone moved it (a move within the links' slack). */
 static void mark_moved(sim_volume_state *s, int64_t i)
 {
-    vol_moved(s, i, 0);
+    vol_moved(s, i, s->kp.rigid[s->flags[i] & CM_CLASS_MASK] ? BLK_RIGID : 0);
     vol_stamp_block(s, vol_block_of(s, i));
 }
 
@@ -86,6 +88,10 @@ void vol_blocks_from_state(sim_volume_state *s)
 {
     memset(s->blk_maxdisp, 0, (size_t)s->nblocks * sizeof(float));
     memset(s->row_maxdisp, 0, (size_t)s->nblocks * VOL_BLOCK_ROWS * sizeof(float));
+    /* Every row may hold motion (a velocity of -0 is one, for the velocity step): a visit of
+     * each block the frame lists finds out. */
+    for (int64_t b = 0; b < s->nblocks; b++)
+        s->blk_rows[b] = ~0ull;
     for (int64_t i = 0; i < s->nelem; i++) {
         int x, y, z;
         cm_coords(&s->kp, i, &x, &y, &z);
@@ -102,8 +108,6 @@ void vol_blocks_from_state(sim_volume_state *s)
             s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
         if (V[0] != 0.0f || V[1] != 0.0f || V[2] != 0.0f)
             s->blk_flags[b] |= BLK_VEL;
-        if (s->blk_flags[b] & (BLK_TOUCHED | BLK_VEL))
-            s->blk_rows[b] = ~0ull; /* every row: the velocity step looks at it whole */
     }
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim/volume/volume.h"
+#include "sim/volume/volume_internal.h" /* the stamp log's ring: one white-box check */
 #include "tests/harness.h"
 #include "tests/scenes/volume_scenes.h"
 
@@ -192,6 +193,74 @@ TEST(surface_update_of_a_small_pull_evaluates_a_small_part)
     free(u.full);
     free(u.before);
     free(u.ranges);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&vol);
+}
+
+static int upd_alloc(upd_surface *u, const sim_surface *sf)
+{
+    u->nvert = sf->nvert, u->nrun = sf->nrun, u->seen = 0;
+    u->inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
+    u->full = calloc(3 * (size_t)sf->nvert, sizeof(float));
+    u->before = calloc(3 * (size_t)sf->nvert, sizeof(float));
+    u->ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
+    return u->inc && u->full && u->before && u->ranges;
+}
+
+static void upd_free(upd_surface *u)
+{
+    free(u->inc);
+    free(u->full);
+    free(u->before);
+    free(u->ranges);
+}
+
+/* A viewer that last looked before a reset, once the stamp log's ring has wrapped: the reset
+ * stamped every block without logging them, and the entries the ring drops afterwards are
+ * older than the reset, so that viewer must look at every run, not at what the log holds. */
+TEST(surface_update_of_a_late_viewer_sees_a_reset_after_the_ring_wrapped)
+{
+    sim_volume vol;
+    vs_scene sc;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&vol, UPD_NX, UPD_NY, UPD_NZ, err, sizeof err) == SIM_OK);
+    REQUIRE(vs_scene_create(&sc, &vol, SIM_BACKEND_CPU, 2, err, sizeof err) == SIM_OK);
+    sim_volume_state *s = sc.state;
+    const sim_surface *sf = sim_volume_model_surface(sc.model, SIM_SURFACE_SKIN);
+    upd_surface often, late; /* one looks every frame, the other twice */
+    REQUIRE(upd_alloc(&often, sf) && upd_alloc(&late, sf));
+    float at[3] = {20.0f, 20.0f, 16.0f};
+    REQUIRE(vs_push(s, SIM_EV_GRAB, at, 3.0f) == SIM_OK);
+    int f = 0;
+    for (; f < 20; f++) { /* a big pull: many blocks stamped, frame after frame */
+        if (f < 10) {
+            at[1] += 1.0f;
+            REQUIRE(vs_push(s, SIM_EV_MOVE, at, 0) == SIM_OK);
+        }
+        REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+        (void)update_and_compare(s, SIM_SURFACE_SKIN, &often, f);
+    }
+    REQUIRE(vs_push(s, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
+    for (; f < 3000 && !sim_volume_is_settled(s); f++) {
+        REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+        (void)update_and_compare(s, SIM_SURFACE_SKIN, &often, f);
+    }
+    CHECKF(s->stamp_log_n > 2 * s->nblocks, "the ring did not wrap (%lld stamps, %lld blocks)",
+           (long long)s->stamp_log_n, (long long)s->nblocks);
+    (void)update_and_compare(s, SIM_SURFACE_SKIN, &late, f);
+    REQUIRE(vs_push(s, SIM_EV_RESET, NULL, 0) == SIM_OK);
+    REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+    (void)update_and_compare(s, SIM_SURFACE_SKIN, &often, ++f);
+    at[1] = 20.0f;
+    REQUIRE(vs_push(s, SIM_EV_GRAB, at, 1.0f) == SIM_OK);
+    at[0] += 0.5f;
+    REQUIRE(vs_push(s, SIM_EV_MOVE, at, 0) == SIM_OK);
+    REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK); /* stamps a few blocks */
+    int64_t looked = update_and_compare(s, SIM_SURFACE_SKIN, &late, ++f);
+    th_note("the late viewer evaluated %lld of %d vertices after the reset", (long long)looked,
+            late.nvert);
+    upd_free(&often);
+    upd_free(&late);
     vs_scene_destroy(&sc);
     sim_volume_free(&vol);
 }
