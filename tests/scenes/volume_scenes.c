@@ -65,6 +65,17 @@ sim_status vs_push(sim_volume_state *s, sim_event_type type, const float *point,
     return sim_volume_push_event(s, &ev, NULL, 0);
 }
 
+uint32_t vs_rand(uint32_t *x)
+{
+    *x = *x * 1664525u + 1013904223u;
+    return *x >> 8;
+}
+
+float vs_uniform(uint32_t *x, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(vs_rand(x) & 0xffff) / 65535.0f;
+}
+
 sim_status vs_set_params(sim_volume_state *s, const sim_volume_params *p)
 {
     sim_volume_event ev;

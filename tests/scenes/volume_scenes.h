@@ -28,6 +28,11 @@ sim_status vs_push(sim_volume_state *s, sim_event_type type, const float *point,
 /* Replace the parameters (queued, applied at the next step). */
 sim_status vs_set_params(sim_volume_state *s, const sim_volume_params *p);
 
+/* A test's own random numbers, the same on every machine: a linear congruential step of *x
+ * (its top 24 bits), and a float in [lo, hi] from it. */
+uint32_t vs_rand(uint32_t *x);
+float vs_uniform(uint32_t *x, float lo, float hi);
+
 /* Pull-and-release: grab at the belly, pull `pull` lattice units outward along +y over
  * pull_frames, hold hold_frames, release, then step up to max_after frames until the
  * state settles. The probe is the grabbed point's nearest element. */

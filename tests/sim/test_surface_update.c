@@ -23,15 +23,23 @@ typedef struct upd_surface {
     uint64_t seen;
 } upd_surface;
 
-static uint32_t lcg(uint32_t *x)
+/* A viewer of surface sf: its arrays, nothing seen yet. */
+static int upd_alloc(upd_surface *u, const sim_surface *sf)
 {
-    *x = *x * 1664525u + 1013904223u;
-    return *x >> 8;
+    u->nvert = sf->nvert, u->nrun = sf->nrun, u->seen = 0;
+    u->inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
+    u->full = calloc(3 * (size_t)sf->nvert, sizeof(float));
+    u->before = calloc(3 * (size_t)sf->nvert, sizeof(float));
+    u->ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
+    return u->inc && u->full && u->before && u->ranges;
 }
 
-static float uniform(uint32_t *x, float lo, float hi)
+static void upd_free(upd_surface *u)
 {
-    return lo + (hi - lo) * (float)(lcg(x) & 0xffff) / 65535.0f;
+    free(u->inc);
+    free(u->full);
+    free(u->before);
+    free(u->ranges);
 }
 
 /* Update one surface; it must equal the full evaluation, and change only inside the ranges
@@ -82,17 +90,10 @@ TEST(surface_update_equals_full_evaluation_through_grabs_resets_and_restores)
     REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
     /* u: a viewer that looks every frame; lag: one that looks every UPD_LAG frames. */
     upd_surface u[SIM_NSURFACE], lag[SIM_NSURFACE];
-    for (int k = 0; k < 2 * SIM_NSURFACE; k++) {
-        upd_surface *w = k < SIM_NSURFACE ? &u[k] : &lag[k - SIM_NSURFACE];
-        const sim_surface *sf =
-            sim_volume_model_surface(sc.model, (sim_surface_kind)(k % SIM_NSURFACE));
-        w->nvert = sf->nvert, w->nrun = sf->nrun, w->seen = 0;
+    for (int k = 0; k < SIM_NSURFACE; k++) {
+        const sim_surface *sf = sim_volume_model_surface(sc.model, (sim_surface_kind)k);
         REQUIRE(sf->nvert > 100 && sf->nrun > 1);
-        w->inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
-        w->full = calloc(3 * (size_t)sf->nvert, sizeof(float));
-        w->before = calloc(3 * (size_t)sf->nvert, sizeof(float));
-        w->ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
-        REQUIRE(w->inc && w->full && w->before && w->ranges);
+        REQUIRE(upd_alloc(&u[k], sf) && upd_alloc(&lag[k], sf));
     }
     sc_blob snap = {0};
     uint32_t rng = 12345;
@@ -101,13 +102,13 @@ TEST(surface_update_equals_full_evaluation_through_grabs_resets_and_restores)
     for (int f = 0; f < UPD_FRAMES; f++) {
         int phase = f % 40;
         if (phase == 0) { /* a grab somewhere in the middle of the volume */
-            at[0] = uniform(&rng, 6, UPD_NX - 6);
-            at[1] = uniform(&rng, 6, UPD_NY - 6);
-            at[2] = uniform(&rng, 6, UPD_NZ - 6);
-            REQUIRE(vs_push(sc.state, SIM_EV_GRAB, at, uniform(&rng, 1.5f, 3.5f)) == SIM_OK);
+            at[0] = vs_uniform(&rng, 6, UPD_NX - 6);
+            at[1] = vs_uniform(&rng, 6, UPD_NY - 6);
+            at[2] = vs_uniform(&rng, 6, UPD_NZ - 6);
+            REQUIRE(vs_push(sc.state, SIM_EV_GRAB, at, vs_uniform(&rng, 1.5f, 3.5f)) == SIM_OK);
         } else if (phase < 14) { /* dragged, across block borders */
             for (int b = 0; b < 3; b++)
-                at[b] += uniform(&rng, -1.2f, 1.2f);
+                at[b] += vs_uniform(&rng, -1.2f, 1.2f);
             REQUIRE(vs_push(sc.state, SIM_EV_MOVE, at, 0) == SIM_OK);
         } else if (phase == 14) {
             REQUIRE(vs_push(sc.state, SIM_EV_RELEASE, NULL, 0) == SIM_OK);
@@ -142,12 +143,9 @@ TEST(surface_update_equals_full_evaluation_through_grabs_resets_and_restores)
         settled_eval += update_and_compare(sc.state, k, &u[k], -2);
     CHECKF(settled_eval == 0, "a settled volume evaluated %lld vertices", (long long)settled_eval);
     sc_blob_free(&snap);
-    for (int k = 0; k < 2 * SIM_NSURFACE; k++) {
-        upd_surface *w = k < SIM_NSURFACE ? &u[k] : &lag[k - SIM_NSURFACE];
-        free(w->inc);
-        free(w->full);
-        free(w->before);
-        free(w->ranges);
+    for (int k = 0; k < SIM_NSURFACE; k++) {
+        upd_free(&u[k]);
+        upd_free(&lag[k]);
     }
     vs_scene_destroy(&sc);
     sim_volume_free(&vol);
@@ -167,13 +165,7 @@ TEST(surface_update_of_a_small_pull_evaluates_a_small_part)
     REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
     REQUIRE(sim_volume_step(sc.state, NULL, err, sizeof err) == SIM_OK);
     upd_surface u;
-    const sim_surface *sf = sim_volume_model_surface(sc.model, SIM_SURFACE_SKIN);
-    u.nvert = sf->nvert, u.nrun = sf->nrun, u.seen = 0;
-    u.inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
-    u.full = calloc(3 * (size_t)sf->nvert, sizeof(float));
-    u.before = calloc(3 * (size_t)sf->nvert, sizeof(float));
-    u.ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
-    REQUIRE(u.inc && u.full && u.before && u.ranges);
+    REQUIRE(upd_alloc(&u, sim_volume_model_surface(sc.model, SIM_SURFACE_SKIN)));
     int64_t first = update_and_compare(sc.state, SIM_SURFACE_SKIN, &u, 0);
     float g[3];
     vs_belly_point(&vol, p.hu_threshold[0], g);
@@ -189,30 +181,9 @@ TEST(surface_update_of_a_small_pull_evaluates_a_small_part)
     CHECKF(first == u.nvert, "the first update evaluated %lld of %d", (long long)first, u.nvert);
     CHECKF(pulled > 0 && pulled * 10 < u.nvert, "a small pull evaluated %lld of %d vertices",
            (long long)pulled, u.nvert);
-    free(u.inc);
-    free(u.full);
-    free(u.before);
-    free(u.ranges);
+    upd_free(&u);
     vs_scene_destroy(&sc);
     sim_volume_free(&vol);
-}
-
-static int upd_alloc(upd_surface *u, const sim_surface *sf)
-{
-    u->nvert = sf->nvert, u->nrun = sf->nrun, u->seen = 0;
-    u->inc = calloc(3 * (size_t)sf->nvert, sizeof(float));
-    u->full = calloc(3 * (size_t)sf->nvert, sizeof(float));
-    u->before = calloc(3 * (size_t)sf->nvert, sizeof(float));
-    u->ranges = calloc(2 * (size_t)sf->nrun, sizeof(uint32_t));
-    return u->inc && u->full && u->before && u->ranges;
-}
-
-static void upd_free(upd_surface *u)
-{
-    free(u->inc);
-    free(u->full);
-    free(u->before);
-    free(u->ranges);
 }
 
 /* A viewer that last looked before a reset, once the stamp log's ring has wrapped: the reset

@@ -288,9 +288,10 @@ TEST(bone_dragged_stays_rigid_and_goes_home_once_released)
     done(&sc, &v);
 }
 
-/* The 40x40x24 phantom on one CPU thread, its relaxation on candidates (full_sweeps 0) or
- * evaluating every element (1, the reference the CUDA backend computes). */
-static int sweeps_scene(vs_scene *sc, sim_volume *v, int full_sweeps)
+/* The 40x40x24 phantom on one CPU thread under condition c, its relaxation on candidates and
+ * its velocity layer on rows (full_sweeps 0) or on every element (1, the reference the CUDA
+ * backend computes). */
+static int sweeps_scene(vs_scene *sc, sim_volume *v, int full_sweeps, sim_condition c)
 {
     char err[256];
     if (sim_volume_phantom(v, 40, 40, 24, err, sizeof err) != SIM_OK)
@@ -300,7 +301,9 @@ static int sweeps_scene(vs_scene *sc, sim_volume *v, int full_sweeps)
         return 0;
     }
     sc->state->full_sweeps = full_sweeps;
-    return 1;
+    sim_volume_params p = sim_default_volume_params();
+    p.condition = c;
+    return vs_set_params(sc->state, &p) == SIM_OK;
 }
 
 /* A frame's largest displacement (metrics) is the positions' own: the velocity step keeps it
@@ -330,10 +333,7 @@ TEST(relax_candidates_give_the_same_state_as_full_sweeps)
         sim_volume v;
         char err[256];
         vs_scene sc;
-        REQUIRE(sweeps_scene(&sc, &v, k));
-        sim_volume_params p = sim_default_volume_params();
-        p.condition = SIM_CONDITION_B;
-        vs_set_params(sc.state, &p);
+        REQUIRE(sweeps_scene(&sc, &v, k, SIM_CONDITION_B));
         vs_release_opts o = vs_default_release_opts();
         o.pull = 7.0f;
         o.max_after = 25;
@@ -393,10 +393,7 @@ TEST(rows_the_hand_holds_and_bone_going_home_give_the_same_state_as_full_sweeps)
         sim_volume v;
         char err[256];
         vs_scene sc;
-        REQUIRE(sweeps_scene(&sc, &v, k));
-        sim_volume_params p = sim_default_volume_params();
-        p.condition = SIM_CONDITION_B;
-        REQUIRE(vs_set_params(sc.state, &p) == SIM_OK);
+        REQUIRE(sweeps_scene(&sc, &v, k, SIM_CONDITION_B));
         /* The wide hand: centred on block (1, 2, 1)'s middle row, radius 4.5: its rows at
          * y = 20, z = 12 (and more) lie whole inside the hand. */
         float wide[3] = {12.0f, 20.0f, 12.0f};
@@ -461,17 +458,6 @@ typedef struct sweep_frame {
     int64_t nonfinite;
 } sweep_frame;
 
-static uint32_t sweep_rand(uint32_t *x)
-{
-    *x = *x * 1664525u + 1013904223u;
-    return *x >> 8;
-}
-
-static float sweep_uniform(uint32_t *x, float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(sweep_rand(x) & 0xffff) / 65535.0f;
-}
-
 static int random_session(int full_sweeps, uint32_t seed, const int dims[3], int frames,
                           sweep_frame *out)
 {
@@ -498,11 +484,11 @@ static int random_session(int full_sweeps, uint32_t seed, const int dims[3], int
         int phase = f % 30;
         if (phase == 0) {
             for (int b = 0; b < 3; b++)
-                at[b] = sweep_uniform(&rng, 0.0f, (float)(dims[b] - 1));
-            ok &= vs_push(s, SIM_EV_GRAB, at, sweep_uniform(&rng, 1.0f, 5.0f)) == SIM_OK;
+                at[b] = vs_uniform(&rng, 0.0f, (float)(dims[b] - 1));
+            ok &= vs_push(s, SIM_EV_GRAB, at, vs_uniform(&rng, 1.0f, 5.0f)) == SIM_OK;
         } else if (phase < 8) {
             for (int b = 0; b < 3; b++)
-                at[b] += sweep_uniform(&rng, -1.5f, 1.5f);
+                at[b] += vs_uniform(&rng, -1.5f, 1.5f);
             ok &= vs_push(s, SIM_EV_MOVE, at, 0) == SIM_OK;
         } else if (phase == 8) {
             ok &= vs_push(s, SIM_EV_RELEASE, NULL, 0) == SIM_OK;
@@ -638,7 +624,7 @@ TEST(a_parameter_change_on_a_settled_dent_gives_the_same_state_as_full_sweeps)
         sim_volume v;
         char err[256];
         vs_scene sc;
-        REQUIRE(sweeps_scene(&sc, &v, k));
+        REQUIRE(sweeps_scene(&sc, &v, k, SIM_CONDITION_A));
         sim_volume_params p = sim_default_volume_params();
         p.condition = SIM_CONDITION_A;
         p.home_weight = 0.0f;
