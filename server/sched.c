@@ -318,7 +318,10 @@ static int frame_end(srv *s, frame_job *j)
      * objects itself (new, re-shaped, or a delta costlier than a key; --keyframe-every as
      * a backstop), so no frame ever keys every object for every viewer at once but a
      * snapshot, which only the clients that need one get. */
-    int changed = j->moved || (j->n > 0 && !j->paused);
+    /* A query (a slice) changes nothing: answered by its reply, it makes no frame. (It once
+     * did: the frame's new number sent the page's slice view asking again, each answer making
+     * the next frame, so a session that had come to rest never said so.) */
+    int changed = j->moved || (j->t.driven && !j->paused);
     if (changed || j->want_snapshot || !ss->encoded_any)
         encode_and_publish(s, ss, changed, j->want_snapshot, j->last_seq);
     count_frame(ss, j->step_ms, &j->t, j->batched);

@@ -7,6 +7,15 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'a query (a slice) makes a frame (the page asks again for each: a resting session frames for ever)',
+    file: 'server/sched.c',
+    find: '    int changed = j->moved || (j->t.driven && !j->paused);',
+    replace: '    int changed = j->moved || (j->n > 0 && !j->paused);',
+    build: server,
+    test: node('server', 'slice asked at rest'),
+    caught_by: 'server: a slice asked at rest is answered without a frame; the session stays at rest',
+  },
+  {
     name: 'a session says it is at rest whether or not its scene moved',
     file: 'server/sched.c',
     find: '    ss->at_rest = !changed && ss->inbox.count == ss->inbox.held &&',

@@ -142,3 +142,28 @@ test('200 connect/disconnect cycles, abrupt ones included; the server keeps serv
   await c.until(() => c.frames.length > 0, 10000, 'frame after churn');
   await c.close();
 });
+
+// A slice asked of a session at rest is answered and makes no frame: answering changes nothing.
+// (It once made one, and the page's slice view, which asks again for each new frame, kept a
+// resting session framing and encoding for ever: at_rest never came.)
+test('a slice asked at rest is answered without a frame; the session stays at rest', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', { scene: 'volume' })).json;
+  const d = await new Client(wsUrl(s, s.control_token)).open();
+  const rest = async () => {
+    for (const deadline = Date.now() + 20000; ;) { // polling, bounded by the deadline
+      const st = (await api(srv.base, 'GET', `/api/sessions/${s.id}`)).json;
+      if (st.at_rest && d.frames.length && d.frames.at(-1).frame >= st.latest_frame) return st;
+      if (Date.now() > deadline) throw new Error(`not at rest: ${JSON.stringify(st)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  const before = await rest();
+  for (let k = 1; k <= 5; k++) {
+    d.send({ type: 'slice', seq: k, plane: 'coronal', index: 10, level: 40, width: 400 });
+    await d.until(() => d.slices.length >= k, 10000, `slice ${k}`);
+  }
+  const after = await rest();
+  assert.equal(after.latest_frame, before.latest_frame, 'five slices made frames');
+  await d.close();
+  await api(srv.base, 'DELETE', `/api/sessions/${s.id}`);
+});
