@@ -90,7 +90,7 @@ export default [
   {
     name: 'frames while settled or paused (every beat publishes)',
     file: 'server/sched.c',
-    find: 'int changed = j->moved || (j->n > 0 && !j->paused);',
+    find: 'int changed = j->moved || (j->t.driven && !j->paused);',
     replace: 'int changed = j->moved || 1;',
     build: server,
     test: node('behaviour', 'pause stops frames'),
