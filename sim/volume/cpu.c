@@ -1,4 +1,4 @@
-/* volume_cpu.c: the volume scene on the CPU (OpenMP, thread count from the backend).
+/* cpu.c: the volume scene on the CPU (OpenMP, thread count from the backend).
  *
  * The per-element math is sim/volume/kernels.h; this file only decides which
  * elements to visit, so that cost follows what moves, not the volume size:
@@ -9,9 +9,12 @@
  *   on the thread count.
  * - relaxation (red-black, in place) evaluates, in each phase, the elements that moved at
  *   their last evaluation and the neighbours of what moved since (at a frame's start: the
- *   8^3 blocks in which something moved since it last converged, and the face layers beside
- *   them); the velocity layer visits the blocks in which something moved. A settled volume
- *   visits none.
+ *   seeds, the elements that moved since it last looked, and their neighbours; and the 8^3
+ *   blocks a parameter change or bone going home left dirty, with the face layers beside
+ *   them).
+ * - the velocity layer (the inertial step and the velocity step) visits, in the blocks where
+ *   something moved or holds a velocity, the rows of 8 elements that may move (blk_rows).
+ * A settled volume visits none.
  * An element that is not visited would not have moved, so visiting a subset gives bit for
  * bit the result of visiting everything, which is what the CUDA backend does. */
 #include <stdlib.h>
