@@ -474,7 +474,8 @@ static uint64_t block_rows(const sim_volume_state *s, int64_t b, const int r[6])
 }
 
 /* The elements of the rows of block range r, in order (rows ascending, then x), with their
- * coordinates: x_, y_, z_. */
+ * row (row_, its bit in rows) and coordinates (x_, y_, z_). The middle loop runs once per
+ * row: it only declares the row's coordinates for the loop over its elements. */
 #define FOR_ROW_ELEMENTS(s, r, rows, i)                                                  \
     for (uint64_t m_ = (rows); m_; m_ &= m_ - 1)                                         \
         for (int row_ = __builtin_ctzll(m_), y_ = (r)[2] + (row_ & (VOL_BLOCK - 1)),     \
