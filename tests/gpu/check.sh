@@ -3,10 +3,37 @@
 # compiler (no make, no NIfTI, no server libraries). Builds the sim and the bench with
 # nvcc, checks CUDA against CPU on the same script (parity), prints the timings.
 # Budget: under 5 minutes. Usage: sh tests/gpu/check.sh   (from the repository root)
+# meshoptimizer (the hybrid soft body's decimation) is not on the lent machine: run
+# `sh tests/gpu/check.sh --prepare` here first, which copies its header and library into
+# build/gpu-deps, and carry build/gpu-deps with the run. `--build-only` stops after the
+# build and a short CPU run of the bench (make test runs it, so the script keeps building).
 set -eu
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build/gpu}
+DEPS=build/gpu-deps
+if [ "${1:-}" = --prepare ]; then
+    mkdir -p "$DEPS/include" "$DEPS/lib"
+    lib=$(cc -print-file-name=libmeshoptimizer.so)
+    [ -e "$lib" ] && [ -e /usr/include/meshoptimizer.h ] ||
+        { echo "no meshoptimizer here to copy (make deps installs it)"; exit 1; }
+    real=$(readlink -f "$lib")
+    cp /usr/include/meshoptimizer.h "$DEPS/include/"
+    cp "$real" "$DEPS/lib/"
+    soname=$(objdump -p "$real" | sed -n 's/^ *SONAME *//p')
+    ln -sf "$(basename "$real")" "$DEPS/lib/$soname"
+    ln -sf "$(basename "$real")" "$DEPS/lib/libmeshoptimizer.so"
+    echo "copied $(basename "$real") ($soname) and meshoptimizer.h into $DEPS: carry it"
+    exit 0
+fi
 mkdir -p "$B/obj"
+# meshoptimizer from the system where it is installed, else from build/gpu-deps (--prepare).
+MESHOPT_CFLAGS="" MESHOPT_LIBS="-lmeshoptimizer"
+if [ "${SOFTCAST_GPU_DEPS:-}" = carried ] || ! echo '#include <meshoptimizer.h>' | cc -E -x c - >/dev/null 2>&1; then
+    [ -e "$DEPS/include/meshoptimizer.h" ] ||
+        { echo "meshoptimizer is missing: run sh tests/gpu/check.sh --prepare where it is installed, and carry $DEPS"; exit 1; }
+    MESHOPT_CFLAGS="-I$DEPS/include"
+    MESHOPT_LIBS="-L$PWD/$DEPS/lib -Wl,-rpath,$PWD/$DEPS/lib -lmeshoptimizer"
+fi
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 # nvcc on PATH may be a wrapper script: ask nvcc where its toolkit is, then find libcudart.
 TOP=$("$NVCC" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
@@ -23,7 +50,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 "$NVCC" --version | tail -n 1
 
 echo "== build (cc + nvcc, --fmad=false, -ffp-contract=off)"
-CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -ffp-contract=off -fopenmp -I. -DSIM_HAVE_CUDA=1"
+CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -g -ffp-contract=off -fopenmp -I. -DSIM_HAVE_CUDA=1 $MESHOPT_CFLAGS"
 objs=""
 for f in sim/*/*.c tests/scenes/*.c tests/bench/*.c; do
     o="$B/obj/$(echo "$f" | tr / _).o"
@@ -37,8 +64,12 @@ for f in sim/*/*.cu; do
 done
 wait
 cc -fopenmp -o "$B/softcast-bench" $objs -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
-    -lcudart -lstdc++ -lm
+    $MESHOPT_LIBS -lcudart -lstdc++ -lm
 echo "built in $(( $(date +%s) - T0 )) s"
+if [ "${1:-}" = --build-only ]; then # make test: the script still builds, and its bench runs
+    "$B/softcast-bench" volume --backend cpu --threads 1 --dims 16x16x16 --frames 5 >/dev/null
+    exit
+fi
 
 BENCH="$B/softcast-bench"
 run() { echo "\$ softcast-bench $*"; timeout 120 "$BENCH" "$@" || echo "(exit $?)"; }
