@@ -378,14 +378,15 @@ mutants: all test-deps
 # Every .cu compiled with warnings as errors (the objects the backend links, reused).
 # The prepared GPU script (tests/gpu/check.sh) builds with cc and nvcc alone, from its own
 # flags and libraries: built here, and its bench run briefly, so that it still builds when a
-# GPU is lent (a library the sim took on since would otherwise surface only there).
+# GPU is lent (a library the sim took on since would otherwise surface only there). It
+# links libcudart, so it needs the toolkit's libraries too.
 ifneq ($(NVCC),)
 cuda-check: $(SIM_CU:%.cu=$(REL)/%.cu.o) $(REL)/tests/gpu/kernels_compile.cu.o \
-            $(BUILD)/gpu-script/softcast-bench
-	@echo "cuda-check: every .cu compiles; tests/gpu/check.sh builds"
+            $(if $(CUDA_LIBDIR),$(BUILD)/gpu-script/softcast-bench)
+	@echo "cuda-check: every .cu compiles$(if $(CUDA_LIBDIR),; tests/gpu/check.sh builds)"
 $(BUILD)/gpu-script/softcast-bench: $(SIM_C) $(SIM_CU) $(BENCH_C) tests/gpu/check.sh \
             $(wildcard sim/*.h sim/*/*.h tests/scenes/*.h tests/bench/*.h)
-	BUILD=$(BUILD)/gpu-script sh tests/gpu/check.sh --build-only >$(BUILD)/gpu-script.log 2>&1 || \
+	BUILD=$(BUILD)/gpu-script NVCC=$(NVCC) sh tests/gpu/check.sh --build-only >$(BUILD)/gpu-script.log 2>&1 || \
 	  { cat $(BUILD)/gpu-script.log; exit 1; }
 else
 cuda-check:

@@ -34,7 +34,7 @@ if [ "${SOFTCAST_GPU_DEPS:-}" = carried ] || ! echo '#include <meshoptimizer.h>'
     MESHOPT_CFLAGS="-I$DEPS/include"
     MESHOPT_LIBS="-L$PWD/$DEPS/lib -Wl,-rpath,$PWD/$DEPS/lib -lmeshoptimizer"
 fi
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 # nvcc on PATH may be a wrapper script: ask nvcc where its toolkit is, then find libcudart.
 TOP=$("$NVCC" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
 TOP=${TOP:-$(dirname "$(dirname "$NVCC")")}
