@@ -265,6 +265,7 @@ test('a session stepped in batches with its neighbours replays, stepped alone, t
   const dims = ['--dims', '24x24x16'];
   const a = await startServer([...dims, '--workers', '1', '--step-batch', '4']);
   const b = await startServer(dims);
+  let dragging = true; // the neighbours' drag: stopped in finally too, or a failure hangs the run
   try {
     const neighbours = [];
     for (let k = 0; k < 3; k++) {
@@ -273,7 +274,7 @@ test('a session stepped in batches with its neighbours replays, stepped alone, t
       c.send({ type: 'grab', seq: 1, point: [12, 20, 8], radius: 3, space: 'lattice' });
       neighbours.push(c);
     }
-    let dragging = true, seq = 2;
+    let seq = 2;
     const drag = (async () => {
       while (dragging) {
         for (const c of neighbours)
@@ -303,6 +304,7 @@ test('a session stepped in batches with its neighbours replays, stepped alone, t
     const inRange = v.frames.filter((f) => f.frame > stopped.start_frame && f.frame <= stopped.end_frame).length;
     assert.ok(same.same >= 0.8 * inRange && same.same >= 10, `${same.same} of ${inRange} frames compared`);
   } finally {
+    dragging = false;
     assert.equal(await a.stop(), 0, a.stderr());
     assert.equal(await b.stop(), 0, b.stderr());
   }
