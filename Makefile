@@ -374,12 +374,11 @@ mutants: all test-deps
 	for d in tests/server tests/e2e; do (cd $$d && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || exit 1; done
 	node tests/mutants/run.mjs $(MUTANTS_ARGS)
 
-# Compile every .cu with warnings as errors; needs nvcc, not a GPU.
-# Every .cu compiled with warnings as errors (the objects the backend links, reused).
-# The prepared GPU script (tests/gpu/check.sh) builds with cc and nvcc alone, from its own
-# flags and libraries: built here, and its bench run briefly, so that it still builds when a
-# GPU is lent (a library the sim took on since would otherwise surface only there). It
-# links libcudart, so it needs the toolkit's libraries too.
+# Every .cu compiled with warnings as errors (the objects the backend links, reused); needs
+# nvcc, not a GPU. And the prepared GPU script (tests/gpu/check.sh), which builds with cc and
+# nvcc alone from flags and libraries of its own: built here and its bench run briefly, so
+# that it still builds when a GPU is lent (a library the sim took on since would otherwise
+# surface only there). It links libcudart, so it needs the toolkit's libraries too.
 ifneq ($(NVCC),)
 cuda-check: $(SIM_CU:%.cu=$(REL)/%.cu.o) $(REL)/tests/gpu/kernels_compile.cu.o \
             $(if $(CUDA_LIBDIR),$(BUILD)/gpu-script/softcast-bench)
