@@ -343,8 +343,7 @@ bench: all
 	$(BUILD)/softcast-bench volume --dims 128x128x75 --threads 1 --scenario pull --frames 200
 	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 1 --scenario drag --frames 540
 	$(BUILD)/softcast-bench volume --dims 64x64x64 --threads 2 --scenario drag --frames 540
-	for n in 32 48 64 128; do $(BUILD)/softcast-bench volume --uniform 0 --dims $${n}x$${n}x$${n} \
-	    --threads 1 --pull 3 || exit 1; done
+	BUILD=$(BUILD) tests/bench/pull-across-n.sh
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 64x64x64 --threads 2 --pull 3
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 64x64x64 --threads 2 --pull 8
 	$(BUILD)/softcast-bench volume --uniform 0 --dims 128x128x75 --threads 2 --pull 3

@@ -14,8 +14,10 @@ DEPS=build/gpu-deps
 if [ "${1:-}" = --prepare ]; then
     mkdir -p "$DEPS/include" "$DEPS/lib"
     lib=$(cc -print-file-name=libmeshoptimizer.so)
-    [ -e "$lib" ] && [ -e /usr/include/meshoptimizer.h ] ||
-        { echo "no meshoptimizer here to copy (make deps installs it)"; exit 1; }
+    if [ ! -e "$lib" ] || [ ! -e /usr/include/meshoptimizer.h ]; then
+        echo "no meshoptimizer here to copy (make deps installs it)"
+        exit 1
+    fi
     real=$(readlink -f "$lib")
     cp /usr/include/meshoptimizer.h "$DEPS/include/"
     cp "$real" "$DEPS/lib/"
