@@ -247,19 +247,25 @@ typedef enum { PULL_BACK_TO_BACK, PULL_CHECKED, PULL_EVICTED } pull_between;
 
 static volatile unsigned char g_evict_sink;
 
-static void evict_caches(void)
+/* Returns 0 when the buffer cannot be had: a run that emptied nothing must not report as one
+ * that did. */
+static int evict_caches(void)
 {
     static unsigned char *buf;
     if (!buf) {
         buf = malloc(PULL_EVICT_BYTES);
-        if (!buf)
-            return;
+        if (!buf) {
+            fprintf(stderr, "softcast-bench: no memory for the %zu MiB that empty the caches\n",
+                    PULL_EVICT_BYTES >> 20);
+            return 0;
+        }
         memset(buf, 1, PULL_EVICT_BYTES);
     }
     unsigned char acc = 0;
     for (size_t k = 0; k < PULL_EVICT_BYTES; k += 64)
         acc ^= buf[k];
     g_evict_sink = acc;
+    return 1;
 }
 
 /* One run of the pull scenario on sc: per-frame times into ms (sorted on return) and the
@@ -290,8 +296,8 @@ static int run_pull(const bench_opts *o, vs_scene *sc, const sim_volume *v, pull
             f < half ? (float)(f + 1) / (float)half : (float)(o->frames - f - 1) / (float)half;
         t[1] = g[1] + o->pull * phase;
         vs_push(sc->state, SIM_EV_MOVE, t, 0);
-        if (between == PULL_EVICTED)
-            evict_caches();
+        if (between == PULL_EVICTED && !evict_caches())
+            return 0;
         sim_volume_metrics mt;
         if (sim_volume_step(sc->state, &mt, err, sizeof err) != SIM_OK) {
             fprintf(stderr, "softcast-bench: step: %s\n", err);
