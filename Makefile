@@ -78,7 +78,8 @@ PROTO_C  := $(wildcard protocol/*.c)
 SERVER_C := $(wildcard server/*.c)
 # The server's parts that need no sockets (the scene adapters see only scene.h): the C tests
 # and the event fuzzer link them.
-SCENE_C  := server/scene.c $(wildcard server/scene_*.c) server/text.c server/inbox.c server/forwarded.c
+SCENE_C  := server/scene.c $(wildcard server/scene_*.c) server/text.c server/inbox.c server/forwarded.c \
+            server/reader.c
 # (fuzz_ws.c is the WebSocket handler with lws stubbed: libFuzzer only, never in the C tests)
 TEST_C   := $(filter-out tests/fuzz/fuzz_ws.c tests/fuzz/fuzz_http.c,$(wildcard tests/*.c tests/sim/*.c tests/scenes/*.c tests/protocol/test_*.c tests/fuzz/*.c \
               tests/server/*.c))

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reader.h"
 #include "scene.h"
 
 static const char k_usage[] =
@@ -397,6 +398,8 @@ static int start_scenes(srv *s, char *err, size_t err_sz)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], SRV_READER_ARG)) /* a user's file, read apart (reader.c) */
+        return srv_reader_main(argc, argv);
     static srv s; /* big and process-wide */
     char err[512] = "";
     s.cfg = srv_default_config();

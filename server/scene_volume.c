@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reader.h"
 #include "scene.h"
 #include "sim/volume/volume.h"
 
@@ -453,7 +454,7 @@ static int vol_check_file(const char *path, int partial, char *err, size_t err_s
     lo.header_only = partial ? SIM_LOAD_HEADER_PARTIAL : SIM_LOAD_HEADER;
     sim_volume v;
     sim_volume_info info;
-    sim_status st = sim_volume_load_file(&v, path, &lo, &info, err, err_sz);
+    sim_status st = srv_volume_load_isolated(&v, path, &lo, &info, err, err_sz);
     return st == SIM_OK ? 0 : vol_status(st);
 }
 
@@ -474,7 +475,7 @@ static int vol_create_file(sim_backend *b, const char *path, const char *name,
     lo.progress = stage;
     lo.progress_ctx = ctx;
     sim_volume vol;
-    sim_status st = sim_volume_load_file(&vol, path, &lo, &v->info, err, err_sz);
+    sim_status st = srv_volume_load_isolated(&vol, path, &lo, &v->info, err, err_sz);
     if (st != SIM_OK)
         return vol_status(st);
     snprintf(v->info.name, sizeof v->info.name, "%s", name);

@@ -62,6 +62,15 @@ unpack_meshes() {
 }
 mkdir -p "$DATA/meshes"
 fetch libcgal-demo "$DATA/meshes/LIST" unpack_meshes
+# DICOM made by others: pydicom's test files (Debian's python3-pydicom), for the server's
+# reader on files it never saw (tests/server/upload.test.mjs).
+unpack_pydicom() {
+    rm -rf "$DATA/pydicom/test_files" &&
+        cp -r "$1/x/usr/lib/python3/dist-packages/pydicom/data/test_files" "$DATA/pydicom/" &&
+        ls "$DATA/pydicom/test_files" >"$DATA/pydicom/LIST"
+}
+mkdir -p "$DATA/pydicom"
+fetch python3-pydicom "$DATA/pydicom/LIST" unpack_pydicom
 export SOFTCAST_DATA="$DATA"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 # OpenMP threads that wait by spinning, on a machine where another process holds a core,

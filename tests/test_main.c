@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "server/reader.h"
 #include "sim/core/sc_base.h"
 
 #define TH_MAX 512
@@ -357,6 +358,8 @@ static void save_times(const int *order, int n, const th_tally *t, const char *t
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], SRV_READER_ARG)) /* the server's reader child, as tested */
+        return srv_reader_main(argc, argv);
     const char *filter = NULL, *env = getenv("SOFTCAST_TEST_JOBS");
     int jobs = env ? atoi(env) : 1, want_long = -1; /* -1: both kinds */
     for (int a = 1; a < argc; a++) {

@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'users\' files read in the server\'s own process (a file that crashes its decoder takes the server down)',
+    file: 'server/scene_volume.c',
+    find: 'sim_status st = srv_volume_load_isolated(&vol, path, &lo, &v->info, err, err_sz);',
+    replace: 'sim_status st = sim_volume_load_file(&vol, path, &lo, &v->info, err, err_sz);',
+    build: server,
+    test: node('upload', 'crashes the reader'),
+    caught_by: 'upload: a file that crashes the reader fails its own session; the server and its other sessions go on',
+  },
+  {
+    name: 'the reader\'s private TMPDIR not removed (a crashed read leaves the scan unpacked)',
+    file: 'server/reader.c',
+    find: '    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);\n',
+    replace: '    (void)remove_entry;\n',
+    build: server,
+    test: node('upload', 'crashes the reader'),
+    caught_by: 'upload: a file that crashes the reader ...: nothing of the read is left',
+  },
+  {
     name: 'sessions dealt to workers by slot again (a heavy session stalls its worker\'s others)',
     file: 'server/sched.c',
     find: 'int live = 0, first = 0, stride = 1; /* every worker looks at every session */',

@@ -18,13 +18,13 @@ export const dec = createDecoder({ decompress, MeshoptDecoder });
 
 const BIN = process.env.SOFTCAST_SERVER ?? new URL('../../build/test/softcast-server', import.meta.url).pathname;
 
-export async function startServer(args = []) {
+export async function startServer(args = [], { env = {} } = {}) {
   // Tests make many sessions from one address: the per-address quota is tested on its own
   // (quotas.test.mjs), with its own flags, which come after these and win.
   const proc = spawn(BIN, ['--http-port', '0', '--ws-port', '0', '--bind', '127.0.0.1', '--threads', '1',
     '--max-sessions-per-address', '1000', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1:abort_on_error=0:exitcode=23' },
+    env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1:abort_on_error=0:exitcode=23', ...env },
   });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });

@@ -11,9 +11,22 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { startServer, api, withTimeout, Client, ctNifti } from './harness.mjs';
+import { startServer, api, withTimeout, Client, ctNifti, wsUrl } from './harness.mjs';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
+const DATA = process.env.SOFTCAST_DATA ?? new URL('../../build/data', import.meta.url).pathname;
+
+// One of pydicom's test files (DICOM made by others: tests/run-tests.sh fetches Debian's
+// python3-pydicom into DATA/pydicom): its path, or why there is none (skip when no package
+// registry could be reached; an error when the fetch broke although one answered).
+function pydicom(name) {
+  const p = path.join(DATA, 'pydicom', 'test_files', name);
+  if (fs.existsSync(p)) return { path: p };
+  const marker = path.join(DATA, 'pydicom', 'LIST.FETCH_FAILED');
+  const why = fs.existsSync(marker) ? fs.readFileSync(marker, 'utf8').trim() : '';
+  if (why.startsWith('reachable:')) throw new Error(`${name} missing although the registry answered: ${why}`);
+  return { skip: why ? `${name} not fetched: ${why}` : `${name} not at ${p} (tests/run-tests.sh fetches it)` };
+}
 
 async function upload(base, name, body, type = 'application/octet-stream') {
   const r = await fetch(`${base}/api/volumes?name=${encodeURIComponent(name)}`, {
@@ -198,6 +211,61 @@ test('upload: every bad upload is refused with its reason, and nothing is left b
     assert.equal(await srv.stop(), 0, srv.stderr());
   }
 });
+
+test('upload: a file that crashes the reader fails its own session; the server and its other sessions go on', async (t) => {
+  // pydicom's DICOMDIR-nooffset makes Debian 12's GDCM (3.0.21) assert as it reads the file's
+  // meta header: read in the server's own process, it took the server and every session down.
+  const f = pydicom('dicomdirtests/DICOMDIR-nooffset');
+  if (f.skip) return t.skip(f.skip);
+  const tmpdir = tmp('softcast-reader-test-');
+  const srv = await startServer([], { env: { TMPDIR: tmpdir } });
+  try {
+    const other = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', dims: [24, 24, 16] });
+    assert.equal(other.status, 201, other.text);
+    const r = await upload(srv.base, 'scan.zip', zipStored([['DICOMDIR', fs.readFileSync(f.path)]]));
+    assert.equal(r.status, 202, r.text);
+    const s = await settle(srv.base, r.json.id);
+    assert.equal(s.state, 'failed', JSON.stringify(s));
+    assert.match(s.error, /^scan\.zip: the reader stopped on this file \(signal SIGABRT\): it is malformed/);
+    assert.equal(srv.proc.exitCode, null, `the server died with its reader: ${srv.stderr()}`);
+    // The other user's session still serves: a client joins and gets its frame.
+    const c = await new Client(wsUrl(other.json, other.json.control_token)).open();
+    await c.until(() => c.frames.length > 0, 20000, 'the other session\'s first frame');
+    await c.close();
+    // Nothing of the read is left: not the reader's private folder (with the zip unpacked
+    // in it), not the upload.
+    const left = fs.readdirSync(tmpdir);
+    assert.deepEqual(left.filter((e) => !e.startsWith('softcast-uploads-')), [], `left in TMPDIR: ${left}`);
+    for (const u of left) assert.deepEqual(leftIn(path.join(tmpdir, u)), [], `left in ${u}`);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+    fs.rmSync(tmpdir, { recursive: true, force: true });
+  }
+});
+
+// A zip of stored (uncompressed) entries, [name, bytes] each.
+function zipStored(entries) {
+  const parts = [], central = [];
+  let off = 0;
+  for (const [n, data] of entries) {
+    const name = Buffer.from(n), crc = zlib.crc32(data);
+    const local = Buffer.alloc(30);
+    local.writeUInt32LE(0x04034b50, 0); local.writeUInt16LE(20, 4);
+    local.writeUInt32LE(crc, 14); local.writeUInt32LE(data.length, 18); local.writeUInt32LE(data.length, 22);
+    local.writeUInt16LE(name.length, 26);
+    const cd = Buffer.alloc(46);
+    cd.writeUInt32LE(0x02014b50, 0); cd.writeUInt16LE(20, 4); cd.writeUInt16LE(20, 6);
+    cd.writeUInt32LE(crc, 16); cd.writeUInt32LE(data.length, 20); cd.writeUInt32LE(data.length, 24);
+    cd.writeUInt16LE(name.length, 28); cd.writeUInt32LE(off, 42);
+    parts.push(local, name, data);
+    central.push(cd, name);
+    off += 30 + name.length + data.length;
+  }
+  const cdBytes = Buffer.concat(central), end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0); end.writeUInt16LE(entries.length, 8); end.writeUInt16LE(entries.length, 10);
+  end.writeUInt32LE(cdBytes.length, 12); end.writeUInt32LE(off, 16);
+  return Buffer.concat([...parts, cdBytes, end]);
+}
 
 // A zip of one entry whose headers declare 4 GiB uncompressed (deflate, 22 bytes of data).
 // A zip bomb, well formed: one entry of 64 MiB of zeros deflated to about 64 KiB (1000
