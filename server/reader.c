@@ -11,6 +11,7 @@
  * - gets a private TMPDIR (a zip is unpacked there), removed by the parent whatever
  *   happened, so a crash leaves no unpacked scan behind;
  * - dumps no core (it would hold a patient's scan) and has READER_CPU_S of CPU;
+ * - dies with the thread that started it (a server killed outright leaves none running);
  * - runs at nice 10: reading a scan is background work beside running sessions;
  * - has stdin from /dev/null, stdout on stderr (the server's stdout is JSON lines), and no
  *   other descriptor of the server's.
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,6 +110,9 @@ int srv_reader_main(int argc, char **argv)
                 argc);
         return 2;
     }
+    /* Killed with the thread that started it (the loader, which waits for it): a server
+     * killed outright leaves no reader running on. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     struct rlimit no_core = {0, 0}, cpu = {READER_CPU_S, READER_CPU_S + 10};
     setrlimit(RLIMIT_CORE, &no_core);
     setrlimit(RLIMIT_CPU, &cpu);

@@ -16,6 +16,15 @@ export default [
     caught_by: 'upload: a file that crashes the reader fails its own session; the server and its other sessions go on',
   },
   {
+    name: 'the reader child\'s dataset facts dropped (the session told of an empty dataset)',
+    file: 'server/reader.c',
+    find: '            *info = r->info;',
+    replace: '            *info = zero.info;',
+    build: ['$BUILD/softcast-tests'],
+    test: '$BUILD/softcast-tests reader_child_answers',
+    caught_by: 'reader_child_answers_as_the_process_reader_does',
+  },
+  {
     name: 'the reader\'s private TMPDIR not removed (a crashed read leaves the scan unpacked)',
     file: 'server/reader.c',
     find: '    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);\n',
