@@ -454,7 +454,9 @@ static int vol_check_file(const char *path, int partial, char *err, size_t err_s
     lo.header_only = partial ? SIM_LOAD_HEADER_PARTIAL : SIM_LOAD_HEADER;
     sim_volume v;
     sim_volume_info info;
-    sim_status st = srv_volume_load_isolated(&v, path, &lo, &info, err, err_sz);
+    /* Here, on the HTTP thread: a header check reads a NIfTI header or a zip's directory
+     * (our code, zlib, libzip), never an image decoder, and must answer at once. */
+    sim_status st = sim_volume_load_file(&v, path, &lo, &info, err, err_sz);
     return st == SIM_OK ? 0 : vol_status(st);
 }
 
