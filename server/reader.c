@@ -103,9 +103,9 @@ static void child_stage(void *ctx, const char *stage)
 
 int srv_reader_main(int argc, char **argv)
 {
-    if (argc != 12) {
+    if (argc != 13) {
         fprintf(stderr,
-                "softcast reader: %d arguments, 12 expected (this mode is the server's "
+                "softcast reader: %d arguments, 13 expected (this mode is the server's "
                 "own, not for use by hand)\n",
                 argc);
         return 2;
@@ -129,6 +129,7 @@ int srv_reader_main(int argc, char **argv)
     lo.body_hu = strtof(argv[9], NULL);
     lo.keep_all = atoi(argv[10]);
     lo.zip_max_bytes = strtoull(argv[11], NULL, 10);
+    lo.dicom_file_alone = atoi(argv[12]);
     lo.progress = child_stage;
     static reader_result r; /* zeroed: no stray bytes of ours cross */
     sim_volume v = {0};
@@ -190,7 +191,7 @@ static char **child_env(const char *tmpdir_var)
 static int spawn_reader(const char *path, const sim_volume_load_opts *o, const char *tmpdir,
                         pid_t *pid, int *fd_out)
 {
-    char a[10][32], tmpvar[600];
+    char a[9][32], tmpvar[600];
     snprintf(a[0], sizeof a[0], "%d", o->header_only);
     snprintf(a[1], sizeof a[1], "%zu", o->limits.max_elements);
     snprintf(a[2], sizeof a[2], "%d", o->limits.max_dim);
@@ -199,6 +200,7 @@ static int spawn_reader(const char *path, const sim_volume_load_opts *o, const c
     snprintf(a[5], sizeof a[5], "%.9g", (double)o->body_hu);
     snprintf(a[6], sizeof a[6], "%d", o->keep_all);
     snprintf(a[7], sizeof a[7], "%" PRIu64, o->zip_max_bytes);
+    snprintf(a[8], sizeof a[8], "%d", o->dicom_file_alone);
     snprintf(tmpvar, sizeof tmpvar, "TMPDIR=%s", tmpdir);
     char *argv[] = {"softcast-reader",
                     SRV_READER_ARG,
@@ -212,6 +214,7 @@ static int spawn_reader(const char *path, const sim_volume_load_opts *o, const c
                     a[5],
                     a[6],
                     a[7],
+                    a[8],
                     NULL};
     char **env = child_env(tmpvar);
     int fds[2];

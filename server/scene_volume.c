@@ -476,6 +476,7 @@ static int vol_create_file(sim_backend *b, const char *path, const char *name,
     sim_volume_load_opts lo = vol_load_opts();
     lo.progress = stage;
     lo.progress_ctx = ctx;
+    lo.dicom_file_alone = 1; /* an upload sits among other users' files */
     sim_volume vol;
     sim_status st = srv_volume_load_isolated(&vol, path, &lo, &v->info, err, err_sz);
     if (st != SIM_OK)

@@ -5,15 +5,17 @@
  * 1. Scan: every regular file under the folder (recursively, at most VD_MAX_DEPTH deep and
  *    VD_MAX_FILES files; links are not followed) is read up to its pixel data. Files that
  *    are not DICOM, and DICOM objects without an image (DICOMDIR, reports), are counted
- *    and skipped. Images are grouped by SeriesInstanceUID.
+ *    and skipped. A multi-frame image whose frames are placed by functional groups
+ *    (Enhanced CT and MR) gives a slice per frame. Images are grouped by SeriesInstanceUID.
  * 2. Pick: the series asked for, else the one with the most slices.
  * 3. Geometry: the slice normal n = row x column direction (ImageOrientationPatient); slices
  *    sorted by ImagePositionPatient . n. Refused, each with its own message: mixed sizes or
  *    orientations, gantry tilt (the positions do not advance along n), duplicate positions,
  *    gaps (missing slices) and uneven spacing. Sizes are checked against the limits before
  *    the volume is allocated.
- * 4. Pixels: each slice decoded by gdcm::ImageReader, BitsStored honoured (sign-extended
- *    or masked), then HU = stored x RescaleSlope + RescaleIntercept, per slice.
+ * 4. Pixels: each file decoded by gdcm::ImageReader (once for all its frames), BitsStored
+ *    honoured (sign-extended or masked), then HU = stored x RescaleSlope + RescaleIntercept,
+ *    per slice.
  * 5. Orientation: the lattice (i along the rows, j down the columns, k along n) has the
  *    directions r, c, n in DICOM's patient frame (LPS: x toward the patient's left, y
  *    posterior); negating x and y gives RAS, and vol_to_ras turns it to the common lattice.
@@ -38,6 +40,7 @@
 
 #include <gdcmImageReader.h>
 #include <gdcmReader.h>
+#include <gdcmSequenceOfItems.h>
 #include <gdcmStringFilter.h>
 #include <gdcmTag.h>
 #include <gdcmTrace.h>
@@ -53,6 +56,7 @@ const int VD_MAX_FILES = 100000; // files looked at in all
 struct vd_slice {
     std::string path, uid, modality;
     int rows = 0, cols = 0, instance = 0, frames = 1, samples = 1;
+    int frame = 0; // of a multi-frame (enhanced) image, from 1; 0: a file of one slice
     std::string photometric;
     double ipp[3] = {0, 0, 0}, iop[6] = {0, 0, 0, 0, 0, 0}, ps[2] = {0, 0};
     double slope = 1.0, inter = 0.0;
@@ -91,6 +95,110 @@ int parse_numbers(const std::string &s, double *out, int max)
     return n;
 }
 
+// "instance 3", or "instance 3 frame 7" for a frame of a multi-frame image: for messages.
+std::string name_of(const vd_slice &s)
+{
+    char b[48];
+    if (s.frame)
+        std::snprintf(b, sizeof b, "instance %d frame %d", s.instance, s.frame);
+    else
+        std::snprintf(b, sizeof b, "instance %d", s.instance);
+    return b;
+}
+
+// "instances 3 and 4", or each named whole when either is a frame.
+std::string names_of(const vd_slice &a, const vd_slice &b)
+{
+    if (!a.frame && !b.frame) {
+        char t[48];
+        std::snprintf(t, sizeof t, "instances %d and %d", a.instance, b.instance);
+        return t;
+    }
+    return name_of(a) + " and " + name_of(b);
+}
+
+// Tag t's text in a data set (nested ones too, which StringFilter cannot read), its
+// padding cut; "" when absent.
+std::string text_in(const gdcm::DataSet &ds, const gdcm::Tag &t)
+{
+    if (!ds.FindDataElement(t))
+        return std::string();
+    const gdcm::ByteValue *bv = ds.GetDataElement(t).GetByteValue();
+    if (!bv || !bv->GetPointer())
+        return std::string();
+    std::string v(bv->GetPointer(), bv->GetLength());
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\0'))
+        v.pop_back();
+    return v;
+}
+
+// Item k (from 1) of the sequence t in ds, copied into out; false when there is none.
+bool item_in(const gdcm::DataSet &ds, const gdcm::Tag &t, size_t k, gdcm::DataSet &out)
+{
+    if (!ds.FindDataElement(t))
+        return false;
+    gdcm::SmartPointer<gdcm::SequenceOfItems> sq = ds.GetDataElement(t).GetValueAsSQ();
+    if (!sq || k < 1 || sq->GetNumberOfItems() < k)
+        return false;
+    out = sq->GetItem(k).GetNestedDataSet();
+    return true;
+}
+
+// A functional group's value for one frame (an enhanced image's macro seq holding val): the
+// frame's own group first, then the shared one; "" when neither has it.
+std::string group_value(const gdcm::DataSet &per, const gdcm::DataSet *shared, gdcm::Tag seq,
+                        gdcm::Tag val)
+{
+    gdcm::DataSet item;
+    if (item_in(per, seq, 1, item)) {
+        std::string v = text_in(item, val);
+        if (!v.empty())
+            return v;
+    }
+    return shared && item_in(*shared, seq, 1, item) ? text_in(item, val) : std::string();
+}
+
+// A multi-frame image's frames as slices, placed by its functional groups (Enhanced CT and
+// MR, Legacy Converted Enhanced: PlanePosition per frame; PlaneOrientation, PixelMeasures
+// and PixelValueTransformation per frame or shared; the top level's where neither says).
+// False, out untouched, when a frame has no position (a cine, a multi-frame projection).
+bool expand_frames(const gdcm::DataSet &ds, const vd_slice &s, std::vector<vd_slice> &out)
+{
+    gdcm::DataSet shared_ds, per;
+    const gdcm::DataSet *shared =
+        item_in(ds, gdcm::Tag(0x5200, 0x9229), 1, shared_ds) ? &shared_ds : nullptr;
+    std::vector<vd_slice> frames;
+    for (int k = 1; k <= s.frames; k++) {
+        if (!item_in(ds, gdcm::Tag(0x5200, 0x9230), (size_t)k, per))
+            return false;
+        vd_slice f = s;
+        f.frames = 1;
+        f.frame = k;
+        auto group = [&](uint16_t sg, uint16_t se, uint16_t vg, uint16_t ve) {
+            return group_value(per, shared, gdcm::Tag(sg, se), gdcm::Tag(vg, ve));
+        };
+        if (parse_numbers(group(0x0020, 0x9113, 0x0020, 0x0032), f.ipp, 3) != 3)
+            return false;
+        f.has_ipp = 1;
+        double iop[6], ps[2], v;
+        if (parse_numbers(group(0x0020, 0x9116, 0x0020, 0x0037), iop, 6) == 6) {
+            std::memcpy(f.iop, iop, sizeof iop);
+            f.has_iop = 1;
+        }
+        if (parse_numbers(group(0x0028, 0x9110, 0x0028, 0x0030), ps, 2) == 2) {
+            std::memcpy(f.ps, ps, sizeof ps);
+            f.has_ps = 1;
+        }
+        if (parse_numbers(group(0x0028, 0x9145, 0x0028, 0x1053), &v, 1) == 1)
+            f.slope = v;
+        if (parse_numbers(group(0x0028, 0x9145, 0x0028, 0x1052), &v, 1) == 1)
+            f.inter = v;
+        frames.push_back(f);
+    }
+    out.insert(out.end(), frames.begin(), frames.end());
+    return true;
+}
+
 void walk(const std::string &dir, int depth, vd_scan &sc, std::vector<std::string> &files)
 {
     DIR *d = opendir(dir.c_str());
@@ -122,9 +230,12 @@ void walk(const std::string &dir, int depth, vd_scan &sc, std::vector<std::strin
     }
 }
 
-// One file's header, up to its pixel data. 0: not DICOM; 1: DICOM, no image; 2: an image.
-int read_header(const std::string &path, vd_slice &s)
+// One file's header, up to its pixel data. 0: not DICOM; 1: DICOM, no image; 2: an image,
+// appended to out: one slice, a multi-frame image's frames each placed, or (none placed) the
+// image whole with its frame count, which check_slices refuses.
+int read_header(const std::string &path, std::vector<vd_slice> &out)
 {
+    vd_slice s;
     gdcm::Reader r;
     r.SetFileName(path.c_str());
     std::set<gdcm::Tag> skip;
@@ -164,24 +275,28 @@ int read_header(const std::string &path, vd_slice &s)
         s.slope = v;
     if (parse_numbers(str(0x0028, 0x1052), &v, 1) == 1)
         s.inter = v;
+    if (s.frames <= 1 || !expand_frames(ds, s, out))
+        out.push_back(s);
     return 2;
 }
 
+// The files under dir, or dir itself when it is a file (read alone).
 vd_scan scan_folder(const char *dir)
 {
     vd_scan sc;
     std::vector<std::string> files;
-    walk(dir, 0, sc, files);
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISREG(st.st_mode))
+        files.push_back(dir);
+    else
+        walk(dir, 0, sc, files);
     sc.files = (int)files.size();
     for (const std::string &f : files) {
-        vd_slice s;
-        int k = read_header(f, s);
+        int k = read_header(f, sc.images);
         if (k == 0)
             sc.not_dicom++;
         else if (k == 1)
             sc.no_image++;
-        else
-            sc.images.push_back(s);
     }
     return sc;
 }
@@ -262,19 +377,22 @@ sim_status check_slices(const char *dir, vd_series &se, double n[3], vd_err e)
     for (vd_slice &s : se.slices) {
         if (s.frames != 1)
             return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
-                                       "%s: series %s: instance %d holds %d frames: multi-frame "
-                                       "(enhanced) DICOM is not read; export one slice a file",
-                                       dir, uid, s.instance, s.frames);
+                                       "%s: series %s: instance %d holds %d frames without a "
+                                       "position each (modality %s): a cine or a projection, "
+                                       "not a stack of slices; give a CT series",
+                                       dir, uid, s.instance, s.frames,
+                                       s.modality.empty() ? "not given" : s.modality.c_str());
         if (s.samples != 1 || (s.photometric != "MONOCHROME2" && s.photometric != "MONOCHROME1"))
             return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
-                                       "%s: series %s: instance %d is not a greyscale image (%s, "
-                                       "%d samples a pixel): a CT series is MONOCHROME2",
-                                       dir, uid, s.instance, s.photometric.c_str(), s.samples);
+                                       "%s: series %s: %s is not a greyscale image (%s, %d "
+                                       "samples a pixel): a CT series is MONOCHROME2",
+                                       dir, uid, name_of(s).c_str(), s.photometric.c_str(),
+                                       s.samples);
         if (!s.has_ipp || !s.has_iop || !s.has_ps)
             return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
-                                       "%s: series %s: instance %d has no %s: the slice cannot "
-                                       "be placed; export the series from the scanner's archive",
-                                       dir, uid, s.instance,
+                                       "%s: series %s: %s has no %s: the slice cannot be "
+                                       "placed; export the series from the scanner's archive",
+                                       dir, uid, name_of(s).c_str(),
                                        !s.has_ipp   ? "ImagePositionPatient"
                                        : !s.has_iop ? "ImageOrientationPatient"
                                                     : "PixelSpacing");
@@ -282,9 +400,9 @@ sim_status check_slices(const char *dir, vd_series &se, double n[3], vd_err e)
             return (sim_status)sc_fail(
                 e.buf, e.sz, SIM_ERR_FORMAT,
                 "%s: series %s: mixed sizes: slices of %dx%d and %dx%d (columns x rows, "
-                "instances %d and %d); a series needs one size: pick the series with --series "
-                "or export it again",
-                dir, uid, a.cols, a.rows, s.cols, s.rows, a.instance, s.instance);
+                "%s); a series needs one size: pick the series with --series or export it "
+                "again",
+                dir, uid, a.cols, a.rows, s.cols, s.rows, names_of(a, s).c_str());
         double diff = 0.0;
         for (int i = 0; i < 6; i++)
             diff = std::fmax(diff, std::fabs(s.iop[i] - a.iop[i]));
@@ -292,9 +410,9 @@ sim_status check_slices(const char *dir, vd_series &se, double n[3], vd_err e)
             std::fabs(s.ps[1] - a.ps[1]) > 1e-4)
             return (sim_status)sc_fail(
                 e.buf, e.sz, SIM_ERR_FORMAT,
-                "%s: series %s: mixed orientations or pixel spacings (instances %d and %d): a "
-                "localizer or a reformat in the series? give one stack of parallel slices",
-                dir, uid, a.instance, s.instance);
+                "%s: series %s: mixed orientations or pixel spacings (%s): a localizer or a "
+                "reformat in the series? give one stack of parallel slices",
+                dir, uid, names_of(a, s).c_str());
     }
     const double *r = a.iop, *c = a.iop + 3;
     n[0] = r[1] * c[2] - r[2] * c[1];
@@ -347,9 +465,9 @@ sim_status check_stack(const char *dir, const vd_series &se, const double n[3], 
         if (g < 0.01)
             return (sim_status)sc_fail(
                 e.buf, e.sz, SIM_ERR_FORMAT,
-                "%s: series %s: duplicate slices: instances %d and %d are both at %.2f mm along "
-                "the slice normal; give a folder with one copy of each slice",
-                dir, uid, s[i - 1].instance, s[i].instance, s[i].d);
+                "%s: series %s: duplicate slices: %s are both at %.2f mm along the slice "
+                "normal; give a folder with one copy of each slice",
+                dir, uid, names_of(s[i - 1], s[i]).c_str(), s[i].d);
         gaps.push_back(g);
     }
     std::vector<double> sorted = gaps;
@@ -360,9 +478,9 @@ sim_status check_stack(const char *dir, const vd_series &se, const double n[3], 
             return (sim_status)sc_fail(
                 e.buf, e.sz, SIM_ERR_FORMAT,
                 "%s: series %s: missing slices: a gap of %.2f mm between %.2f and %.2f mm "
-                "(instances %d and %d) where the other slices are %.2f mm apart (about %d "
-                "missing); give the complete series",
-                dir, uid, gaps[i], s[i].d, s[i + 1].d, s[i].instance, s[i + 1].instance, med,
+                "(%s) where the other slices are %.2f mm apart (about %d missing); give the "
+                "complete series",
+                dir, uid, gaps[i], s[i].d, s[i + 1].d, names_of(s[i], s[i + 1]).c_str(), med,
                 (int)std::lround(gaps[i] / med) - 1);
     if (sorted.back() - sorted.front() > tol) {
         std::string found;
@@ -431,41 +549,69 @@ double stored_value(const char *buf, size_t i, const gdcm::PixelFormat &pf)
     return (double)raw;
 }
 
+// One image file decoded: its stored values, frame after frame (a multi-frame image's frames
+// are read from one decode, kept while the next slice is of the same file).
+struct vd_decoded {
+    std::string path;
+    std::vector<char> buf;
+    gdcm::PixelFormat pf;
+    unsigned frames = 1;
+};
+
+sim_status decode(const char *dir, const vd_series &se, const vd_slice &s, vd_decoded &d, vd_err e)
+{
+    if (d.path == s.path)
+        return SIM_OK;
+    d.path.clear();
+    size_t plane = (size_t)s.cols * (size_t)s.rows;
+    gdcm::ImageReader ir;
+    ir.SetFileName(s.path.c_str());
+    if (!ir.Read())
+        return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
+                                   "%s: series %s: %s: its pixel data cannot be read or decoded "
+                                   "(missing, truncated or an unknown compression)",
+                                   dir, se.uid.c_str(), name_of(s).c_str());
+    const gdcm::Image &img = ir.GetImage();
+    d.pf = img.GetPixelFormat();
+    int alloc = d.pf.GetBitsAllocated();
+    unsigned frames_held = img.GetNumberOfDimensions() > 2 ? img.GetDimension(2) : 1;
+    if (d.pf.GetSamplesPerPixel() != 1 || (alloc != 8 && alloc != 16 && alloc != 32) ||
+        img.GetDimension(0) != (unsigned)s.cols || img.GetDimension(1) != (unsigned)s.rows ||
+        img.GetBufferLength() < frames_held * plane * (size_t)(alloc / 8))
+        return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
+                                   "%s: series %s: %s: pixels of %d bits, %ux%u, %u frames: not "
+                                   "what its header says",
+                                   dir, se.uid.c_str(), name_of(s).c_str(), alloc,
+                                   img.GetDimension(0), img.GetDimension(1), frames_held);
+    d.buf.resize(img.GetBufferLength());
+    if (!img.GetBuffer(d.buf.data()))
+        return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
+                                   "%s: series %s: %s: its pixel data cannot be decoded", dir,
+                                   se.uid.c_str(), name_of(s).c_str());
+    d.frames = frames_held;
+    d.path = s.path;
+    return SIM_OK;
+}
+
 sim_status read_pixels(const char *dir, const vd_series &se, float *hu, vd_err e)
 {
     size_t plane = (size_t)se.slices[0].cols * (size_t)se.slices[0].rows;
-    std::vector<char> buf;
+    vd_decoded d;
     for (size_t k = 0; k < se.slices.size(); k++) {
         const vd_slice &s = se.slices[k];
-        gdcm::ImageReader ir;
-        ir.SetFileName(s.path.c_str());
-        if (!ir.Read())
+        sim_status st = decode(dir, se, s, d, e);
+        if (st != SIM_OK)
+            return st;
+        size_t bytes = (size_t)(d.pf.GetBitsAllocated() / 8);
+        if ((unsigned)std::max(s.frame, 1) > d.frames)
             return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
-                                       "%s: series %s: instance %d: its pixel data cannot be "
-                                       "read or decoded (missing, truncated or an unknown "
-                                       "compression)",
-                                       dir, se.uid.c_str(), s.instance);
-        const gdcm::Image &img = ir.GetImage();
-        gdcm::PixelFormat pf = img.GetPixelFormat();
-        int alloc = pf.GetBitsAllocated();
-        if (pf.GetSamplesPerPixel() != 1 || (alloc != 8 && alloc != 16 && alloc != 32) ||
-            img.GetDimension(0) != (unsigned)s.cols || img.GetDimension(1) != (unsigned)s.rows ||
-            img.GetBufferLength() < plane * (size_t)(alloc / 8))
-            return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
-                                       "%s: series %s: instance %d: pixels of %d bits, %ux%u: "
-                                       "not what its header says",
-                                       dir, se.uid.c_str(), s.instance, alloc, img.GetDimension(0),
-                                       img.GetDimension(1));
-        buf.resize(img.GetBufferLength());
-        if (!img.GetBuffer(buf.data()))
-            return (sim_status)sc_fail(e.buf, e.sz, SIM_ERR_FORMAT,
-                                       "%s: series %s: instance %d: its pixel data cannot be "
-                                       "decoded",
-                                       dir, se.uid.c_str(), s.instance);
+                                       "%s: series %s: %s: its pixel data holds %u frames", dir,
+                                       se.uid.c_str(), name_of(s).c_str(), d.frames);
+        const char *px = d.buf.data() + (s.frame ? (size_t)(s.frame - 1) : 0) * plane * bytes;
         int invert = s.photometric == "MONOCHROME1";
-        double top = std::ldexp(1.0, pf.GetBitsStored()) - 1.0;
+        double top = std::ldexp(1.0, d.pf.GetBitsStored()) - 1.0;
         for (size_t i = 0; i < plane; i++) {
-            double v = stored_value(buf.data(), i, pf);
+            double v = stored_value(px, i, d.pf);
             if (invert)
                 v = top - v;
             hu[k * plane + i] = (float)(v * s.slope + s.inter);

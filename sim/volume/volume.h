@@ -133,6 +133,10 @@ typedef struct sim_volume_load_opts {
     const char *series_uid;
     /// .zip: most bytes its entries may hold uncompressed, all together (0: 4 GiB).
     uint64_t zip_max_bytes;
+    /// 1: one DICOM file is read alone (its frames, or its one slice), not as a slice of the
+    /// series in the folder it sits in: a user's upload sits among other users' files.
+    /// 0 (default): its folder's series.
+    int dicom_file_alone;
 } sim_volume_load_opts;
 
 enum { SIM_LOAD_ALL = 0, SIM_LOAD_HEADER = 1, SIM_LOAD_HEADER_PARTIAL = 2 };

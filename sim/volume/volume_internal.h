@@ -321,9 +321,9 @@ int vol_fit_factor(const int n[3], const int pad[3], size_t budget);
 sim_status vol_to_ras(sim_volume *v, const double dir[9], const char *what, char *err,
                       size_t err_sz);
 
-/* DICOM (dicom.cpp, built with GDCM): read a series of the folder dir, as
- * sim_volume_load_dicom; pick_file (may be NULL): without series_uid, read this file's
- * series. Turned to the RAS lattice; *out zeroed on failure. */
+/* DICOM (dicom.cpp, built with GDCM): read a series of the folder dir (or of the file dir
+ * alone), as sim_volume_load_dicom; pick_file (may be NULL): without series_uid, read this
+ * file's series. Turned to the RAS lattice; *out zeroed on failure. */
 sim_status vol_dicom_read(sim_volume *out, const char *dir, const char *series_uid,
                           const char *pick_file, const sim_volume_limits *lim,
                           sim_volume_info *info, char *err, size_t err_sz);

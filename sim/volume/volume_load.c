@@ -164,8 +164,15 @@ static sim_status load_by_kind(sim_volume *v, const char *path, const sim_volume
         return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
 #endif
     }
-    if (vol_ends_with_ci(path, ".dcm") || has_magic(path, 128, "DICM"))
+    if (vol_ends_with_ci(path, ".dcm") || has_magic(path, 128, "DICM")) {
+#if SIM_HAVE_DICOM
+        if (o->dicom_file_alone) {
+            snprintf(info->source, sizeof info->source, "one file");
+            return vol_dicom_read(v, path, o->series_uid, NULL, &o->limits, info, err, err_sz);
+        }
+#endif
         return sim_volume_load_dicom(v, path, o->series_uid, &o->limits, info, err, err_sz);
+    }
     return sc_fail(err, err_sz, SIM_ERR_FORMAT,
                    "%s: not a volume this server reads: give a NIfTI file (.nii or .nii.gz) or a "
                    "DICOM series (a folder of its files, a .zip of that folder, or one of its "

@@ -30,6 +30,12 @@ typedef struct tw_dicom_slice {
 /* Write s to path; 1 on success. */
 int tw_dicom_write(const char *path, const tw_dicom_slice *s);
 
+/* Write n slices as one multi-frame file: with placed = 1 an Enhanced CT image, each frame
+ * placed by its functional groups (position and rescale per frame; orientation and pixel
+ * spacing shared); with placed = 0 an X-ray angiography cine (frames, no positions). The
+ * series, sizes, instance, patient and jpeg2000 come from f[0]. 1 on success. */
+int tw_dicom_write_multiframe(const char *path, const tw_dicom_slice *f, int n, int placed);
+
 #ifdef __cplusplus
 }
 #endif
