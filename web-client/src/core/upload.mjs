@@ -119,7 +119,7 @@ export function uploadCard(root, { api, open }) {
   const folderInput = h('input', { type: 'file', id: 'upload-folder', webkitdirectory: true });
   const kept = h('div', { id: 'kept-volumes' });
   const zone = h('div', { id: 'dropzone', class: 'dropzone', tabindex: 0 },
-    h('p', {}, 'Drop a CT here: a NIfTI file (.nii, .nii.gz), a DICOM folder or a .zip of one.'),
+    h('p', {}, 'Drop a CT here: a NIfTI file (.nii, .nii.gz), a DICOM folder or a .zip of one, or one multi-frame (enhanced) DICOM file.'),
     h('div', { class: 'row' },
       h('label', {}, 'File ', fileInput),
       h('label', {}, 'DICOM folder ', folderInput)),
