@@ -164,13 +164,19 @@ std::string group_value(const gdcm::DataSet &per, const gdcm::DataSet *shared, g
 // False, out untouched, when a frame has no position (a cine, a multi-frame projection).
 bool expand_frames(const gdcm::DataSet &ds, const vd_slice &s, std::vector<vd_slice> &out)
 {
-    gdcm::DataSet shared_ds, per;
+    gdcm::DataSet shared_ds;
     const gdcm::DataSet *shared =
         item_in(ds, gdcm::Tag(0x5200, 0x9229), 1, shared_ds) ? &shared_ds : nullptr;
+    const gdcm::Tag per_frame(0x5200, 0x9230);
+    if (!ds.FindDataElement(per_frame))
+        return false;
+    // Once: an encoding GDCM parses on demand would be parsed again for every frame.
+    gdcm::SmartPointer<gdcm::SequenceOfItems> items = ds.GetDataElement(per_frame).GetValueAsSQ();
+    if (!items || items->GetNumberOfItems() < (size_t)s.frames)
+        return false;
     std::vector<vd_slice> frames;
     for (int k = 1; k <= s.frames; k++) {
-        if (!item_in(ds, gdcm::Tag(0x5200, 0x9230), (size_t)k, per))
-            return false;
+        const gdcm::DataSet &per = items->GetItem((size_t)k).GetNestedDataSet();
         vd_slice f = s;
         f.frames = 1;
         f.frame = k;
