@@ -106,20 +106,6 @@ static void sync_dir(const char *dir)
     }
 }
 
-int srv_write_all(int fd, const void *p, size_t n)
-{
-    const char *b = p;
-    while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        b += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* path gets parts (n of them) whole or not at all: tmp, flushed, renamed. 0 or -1. */
 static int write_file_atomic(const char *dir, const char *name, const void *const *part,
                              const size_t *len, int n)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "reader.h"
+#include "server.h"
 #include "sim/core/sc_base.h"
 
 #define READER_FD   3  /* the child's end of the pipe */
@@ -54,7 +55,9 @@ typedef struct reader_result {
     sim_volume vol; /* hu NULL: the values follow the record */
 } reader_result;
 
-static int write_all(int fd, const void *p, size_t n)
+/* Here, not in durable.c, which uses it too: the C tests and the fuzzers link this file
+ * without durable.c. */
+int srv_write_all(int fd, const void *p, size_t n)
 {
     const char *b = p;
     while (n > 0) {
@@ -89,7 +92,7 @@ static int write_record(int fd, char type, const void *p, uint32_t n)
     char head[5];
     head[0] = type;
     memcpy(head + 1, &n, sizeof n);
-    return write_all(fd, head, sizeof head) || write_all(fd, p, n) ? -1 : 0;
+    return srv_write_all(fd, head, sizeof head) || srv_write_all(fd, p, n) ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- the child */
@@ -139,7 +142,7 @@ int srv_reader_main(int argc, char **argv)
     r.vol.hu = NULL;
     int bad = write_record(READER_FD, 'R', &r, sizeof r);
     if (!bad && r.has_volume)
-        bad = write_all(READER_FD, v.hu, (size_t)v.nx * v.ny * v.nz * sizeof(float));
+        bad = srv_write_all(READER_FD, v.hu, (size_t)v.nx * v.ny * v.nz * sizeof(float));
     sim_volume_free(&v);
     return bad ? 1 : 0;
 }
@@ -323,7 +326,6 @@ sim_status srv_volume_load_isolated(sim_volume *out, const char *path,
                     strerror(e));
         return sim_volume_load_file(out, path, opts, info, err, err_sz);
     }
-    static const reader_result zero;
     reader_result *r = malloc(sizeof *r);
     int got = r && take_records(fd, &o, r, out);
     close(fd);
@@ -342,7 +344,7 @@ sim_status srv_volume_load_isolated(sim_volume *out, const char *path,
             snprintf(err, err_sz, "%s", r->err);
     } else {
         if (info)
-            *info = zero.info;
+            memset(info, 0, sizeof *info);
         why_no_result(ws, path, err, err_sz);
         st = r ? SIM_ERR_FORMAT : SIM_ERR_NOMEM;
     }

@@ -19,7 +19,7 @@ export default [
     name: 'the reader child\'s dataset facts dropped (the session told of an empty dataset)',
     file: 'server/reader.c',
     find: '            *info = r->info;',
-    replace: '            *info = zero.info;',
+    replace: '            memset(info, 0, sizeof *info);',
     build: ['$BUILD/softcast-tests'],
     test: '$BUILD/softcast-tests reader_child_answers',
     caught_by: 'reader_child_answers_as_the_process_reader_does',

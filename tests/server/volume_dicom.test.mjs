@@ -25,18 +25,25 @@ function element(group, elem, vr, value) {
 }
 const us = (n) => { const b = Buffer.alloc(2); b.writeUInt16LE(n); return b; };
 
-// A CT slice: stored int16 values, HU = 2 * stored - 1024.
-function writeSlice(file, { uid, instance, rows, cols, ipp, spacing, pixels }) {
-  const sop = `1.2.826.0.1.3680043.8.498.${uid.split('.').at(-1)}.${instance}`;
-  const ct = '1.2.840.10008.5.1.4.1.1.2', explicitLE = '1.2.840.10008.1.2.1';
+// A DICOM Part 10 file: the preamble, the file meta group (explicit VR little endian) for the
+// SOP class and instance, then the data set's elements (in tag order).
+function writePart10(file, sopClass, sop, data) {
   const meta = Buffer.concat([
     element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
-    element(0x0002, 0x0002, 'UI', ct),
+    element(0x0002, 0x0002, 'UI', sopClass),
     element(0x0002, 0x0003, 'UI', sop),
-    element(0x0002, 0x0010, 'UI', explicitLE),
+    element(0x0002, 0x0010, 'UI', '1.2.840.10008.1.2.1'),
   ]);
   const groupLength = Buffer.alloc(4);
   groupLength.writeUInt32LE(meta.length);
+  fs.writeFileSync(file, Buffer.concat([Buffer.alloc(128), Buffer.from('DICM'),
+    element(0x0002, 0x0000, 'UL', groupLength), meta, ...data]));
+}
+
+// A CT slice: stored int16 values, HU = 2 * stored - 1024.
+function writeSlice(file, { uid, instance, rows, cols, ipp, spacing, pixels }) {
+  const sop = `1.2.826.0.1.3680043.8.498.${uid.split('.').at(-1)}.${instance}`;
+  const ct = '1.2.840.10008.5.1.4.1.1.2';
   const px = Buffer.alloc(rows * cols * 2);
   pixels.forEach((v, i) => px.writeInt16LE(v, 2 * i));
   const data = [
@@ -54,8 +61,7 @@ function writeSlice(file, { uid, instance, rows, cols, ipp, spacing, pixels }) {
     element(0x0028, 0x1052, 'DS', '-1024'), element(0x0028, 0x1053, 'DS', '2'),
     element(0x7fe0, 0x0010, 'OW', px),
   ];
-  fs.writeFileSync(file, Buffer.concat([Buffer.alloc(128), Buffer.from('DICM'),
-    element(0x0002, 0x0000, 'UL', groupLength), meta, ...data]));
+  writePart10(file, ct, sop, data);
 }
 
 // A sequence of items, explicit lengths; each item the elements given.
@@ -71,15 +77,7 @@ const seq = (group, elem, ...items) => element(group, elem, 'SQ', Buffer.concat(
 // rescale per frame (HU = 2 * stored - 1024). The body as writeSeries's.
 function writeEnhanced(file, uid, [nx, ny, nz], spacing) {
   const sop = `1.2.826.0.1.3680043.8.498.${uid.split('.').at(-1)}.1`;
-  const enhanced = '1.2.840.10008.5.1.4.1.1.2.1', explicitLE = '1.2.840.10008.1.2.1';
-  const meta = Buffer.concat([
-    element(0x0002, 0x0001, 'OB', Buffer.from([0, 1])),
-    element(0x0002, 0x0002, 'UI', enhanced),
-    element(0x0002, 0x0003, 'UI', sop),
-    element(0x0002, 0x0010, 'UI', explicitLE),
-  ]);
-  const groupLength = Buffer.alloc(4);
-  groupLength.writeUInt32LE(meta.length);
+  const enhanced = '1.2.840.10008.5.1.4.1.1.2.1';
   const px = Buffer.alloc(nx * ny * nz * 2), perFrame = [];
   for (let q = 0; q < nz; q++) {
     const k = (q * 7 + 3) % nz;
@@ -110,8 +108,7 @@ function writeEnhanced(file, uid, [nx, ny, nz], spacing) {
     seq(0x5200, 0x9229, shared), seq(0x5200, 0x9230, ...perFrame),
     element(0x7fe0, 0x0010, 'OW', px),
   ];
-  fs.writeFileSync(file, Buffer.concat([Buffer.alloc(128), Buffer.from('DICM'),
-    element(0x0002, 0x0000, 'UL', groupLength), meta, ...data]));
+  writePart10(file, enhanced, sop, data);
 }
 
 // A body (a cylinder of 40 HU along the slices) in air, nz slices, in a shuffled order.
