@@ -295,11 +295,23 @@ static void vol_stop(void)
 
 /* --------------------------------------------------------------- a session */
 
-/* The probe's object: the pull (vertex 0 at rest, 1 where the region is now) and three
- * rings of 16 round the rest position that mark the region and stay still, so that a frame's
- * delta (two vertices) never costs more than the object's key (which would key it). */
-#define VOL_PROBE_RING  16
-#define VOL_PROBE_NVERT (2 + 3 * VOL_PROBE_RING)
+/* The probe's object: the pull (vertex 0 at rest, 1 where the region is now), three rings of
+ * 16 round the rest position that mark the region and stay still, so that a frame's delta
+ * (the pull's end and the trail) never costs more than the object's key (which would key
+ * it), and the trail: vertex VOL_PROBE_TRAIL_AT + k - 1 is where the region was k frames
+ * before (k = 1..VOL_PROBE_TRAIL), its scalar the speed then. A viewer is skipped frames (a
+ * busy page shows the newest of a burst; the server sends a slow client the newest), and the
+ * trail gives the page those frames' samples all the same, so its plot misses no swing. */
+#define VOL_PROBE_RING     16
+#define VOL_PROBE_TRAIL    16
+#define VOL_PROBE_TRAIL_AT (2 + 3 * VOL_PROBE_RING)
+#define VOL_PROBE_NVERT    (VOL_PROBE_TRAIL_AT + VOL_PROBE_TRAIL)
+
+/* One frame's probe sample (world mm from the rest position; mm/s). */
+typedef struct vol_probe_sample {
+    uint64_t frame;
+    float disp[3], speed;
+} vol_probe_sample;
 
 typedef struct vol_scene {
     sim_volume_model *model; /* the server's default, or this session's own */
@@ -321,6 +333,10 @@ typedef struct vol_scene {
     float probe_pos[VOL_PROBE_NVERT * 3], probe_speed[VOL_PROBE_NVERT], probe_at[3];
     float probe_box[3];
     uint32_t probe_seg[(VOL_PROBE_NVERT - 1) * 2];
+    /* The trail's source: the samples of the last steps, newest first (a frame that stepped
+     * nothing, paused, shows the step before it); only this grab's (a new one starts again). */
+    vol_probe_sample probe_hist[VOL_PROBE_TRAIL + 1];
+    int probe_nhist;
     char preset[16]; /* its class thresholds' preset (sim_volume_params_preset) */
 } vol_scene;
 
@@ -366,7 +382,7 @@ static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
 }
 
 static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz);
-static void probe_view(vol_scene *v, const sim_volume_metrics *mt, double period_s);
+static void probe_view(vol_scene *v, const sim_volume_metrics *mt, uint64_t frame, double period_s);
 
 static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
 {
@@ -438,7 +454,7 @@ static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz)
     }
     sim_volume_metrics none;
     memset(&none, 0, sizeof none);
-    probe_view(v, &none, 0.0); /* nothing grabbed yet: at the centre, at rest */
+    probe_view(v, &none, 0, 0.0); /* nothing grabbed yet: at the centre, at rest */
     return 201;
 }
 
@@ -749,23 +765,57 @@ static void notice_grab_clamp(srv_scene_ctx *c, vol_scene *v, const sim_volume_m
         c->reply_text(c, c->driver, text);
 }
 
+/* The probe's trail (see VOL_PROBE_TRAIL): this frame's sample joins the history, and trail
+ * vertex k (1..VOL_PROBE_TRAIL) is the newest sample of frame - k or before, the oldest held
+ * where the history starts later (the first frames, or a new grab, which starts it again: a
+ * sample of another region was measured from another rest position). Segments join the
+ * pull's end and the trail, so the view shows the path the region took. */
+static void probe_trail(vol_scene *v, uint64_t frame, int regrab)
+{
+    if (regrab || (v->probe_nhist && v->probe_hist[0].frame >= frame))
+        v->probe_nhist = 0; /* another region, or the frames went back (a replay's seek) */
+    memmove(&v->probe_hist[1], &v->probe_hist[0],
+            (size_t)(VOL_PROBE_TRAIL < v->probe_nhist ? VOL_PROBE_TRAIL : v->probe_nhist) *
+                sizeof v->probe_hist[0]);
+    if (v->probe_nhist <= VOL_PROBE_TRAIL)
+        v->probe_nhist++;
+    vol_probe_sample *now = &v->probe_hist[0];
+    now->frame = frame;
+    memcpy(now->disp, &v->probe_pos[3], sizeof now->disp);
+    now->speed = v->probe_speed[1];
+    int h = 0;
+    for (int k = 1; k <= VOL_PROBE_TRAIL; k++) {
+        uint64_t want = frame >= (uint64_t)k ? frame - (uint64_t)k : 0;
+        while (h + 1 < v->probe_nhist && v->probe_hist[h].frame > want)
+            h++;
+        const vol_probe_sample *at = &v->probe_hist[h];
+        int j = VOL_PROBE_TRAIL_AT + k - 1;
+        memcpy(&v->probe_pos[j * 3], at->disp, sizeof at->disp);
+        v->probe_speed[j] = at->speed;
+        v->probe_seg[2 * (j - 1)] = (uint32_t)(k == 1 ? 1 : j - 1);
+        v->probe_seg[2 * (j - 1) + 1] = (uint32_t)j;
+    }
+}
+
 /* The probe as the viewers get it (server/README.md, the volume scene): placed by its
  * transform at the grabbed region's mean rest position (world mm), a segment from there
  * (vertex 0, local origin) to the region's mean position now (vertex 1), each end's scalar
- * the region's mean speed in mm/s (the frame's motion over the frame's period), and rings
- * marking the region. Before any grab, at the lattice's centre with a segment of length 0:
- * the object is there from the first frame, and a new grab moves its transform, so neither
- * costs a key. */
+ * the region's mean speed in mm/s (the frame's motion over the frame's period), rings
+ * marking the region, and the trail (the region at the frames before this one). Before any
+ * grab, at the lattice's centre with a segment of length 0: the object is there from the
+ * first frame, and a new grab moves its transform, so neither costs a key. */
 #define VOL_PROBE_MAX_SPEED 10000.0f /* mm/s: the scalar's range */
-static void probe_view(vol_scene *v, const sim_volume_metrics *mt, double period_s)
+static void probe_view(vol_scene *v, const sim_volume_metrics *mt, uint64_t frame, double period_s)
 {
     const sim_volume *vol = sim_volume_model_volume(v->model);
     const float *sp = vol->spacing_mm;
-    int n[3] = {vol->nx, vol->ny, vol->nz}, any = mt->probe_elements > 0;
+    int n[3] = {vol->nx, vol->ny, vol->nz}, any = mt->probe_elements > 0, regrab = 0;
     double speed = 0.0;
     float ring = 2.5f * fmaxf(sp[0], fmaxf(sp[1], sp[2]));
     for (int b = 0; b < 3; b++) {
-        v->probe_at[b] = (any ? mt->probe_rest[b] : 0.5f * (float)(n[b] - 1)) * sp[b];
+        float at = (any ? mt->probe_rest[b] : 0.5f * (float)(n[b] - 1)) * sp[b];
+        regrab |= at != v->probe_at[b];
+        v->probe_at[b] = at;
         v->probe_box[b] = (float)n[b] * sp[b] + ring;
         v->probe_pos[b] = 0.0f;
         v->probe_pos[3 + b] = any ? mt->probe_disp[b] * sp[b] : 0.0f;
@@ -788,6 +838,7 @@ static void probe_view(vol_scene *v, const sim_volume_metrics *mt, double period
             v->probe_seg[2 * (j - 1) + 1] =
                 (uint32_t)(2 + r * VOL_PROBE_RING + (k + 1) % VOL_PROBE_RING);
         }
+    probe_trail(v, frame, regrab);
 }
 
 /* What a step's metrics tell the session: returns 1 when the view changed. */
@@ -801,7 +852,8 @@ static int vol_stepped(srv_scene_ctx *c, vol_scene *v, const sim_volume_metrics 
     }
     *ms = mt->total_ms;
     notice_grab_clamp(c, v, mt);
-    probe_view(v, mt, c->frame > 0 ? c->sim_time_s / (double)c->frame : 0.0);
+    /* The step makes frame c->frame + 1 (the worker numbers it after the step). */
+    probe_view(v, mt, c->frame + 1, c->frame > 0 ? c->sim_time_s / (double)c->frame : 0.0);
     return !mt->skipped;
 }
 

@@ -280,6 +280,7 @@ static char *state_text(const ws_ctx *w, srv_client *c)
     }
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddBoolToObject(j, "paused", ss->paused);
+    cJSON_AddNumberToObject(j, "rate_hz", w->s->cfg.rate_hz); /* frame f is at f / rate_hz s */
     srv_replay_describe(ss, j);
     if (ss->driver == c->id) /* the driver may share the viewer link */
         cJSON_AddStringToObject(j, "view_token", ss->view_token);

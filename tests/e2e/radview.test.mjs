@@ -10,7 +10,8 @@
 // - The Debian head CT written as NIfTI with its stated orientation: screenshots of the
 //   three planes with their letters and of the 3D view (build/e2e/ct-*.png).
 // - The plot after a release under condition B: its displacement trace drawn on both sides
-//   of the zero line (build/e2e/plot-condition-b.png).
+//   of the zero line (build/e2e/plot-condition-b.png), with a sample for every frame from the
+//   release to rest though the page was busy and skipped frames (the probe's trail).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -225,6 +226,16 @@ test('the plot after a release under condition B: the displacement trace swings 
       c.send('release', {});
     });
     await until(page, () => window.softcast.conn.sent.size === 0, null, 'the release applied');
+    // While it rings the page is busy three times for 120 ms (7 frames at 60 Hz): it shows the
+    // newest of each burst, and the probe's trail must give the plot the frames it skipped.
+    const released = await page.evaluate(async () => {
+      const frame = window.softcast.st.frame, tick = (ms) => new Promise((r) => setTimeout(r, ms));
+      for (let k = 0; k < 3; k++) {
+        for (const end = performance.now() + 120; performance.now() < end;); // the page's thread held
+        await tick(40);
+      }
+      return frame;
+    });
     // Rung and settled: the server says the volume is at rest and the page shows its last
     // frame (not "no frame for a second": a busy machine fakes that); then the plot must have
     // samples past rest. (Not a count of samples: the page shows the newest of a burst, so how
@@ -238,6 +249,18 @@ test('the plot after a release under condition B: the displacement trace swings 
     }
     const seen = await page.evaluate(() => ({ n: window.softcast.probe.samples, min: Math.min(...window.softcast.probe.plot.samples.map((x) => x[1])) }));
     assert.ok(seen.n > 5 && seen.min < -1, `the region swung past rest: ${seen.n} samples, least ${seen.min} mm`);
+    // From the release to rest every frame moved something, so every frame has its sample,
+    // though the page took fewer updates than that.
+    const ring = await page.evaluate((from) => {
+      const pr = window.softcast.probe, dt = 1 / pr.rate;
+      const t = pr.plot.samples.map((x) => x[0]).filter((x) => x >= from * dt - 1e-9);
+      let gaps = 0;
+      for (let i = 1; i < t.length; i++) if (Math.abs(t[i] - t[i - 1] - dt) > 1e-6) gaps++;
+      return { samples: t.length, gaps, updates: pr.updates, plotted: pr.samples, rate: pr.rate };
+    }, released);
+    console.log(`# ring: ${ring.samples} frames plotted from the release at frame ${released}, ${ring.gaps} gaps; ${ring.updates} updates gave ${ring.plotted} samples`);
+    assert.ok(ring.rate > 0 && ring.samples >= 20 && ring.gaps === 0, `frames missing from the plot: ${JSON.stringify(ring)}`);
+    assert.ok(ring.updates < ring.plotted, `the trail filled no frame: ${JSON.stringify(ring)}`);
     const r = await page.evaluate(() => {
       const pl = window.softcast.plot, c = pl.canvas, { zeroY, box } = pl.layout();
       const px = pl.ctx.getImageData(0, 0, c.width, c.height).data;

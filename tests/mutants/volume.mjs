@@ -568,6 +568,27 @@ export default [
     caught_by: 'volume_probe: "viewers get the grabbed region after release; condition A does not / B rings"',
   },
   {
+    name: 'volume probe trail: a new grab keeps the old region\'s samples (measured from another rest position)',
+    file: 'server/scene_volume.c',
+    find: '    if (regrab || (v->probe_nhist && v->probe_hist[0].frame >= frame))',
+    replace: '    if ((regrab && 0) || (v->probe_nhist && v->probe_hist[0].frame >= frame))',
+    build: tests, test: run('volume_probe_trail'), caught_by: 'volume_probe_trail_holds_the_region_at_each_of_the_frames_before',
+  },
+  {
+    name: 'volume probe trail: one frame late (vertex k holds k - 1 frames before)',
+    file: 'server/scene_volume.c',
+    find: '        uint64_t want = frame >= (uint64_t)k ? frame - (uint64_t)k : 0;',
+    replace: '        uint64_t want = frame >= (uint64_t)k ? frame - (uint64_t)k + 1 : 0;',
+    build: tests, test: run('volume_probe_trail'), caught_by: 'volume_probe_trail_holds_the_region_at_each_of_the_frames_before',
+  },
+  {
+    name: 'volume probe trail: counted in steps, not frames (a paused frame shifts nothing)',
+    file: 'server/scene_volume.c',
+    find: '        while (h + 1 < v->probe_nhist && v->probe_hist[h].frame > want)\n            h++;',
+    replace: '        h = k < v->probe_nhist ? k : v->probe_nhist - 1;\n        (void)want;',
+    build: tests, test: run('volume_probe_trail'), caught_by: 'volume_probe_trail_holds_the_region_at_each_of_the_frames_before',
+  },
+  {
     name: 'phantom: the liver on the patient\'s left (x mirrored)',
     file: 'sim/volume/phantom.c',
     find: 'ell3(u - 60.0f, v - 5.0f, w - 250.0f, 85.0f, 80.0f, 95.0f)',

@@ -273,4 +273,18 @@ export default [
     replace: 'const along = len;',
     build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (trace pixels below zero)',
   },
+  {
+    name: 'volume probe plot: the trail not read (a frame the page skipped has no sample)',
+    file: 'web-client/src/scenes/volume.mjs',
+    find: 'const gap = this.frame >= 0 && !regrab && this.rate > 0 ?',
+    replace: 'const gap = 0 && this.frame >= 0 && !regrab && this.rate > 0 ?',
+    build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (frames missing from the plot)',
+  },
+  {
+    name: 'volume probe plot: the trail read one frame out (vertex k taken as k + 1 frames before)',
+    file: 'web-client/src/scenes/volume.mjs',
+    find: "this.sample(t - k / this.rate,",
+    replace: "this.sample(t - (k ? k + 1 : 0) / this.rate,",
+    build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (frames missing from the plot)',
+  },
 ];

@@ -20,12 +20,13 @@ export class TracePlot {
     this.draw();
   }
 
-  push(t, a, b) {
+  /** A sample; draw false: more follow at once (the last of them draws). */
+  push(t, a, b, draw = true) {
     const last = this.samples.at(-1);
     if (last && t < last[0]) this.samples = []; // time went back: a reset or a new session
     this.samples.push([t, a, b]);
     while (this.samples.length && this.samples[0][0] < t - this.seconds - 1) this.samples.shift();
-    this.draw();
+    if (draw) this.draw();
   }
 
   /** Where things are drawn (CSS px): the plot's box and the zero line. */

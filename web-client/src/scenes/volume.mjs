@@ -43,33 +43,52 @@ function frameFront(view) {
 
 /** The live plot's state: samples from object 2 (placed at the region's rest position by
  *  its transform; vertex 0 there, vertex 1 where the region is now, local mm; the scalar its
- *  velocity's magnitude), the displacement taken along the pull (the largest displacement
- *  seen since the region was grabbed: a new grab moves the transform and starts again). */
+ *  velocity's magnitude; vertex TRAIL_AT + k - 1 where it was k frames before), the
+ *  displacement taken along the pull (the largest displacement seen since the region was
+ *  grabbed: a new grab moves the transform and starts again). The page shows the newest of a
+ *  burst, so an update may come several frames after the last: the trail fills the frames
+ *  between, and the plot has every frame's sample (up to TRAIL frames apart). */
+const TRAIL_AT = 50, TRAIL = 16; // server/scene_volume.c: VOL_PROBE_TRAIL_AT, VOL_PROBE_TRAIL
 class ProbeTrace {
   constructor(plot) {
     this.plot = plot;
     this.dir = null;
-    this.d = [0, 0, 0];
-    this.vmag = 0;
-    this.samples = 0;
+    this.p = null;        // the probe's positions and scalars as last shown
+    this.s = null;
+    this.samples = 0;     // samples plotted
+    this.updates = 0;     // updates taken (the rest came from the trail)
+    this.rate = 0;        // frames per simulated second (the state's rate_hz)
+    this.frame = -1;      // the newest frame plotted
   }
 
   /** An update of object 2 (wire.mjs: positions and scalars when they changed, the
-   *  transform when it did) at simulated time t (s). */
-  add(t, u) {
-    if (u.transform) this.dir = null; // a new grab
-    if (u.positions) {
-      const p = u.positions;
-      this.d = [p[3] - p[0], p[4] - p[1], p[5] - p[2]];
-      this.vmag = u.scalars?.[1] ?? 0;
+   *  transform when it did) of frame `frame` at simulated time t (s). */
+  add(t, u, frame) {
+    const regrab = !!u.transform;
+    if (regrab) this.dir = null; // a new grab
+    if (frame < this.frame) this.frame = -1; // the frames went back (a replay's seek)
+    if (u.positions) { this.p = u.positions; this.s = u.scalars ?? null; }
+    const p = this.p, s = this.s;
+    if (!p) return;
+    this.updates++;
+    // The frames between the last plotted and this one, from the trail: none for the first
+    // update, or one that brings a new grab (the trail before it is another region's).
+    const gap = this.frame >= 0 && !regrab && this.rate > 0 ? Math.min(frame - this.frame - 1, TRAIL) : 0;
+    for (let k = gap; k >= 0; k--) {
+      const j = k ? TRAIL_AT + k - 1 : 1; // vertex 1: this frame's
+      this.sample(t - k / this.rate, [p[3 * j] - p[0], p[3 * j + 1] - p[1], p[3 * j + 2] - p[2]], s?.[j] ?? 0, k === 0);
     }
-    const d = this.d, vmag = this.vmag, len = Math.hypot(...d);
+    this.frame = frame;
+  }
+
+  sample(t, d, vmag, draw) {
+    const len = Math.hypot(...d);
     if (!this.dir || len > this.dir.len) this.dir = { len, u: d.map((x) => (len > 0 ? x / len : 0)) };
     const along = d[0] * this.dir.u[0] + d[1] * this.dir.u[1] + d[2] * this.dir.u[2];
     this.last = { t, along, vmag };
     this.at = performance.now();
     this.samples++;
-    this.plot.push(t, along, vmag);
+    this.plot.push(t, along, vmag, draw);
   }
 }
 
@@ -115,6 +134,7 @@ export default {
       hint: (driver) => (driver ? 'drag on the body to pull it · drag elsewhere to orbit · wheel to zoom · right-drag to pan' : null),
       state(t) {
         radius = 3 * Math.max(...t.spacing);
+        probe.rate = t.rate_hz ?? 0;
         slice.setOrientation(t.orientation, t.file_orientation);
         slice.setDims(t.dims, t.spacing);
         info.replaceChildren(...datasetLines(t).map((l) => h('div', {}, l)));
@@ -130,7 +150,7 @@ export default {
       objects(m) {
         slice.meshFrame(m.frame);
         const p = m.objects.find((o) => o.id === PROBE);
-        if (p) probe.add(m.simTime, p);
+        if (p) probe.add(m.simTime, p, m.frame);
         if (m.removed.includes(PROBE)) plot.clear();
       },
       text(t) {
