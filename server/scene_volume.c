@@ -1002,11 +1002,24 @@ static size_t vol_bytes(const void *scene)
 /* Kept across restarts (durable.c): the sim's state, and whether the driver was told that
  * its pull stops at the box (the probe and the surfaces follow from the state at the next
  * step). */
+/* The scene's part of a snapshot (a restart, a recording's start): VSRV version 2, then the
+ * sim's state. Besides the sim, the probe's trail: a replay or a restarted session shows the
+ * frames after it with the trail the original showed. Version 1 (no trail) is still read:
+ * its trail starts again at the next step. */
+#define VOL_SNAPSHOT_VERSION 2
 static int vol_save(void *scene, sc_blob *out, char *err, size_t err_sz)
 {
     vol_scene *v = scene;
-    sc_blob_tag(out, "VSRV", 1);
+    sc_blob_tag(out, "VSRV", VOL_SNAPSHOT_VERSION);
     SC_PUT(out, v->clamp_noticed);
+    SC_PUT(out, v->probe_at);
+    int32_t nhist = v->probe_nhist;
+    SC_PUT(out, nhist);
+    for (int k = 0; k < nhist; k++) {
+        SC_PUT(out, v->probe_hist[k].frame);
+        SC_PUT(out, v->probe_hist[k].disp);
+        SC_PUT(out, v->probe_hist[k].speed);
+    }
     return sim_volume_state_save(v->state, out, err, err_sz) == SIM_OK ? 0 : -1;
 }
 
@@ -1014,8 +1027,31 @@ static int vol_restore(void *scene, const void *data, size_t n, char *err, size_
 {
     vol_scene *v = scene;
     sc_reader r = sc_reader_of(data, n);
-    sc_reader_tag(&r, "VSRV", 1);
+    char tag[4];
+    uint32_t version = 0;
+    int32_t nhist = 0;
+    sc_reader_get(&r, tag, sizeof tag);
+    SC_GET(&r, version);
+    if (!r.failed && (memcmp(tag, "VSRV", 4) || version < 1 || version > VOL_SNAPSHOT_VERSION)) {
+        snprintf(r.why, sizeof r.why, "expected part VSRV version 1 to %d, found %.4s version %u",
+                 VOL_SNAPSHOT_VERSION, tag, version);
+        r.failed = 1;
+    }
     SC_GET(&r, v->clamp_noticed);
+    if (version >= 2) {
+        SC_GET(&r, v->probe_at);
+        SC_GET(&r, nhist);
+        if (!r.failed && (nhist < 0 || nhist > VOL_PROBE_TRAIL + 1)) {
+            snprintf(r.why, sizeof r.why, "a probe trail of %d samples", (int)nhist);
+            r.failed = 1;
+        }
+        for (int k = 0; k < nhist && !r.failed; k++) {
+            SC_GET(&r, v->probe_hist[k].frame);
+            SC_GET(&r, v->probe_hist[k].disp);
+            SC_GET(&r, v->probe_hist[k].speed);
+        }
+    }
+    v->probe_nhist = r.failed ? 0 : nhist;
     if (r.failed) {
         snprintf(err, err_sz, "%s", r.why);
         return -1;

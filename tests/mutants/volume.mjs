@@ -589,6 +589,27 @@ export default [
     build: tests, test: run('volume_probe_trail'), caught_by: 'volume_probe_trail_holds_the_region_at_each_of_the_frames_before',
   },
   {
+    name: 'volume probe trail: not in the scene\'s snapshot (a restored session or a replay starts it again)',
+    file: 'server/scene_volume.c',
+    find: '    int32_t nhist = v->probe_nhist;\n    SC_PUT(out, nhist);',
+    replace: '    int32_t nhist = 0;\n    SC_PUT(out, nhist);',
+    build: tests, test: run('volume_probe_trail_comes_back'), caught_by: 'volume_probe_trail_comes_back_with_a_restored_session',
+  },
+  {
+    name: 'volume probe trail: the region\'s place not restored (the next step takes it for a new grab)',
+    file: 'server/scene_volume.c',
+    find: '        SC_GET(&r, v->probe_at);',
+    replace: '        float at_[3];\n        SC_GET(&r, at_);',
+    build: tests, test: run('volume_probe_trail_comes_back'), caught_by: 'volume_probe_trail_comes_back_with_a_restored_session',
+  },
+  {
+    name: 'volume scene snapshot: version 1 (a state kept before the trail) refused',
+    file: 'server/scene_volume.c',
+    find: 'version < 1 || version > VOL_SNAPSHOT_VERSION',
+    replace: 'version < 2 || version > VOL_SNAPSHOT_VERSION',
+    build: tests, test: run('volume_probe_trail_comes_back'), caught_by: 'volume_probe_trail_comes_back_with_a_restored_session',
+  },
+  {
     name: 'phantom: the liver on the patient\'s left (x mirrored)',
     file: 'sim/volume/phantom.c',
     find: 'ell3(u - 60.0f, v - 5.0f, w - 250.0f, 85.0f, 80.0f, 95.0f)',

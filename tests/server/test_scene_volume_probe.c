@@ -6,9 +6,13 @@
  * condition B: a pull, a release, a pause while it rings, a second grab elsewhere. Ground
  * truth: the pull's end and speed as the views of those frames showed them (a paused frame
  * shows the last step's), and for the frames before a grab, none of the old region's (its
- * displacement was measured from another rest position): the new grab's first sample. */
+ * displacement was measured from another rest position): the new grab's first sample.
+ * A session saved mid-ring (a restart, a recording's start) and restored into one made afresh
+ * shows the same probe, trail included, on every frame after. */
 #include <math.h>
 #include <string.h>
+
+#include "sim/core/sc_blob.h"
 
 #include "tests/harness.h"
 #include "tests/server/scene_session.h"
@@ -60,6 +64,22 @@ static int paused_at(int f)
     return f >= 70 && f < 78; /* while the second region rings, for 8 frames */
 }
 
+/* The worker's frame f (unless paused): the script's events, the step that makes frame f + 1,
+ * and that frame's view's probe. NULL when the view has no probe of NVERT vertices. */
+static const proto_object_in *step_frame(scene_session *s, int f)
+{
+    double ms;
+    s->ctx.frame = (uint64_t)f;
+    s->ctx.sim_time_s = f / 60.0;
+    script(s, f);
+    (void)s->sc->step(&s->ctx, s->scene, &ms);
+    srv_view v;
+    srv_view_budget b = {0, 0};
+    s->sc->view(s->scene, (uint64_t)f + 1, &b, &v);
+    CHECK(v.n > PROBE_ID && v.obj[PROBE_ID].nvert == NVERT);
+    return v.n > PROBE_ID && v.obj[PROBE_ID].nvert == NVERT ? &v.obj[PROBE_ID] : NULL;
+}
+
 TEST(volume_probe_trail_holds_the_region_at_each_of_the_frames_before)
 {
     scene_session s;
@@ -75,18 +95,9 @@ TEST(volume_probe_trail_holds_the_region_at_each_of_the_frames_before)
             sh[F] = sh[F - 1]; /* nothing steps: the frame shows what the last step left */
             continue;
         }
-        double ms;
-        s.ctx.frame = (uint64_t)f;
-        s.ctx.sim_time_s = f / 60.0;
-        script(&s, f);
-        (void)s.sc->step(&s.ctx, s.scene, &ms);
-        srv_view v;
-        srv_view_budget b = {0, 0};
-        s.sc->view(s.scene, (uint64_t)F, &b, &v);
-        CHECK(v.n > PROBE_ID && v.obj[PROBE_ID].nvert == NVERT);
-        if (v.n <= PROBE_ID || v.obj[PROBE_ID].nvert != NVERT)
+        const proto_object_in *o = step_frame(&s, f);
+        if (!o)
             break;
-        const proto_object_in *o = &v.obj[PROBE_ID];
         shown *x = &sh[F];
         memcpy(x->end, &o->pos[3], sizeof x->end);
         x->speed = o->scalar[1];
@@ -145,4 +156,70 @@ TEST(volume_probe_trail_holds_the_region_at_each_of_the_frames_before)
            "%d entries checked, %d of paused frames, %d from before a grab", checked, held,
            before_grab);
     scene_session_close(&s);
+}
+
+TEST(volume_probe_trail_comes_back_with_a_restored_session)
+{
+    enum { SAVE_AT = 60 }; /* the second region rings; the trail holds 16 frames of it */
+    scene_session a, b;
+    char err[256] = "";
+    CHECK(scene_session_open(&a, "volume", "{\"dims\":[48,48,28]}", 1));
+    CHECK(scene_session_open(&b, "volume", "{\"dims\":[48,48,28]}", 1));
+    if (!a.scene || !b.scene)
+        goto out;
+    for (int f = 0; f < SAVE_AT; f++)
+        (void)step_frame(&a, f);
+    sc_blob blob = {0};
+    CHECKF(a.sc->save(a.scene, &blob, err, sizeof err) == 0, "%s", err);
+    CHECKF(b.sc->restore(b.scene, blob.p, blob.n, err, sizeof err) == 0, "%s", err);
+    int same = 1, trail_moved = 0;
+    float first[TRAIL * 3];
+    for (int f = SAVE_AT; f < SAVE_AT + TRAIL && same; f++) {
+        const proto_object_in *oa = step_frame(&a, f);
+        float pa[NVERT * 3], sa[NVERT];
+        if (!oa)
+            break;
+        memcpy(pa, oa->pos, sizeof pa); /* the view's arrays are the scene's, overwritten next */
+        memcpy(sa, oa->scalar, sizeof sa);
+        const proto_object_in *ob = step_frame(&b, f);
+        if (!ob)
+            break;
+        same = !memcmp(pa, ob->pos, sizeof pa) && !memcmp(sa, ob->scalar, sizeof sa) &&
+               !memcmp(oa->xf.t, ob->xf.t, sizeof oa->xf.t);
+        CHECKF(same, "frame %d: the restored session's probe differs", f + 1);
+        if (f == SAVE_AT)
+            memcpy(first, &pa[TRAIL_AT * 3], sizeof first);
+        else
+            trail_moved |= memcmp(first, &pa[TRAIL_AT * 3], sizeof first) != 0;
+    }
+    /* The trail at the save held more than one sample (else a lost history would not show). */
+    int distinct = 0;
+    for (int k = 1; k < TRAIL; k++)
+        distinct += memcmp(&first[3 * k], &first[0], 3 * sizeof(float)) != 0;
+    CHECKF(distinct >= TRAIL / 2 && (trail_moved || !same),
+           "%d distinct trail samples at the save; the trail moved after it: %d", distinct,
+           trail_moved);
+    /* A snapshot of version 1 (before the trail: a --state-dir kept across the upgrade) is
+     * still read: the same part without the trail, then the sim's state. */
+    size_t at = 8 + sizeof(int) + 3 * sizeof(float), sim_at = at + 4 + (size_t)(TRAIL + 1) * 24;
+    int32_t nhist;
+    memcpy(&nhist, blob.p + at, sizeof nhist);
+    CHECKF(nhist == TRAIL + 1, "%d samples in the snapshot", (int)nhist);
+    sc_blob old = {0};
+    uint32_t v1 = 1;
+    sc_blob_put(&old, blob.p, 4);
+    SC_PUT(&old, v1);
+    sc_blob_put(&old, blob.p + 8, sizeof(int));
+    sc_blob_put(&old, blob.p + sim_at, blob.n - sim_at);
+    CHECKF(b.sc->restore(b.scene, old.p, old.n, err, sizeof err) == 0, "version 1: %s", err);
+    sc_blob_free(&old);
+    /* A damaged trail is refused by name: its count out of range. */
+    int32_t bad = 1000;
+    memcpy(blob.p + at, &bad, sizeof bad);
+    CHECK(b.sc->restore(b.scene, blob.p, blob.n, err, sizeof err) != 0 &&
+          strstr(err, "probe trail of 1000") != NULL);
+    sc_blob_free(&blob);
+out:
+    scene_session_close(&a);
+    scene_session_close(&b);
 }
