@@ -52,6 +52,39 @@ int srv_scene_event(const srv_scene_i *sc, const char *type)
     return -1;
 }
 
+int srv_create_fields(const cJSON *opts, const char *scene, const char *const *known, char *err,
+                      size_t err_sz)
+{
+    if (opts && !cJSON_IsObject(opts)) {
+        snprintf(err, err_sz, "the options must be a JSON object");
+        return 400;
+    }
+    const cJSON *f;
+    cJSON_ArrayForEach(f, opts)
+    {
+        int ok = !strcmp(f->string, "scene");
+        for (int k = 0; known[k] && !ok; k++)
+            ok = !strcmp(f->string, known[k]);
+        if (ok)
+            continue;
+        char takes[160] = "";
+        size_t at = 0;
+        for (int k = 0; known[k] && at < sizeof takes; k++)
+            at += (size_t)snprintf(takes + at, sizeof takes - at, "%s%s",
+                                   k == 0 ? "" : known[k + 1] ? ", " : " and ", known[k]);
+        snprintf(err, err_sz, "unknown field \"%s\": %s takes %s", f->string, scene,
+                 known[0] ? takes : "no options");
+        return 400;
+    }
+    return 201;
+}
+
+int srv_json_int_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= lo &&
+           v->valuedouble <= hi;
+}
+
 int srv_option_string(const char *name, const char *val, char *dst, size_t cap, char *err,
                       size_t err_sz)
 {

@@ -159,6 +159,14 @@ const srv_scene_i *const *srv_scenes(int *n);
 int srv_parse_no_payload(const cJSON *msg, void *out, const char **error, char *err, size_t err_sz);
 /// The index of the event called type in the scene's table, or -1.
 int srv_scene_event(const srv_scene_i *sc, const char *type);
+/// A session's create options (POST /api/sessions, or a recording's header): a JSON object
+/// (or NULL: none) whose fields are "scene" and the scene's `known` ones (NULL-terminated).
+/// 201, or 400 with err naming the first other field and what the scene takes: a misspelt
+/// option must not silently give the default.
+int srv_create_fields(const cJSON *opts, const char *scene, const char *const *known, char *err,
+                      size_t err_sz);
+/// 1 when v is a number with no fraction in [lo, hi].
+int srv_json_int_in(const cJSON *v, double lo, double hi);
 /// A string option (--name val) into a buffer of cap bytes: 1 (taken), or -1 with err when
 /// it does not fit (the return a scene's option hook gives).
 int srv_option_string(const char *name, const char *val, char *dst, size_t cap, char *err,

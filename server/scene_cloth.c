@@ -80,11 +80,14 @@ static char *cl_params_json(const void *scene)
 
 static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
 {
+    static const char *const known[] = {"characters", NULL};
+    int status = srv_create_fields(opts, "cloth", known, err, err_sz);
+    if (status != 201)
+        return status;
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(opts, "characters");
     int nchar = 1;
     if (n) {
-        if (!cJSON_IsNumber(n) || n->valuedouble != floor(n->valuedouble) || n->valuedouble < 1 ||
-            n->valuedouble > MAX_CHARACTERS) {
+        if (!srv_json_int_in(n, 1, MAX_CHARACTERS)) {
             snprintf(err, err_sz, "\"characters\" must be an integer 1 to %d", MAX_CHARACTERS);
             return 400;
         }

@@ -188,25 +188,10 @@ static int truss_alloc(gr_scene *v, char *err, size_t err_sz)
  * "three_d" (bool); truss: "cells" [nx, ny]. Anything else is refused by name. */
 static int parse_create(const cJSON *o, gr_scene *v, char *err, size_t err_sz)
 {
-    static const char *const known[] = {"scene", "model", "seed", "three_d", "cells"};
-    const cJSON *f;
-    if (o && !cJSON_IsObject(o)) { /* (a recording's options come from a file) */
-        snprintf(err, err_sz, "the options must be a JSON object");
-        return 400;
-    }
-    cJSON_ArrayForEach(f, o)
-    {
-        int ok = 0;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            ok |= !strcmp(f->string, known[k]);
-        if (!ok) {
-            snprintf(err, err_sz,
-                     "unknown field \"%s\": growth takes model, seed and three_d (plant), cells "
-                     "(truss)",
-                     f->string);
-            return 400;
-        }
-    }
+    static const char *const known[] = {"model", "seed", "three_d", "cells", NULL};
+    int status = srv_create_fields(o, "growth", known, err, err_sz);
+    if (status != 201)
+        return status;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
     if (m && (!cJSON_IsString(m) ||
               (strcmp(m->valuestring, "plant") && strcmp(m->valuestring, "truss")))) {

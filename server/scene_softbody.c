@@ -420,16 +420,10 @@ static int place_settled(sb_scene *v, char *err, size_t err_sz)
  * refused by name: a misspelt option must not silently give the default. */
 static int parse_create(const cJSON *opts, int *hybrid, int *particles, char *err, size_t err_sz)
 {
-    const cJSON *f;
-    cJSON_ArrayForEach(f, opts)
-    {
-        if (strcmp(f->string, "scene") && strcmp(f->string, "model") &&
-            strcmp(f->string, "particles")) {
-            snprintf(err, err_sz, "unknown field \"%s\": softbody takes model and particles",
-                     f->string);
-            return 400;
-        }
-    }
+    static const char *const known[] = {"model", "particles", NULL};
+    int status = srv_create_fields(opts, "softbody", known, err, err_sz);
+    if (status != 201)
+        return status;
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(opts, "model");
     if (m && (!cJSON_IsString(m) ||
               (strcmp(m->valuestring, "hybrid") && strcmp(m->valuestring, "surface")))) {

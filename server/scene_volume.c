@@ -366,8 +366,8 @@ static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
     }
     for (int b = 0; b < 3; b++) {
         const cJSON *e = cJSON_GetArrayItem(dj, b);
-        if (!cJSON_IsNumber(e) || e->valuedouble < 8 || e->valuedouble > 4096) {
-            snprintf(err, err_sz, "\"dims\" entries must be 8 to 4096");
+        if (!srv_json_int_in(e, 8, 4096)) {
+            snprintf(err, err_sz, "\"dims\" entries must be integers 8 to 4096");
             return 400;
         }
         dims[b] = (int)e->valuedouble;
@@ -386,8 +386,11 @@ static void probe_view(vol_scene *v, const sim_volume_metrics *mt, uint64_t fram
 
 static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
 {
+    static const char *const known[] = {"dims", "preset", NULL};
     const cJSON *dj = cJSON_GetObjectItemCaseSensitive(opts, "dims");
-    int dims[3], status = dj ? parse_dims(dj, dims, err, err_sz) : 201;
+    int dims[3], status = srv_create_fields(opts, "volume", known, err, err_sz);
+    if (status == 201 && dj)
+        status = parse_dims(dj, dims, err, err_sz);
     char preset[16];
     if (status == 201)
         status = parse_preset(opts, preset, err, err_sz);

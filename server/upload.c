@@ -78,20 +78,33 @@ static const char *known_suffix(const char *name)
 }
 
 /* The user's name made safe to show and to build a file name from: letters, digits and
- * ._- kept, anything else '_', no leading dot, at most out_sz - 1 bytes. */
+ * ._- kept, anything else '_', no leading dot, at most out_sz - 1 bytes. A longer name loses
+ * the end of its stem, never its extension (.nii.gz, .nii, .zip, .dcm), which says how to
+ * read the file. */
 static void clean_name(const char *in, char *out, size_t out_sz)
 {
+    char full[1024];
     size_t k = 0;
-    for (const char *c = in ? in : ""; *c && k + 1 < out_sz; c++) {
+    for (const char *c = in ? in : ""; *c && k + 1 < sizeof full; c++) {
         unsigned char ch = (unsigned char)*c;
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
                  strchr("._-", ch);
-        out[k] = ok && !(k == 0 && ch == '.') ? (char)ch : '_';
+        full[k] = ok && !(k == 0 && ch == '.') ? (char)ch : '_';
         k++;
     }
-    out[k] = 0;
-    if (!k)
+    full[k] = 0;
+    if (!k) {
         snprintf(out, out_sz, "upload");
+        return;
+    }
+    size_t ext = strlen(known_suffix(full)), keep = k < out_sz ? k : out_sz - 1;
+    if (keep < k && ext < keep) { /* the stem cut, the extension kept */
+        memcpy(out, full, keep - ext);
+        memcpy(out + keep - ext, full + k - ext, ext);
+    } else {
+        memcpy(out, full, keep);
+    }
+    out[keep] = 0;
 }
 
 /* A --volume-dir name the lobby may ask for: a plain name there, no dot first (no "..", no
@@ -297,9 +310,34 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
     return u;
 }
 
+/* A name without a known extension (none given, or "scan"): the extension its first bytes
+ * say, the file renamed to carry it, so that the reader reads it as what it is. A gzip
+ * stream is taken for a .nii.gz (the reader says so if it is not one). Nothing when the bytes
+ * say nothing: the reader's refusal names the extensions it takes. */
+static void sniff_suffix(srv_upload *u)
+{
+    unsigned char h[348];
+    if (u->suffix[0] || pread(u->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+        return;
+    int32_t le = (int32_t)(h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24);
+    int32_t be = (int32_t)(h[3] | h[2] << 8 | h[1] << 16 | (uint32_t)h[0] << 24);
+    const char *suf = h[0] == 0x1f && h[1] == 0x8b              ? ".nii.gz"
+                      : !memcmp(h, "PK\3\4", 4)                 ? ".zip"
+                      : !memcmp(h + 128, "DICM", 4)              ? ".dcm"
+                      : le == 348 || be == 348 || le == 540 || be == 540 ? ".nii"
+                                                                : "";
+    char path[sizeof u->path + 8];
+    snprintf(path, sizeof path, "%s%s", u->path, suf);
+    if (!suf[0] || strlen(path) >= sizeof u->path || rename(u->path, path) != 0)
+        return;
+    memcpy(u->path, path, strlen(path) + 1);
+    snprintf(u->suffix, sizeof u->suffix, "%s", suf);
+}
+
 /* Check the file by its first bytes, or whole; 0, or the status with err. */
 static int check(srv_upload *u, int partial, char *err, size_t err_sz)
 {
+    sniff_suffix(u);
     int st = u->scene->check_file(u->path, partial, err, err_sz);
     if (st)
         srv_uploads_hide_path(err, err_sz, u->path, u->name);
@@ -337,6 +375,7 @@ int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_
 srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err_sz)
 {
     srv *s = u->s;
+    sniff_suffix(u); /* a file shorter than PROBE_BYTES: not looked at yet */
     close(u->fd);
     u->fd = -1;
     *status = u->bytes == 0 ? 400 : check(u, 0, err, err_sz);
@@ -351,7 +390,8 @@ srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err
     snprintf(path, sizeof path, "%s", u->path);
     if (!temp) { /* kept: a name of its own beside the others, never one it replaces */
         char base[128], rnd[9] = "000000"; /* link() refuses a name that exists */
-        snprintf(base, sizeof base, "%.*s", (int)(strlen(u->name) - strlen(u->suffix)), u->name);
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(u->name) - strlen(known_suffix(u->name))),
+                 u->name); /* the suffix goes by the file's (it may have been sniffed) */
         (void)srv_random_hex(rnd, 3);
         snprintf(path, sizeof path, "%s/%.80s-%s%s", s->cfg.volume_dir, base, rnd, u->suffix);
         if (link(u->path, path) != 0) {

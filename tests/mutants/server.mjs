@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'create options: a field a scene does not take is ignored (a misspelt dims gives the default volume)',
+    file: 'server/scene.c',
+    find: '        int ok = !strcmp(f->string, "scene");',
+    replace: '        int ok = 1;',
+    build: server,
+    test: node('server', 'options: a misspelt'),
+    caught_by: 'server: a session\'s options: a misspelt or unknown field ... is refused by name in every scene',
+  },
+  {
+    name: 'create options: an integer option takes a fraction (dims 32.5 cut to 32)',
+    file: 'server/scene.c',
+    find: '    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= lo &&',
+    replace: '    return cJSON_IsNumber(v) && v->valuedouble >= lo &&',
+    build: server,
+    test: node('server', 'options: a misspelt'),
+    caught_by: 'server: a session\'s options: a misspelt or unknown field, or a fraction where an integer goes, ...',
+  },
+  {
     name: 'a query (a slice) makes a frame (the page asks again for each: a resting session frames for ever)',
     file: 'server/sched.c',
     find: '    int changed = j->moved || (j->t.driven && !j->paused);',
@@ -339,6 +357,24 @@ export default [
     build: server,
     test: node('upload', 'bad upload'),
     caught_by: 'upload: every bad upload is refused with its reason, ... (a chunked body cut off)',
+  },
+  {
+    name: 'upload: a name without a known extension not read by its bytes (a nameless .nii refused)',
+    file: 'server/upload.c',
+    find: '    if (u->suffix[0] || pread(u->fd, h, sizeof h, 0) != (ssize_t)sizeof h)',
+    replace: '    if (1 || pread(u->fd, h, sizeof h, 0) != (ssize_t)sizeof h)',
+    build: server,
+    test: node('upload', 'without its extension'),
+    caught_by: 'upload: a file sent without its extension, or under a long name, is read as what its bytes say',
+  },
+  {
+    name: 'upload: a long name cut at its end (its extension lost, the file refused)',
+    file: 'server/upload.c',
+    find: '    if (keep < k && ext < keep) { /* the stem cut, the extension kept */',
+    replace: '    if (0) { /* the stem cut, the extension kept */',
+    build: server,
+    test: node('upload', 'without its extension'),
+    caught_by: 'upload: a file sent without its extension, or under a long name, is read as what its bytes say',
   },
   {
     name: 'upload: the first bytes not checked (a bad header is found only once the body is whole)',

@@ -37,6 +37,29 @@ test('health, create, list, get, unknown session is 404', async () => {
   assert.match(m.text, /softcast_sessions \d+/);
 });
 
+test('a session\'s options: a misspelt or unknown field, or a fraction where an integer goes, is refused by name in every scene', async () => {
+  const cases = [
+    [{ scene: 'volume', dim: [32, 32, 32] }, /unknown field "dim": volume takes dims and preset/],
+    [{ Scene: 'volume' }, /unknown field "Scene"/],
+    [{ scene: 'volume', dims: [32.5, 32, 32] }, /"dims" entries must be integers 8 to 4096/],
+    [{ scene: 'cloth', character: 3 }, /unknown field "character": cloth takes characters/],
+    [{ scene: 'cloth', characters: 2.5 }, /"characters" must be an integer/],
+    [{ scene: 'softbody', modle: 'surface' }, /unknown field "modle": softbody takes model and particles/],
+    [{ scene: 'growth', model: 'truss', cell: [4, 4] }, /unknown field "cell": growth takes model, seed, three_d and cells/],
+  ];
+  for (const [body, why] of cases) {
+    const r = await api(srv.base, 'POST', '/api/sessions', body);
+    assert.equal(r.status, 400, `${JSON.stringify(body)}: ${r.status} ${r.text}`);
+    assert.match(r.json.detail, why, JSON.stringify(body));
+  }
+  // What each takes still makes a session.
+  for (const body of [{ scene: 'volume', dims: [16, 16, 8], preset: 'contrast' }, { scene: 'cloth', characters: 2 }]) {
+    const r = await api(srv.base, 'POST', '/api/sessions', body);
+    assert.equal(r.status, 201, `${JSON.stringify(body)}: ${r.text}`);
+    await api(srv.base, 'DELETE', `/api/sessions/${r.json.id}`, undefined, { authorization: `Bearer ${r.json.control_token}` });
+  }
+});
+
 test('driver and two viewers see the same deformation at the same frame numbers', async () => {
   const s = (await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', dims: [32, 32, 20] })).json;
   const driver = await new Client(wsUrl(s, s.control_token)).open();

@@ -120,6 +120,40 @@ test('upload: a NIfTI becomes a session, loading then ready, told as it is, its 
   }
 });
 
+test('upload: a file sent without its extension, or under a long name, is read as what its bytes say', async () => {
+  const srv = await startServer([]);
+  try {
+    const nii = ctNifti([24, 24, 16], [1, 1, 2]);
+    const long = `${'a'.repeat(200)}.nii`;
+    const cases = [
+      ['scan', nii, 'nifti'], // no extension
+      ['scan', zlib.gzipSync(nii), 'nifti'], // gzip, no extension
+      [long, nii, 'nifti'], // longer than a name is kept: the stem is cut, not the extension
+      [null, nii, 'nifti'], // no name at all
+    ];
+    for (const [name, body, format] of cases) {
+      const r = name === null
+        ? await fetch(`${srv.base}/api/volumes`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body })
+          .then(async (x) => ({ status: x.status, text: await x.text() })).then((x) => ({ ...x, json: JSON.parse(x.text) }))
+        : await upload(srv.base, name, body);
+      const label = `${name === null ? 'no name' : name.slice(0, 12)} (${body.length} bytes)`;
+      assert.equal(r.status, 202, `${label}: ${r.text}`);
+      const st = await settle(srv.base, r.json.id);
+      assert.equal(st.state, 'ready', `${label}: ${JSON.stringify(st)}`);
+      assert.equal(st.dataset.format, format, label);
+      assert.deepEqual(st.dataset.stored_dims, [24, 24, 16], label);
+      if (name === long) assert.ok(st.dataset.name.length < 128 && st.dataset.name.endsWith('.nii') && st.dataset.name.startsWith('aaaa'), st.dataset.name);
+      await api(srv.base, 'DELETE', `/api/sessions/${r.json.id}`, undefined, { authorization: `Bearer ${r.json.control_token}` });
+    }
+    // Bytes that say nothing are still refused, naming what the server reads.
+    const t = await upload(srv.base, 'notes', Buffer.from('just some text, not a scan\n'.repeat(40)));
+    assert.equal(t.status, 400, t.text);
+    assert.match(t.json.detail, /NIfTI/);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
+
 test('upload: every bad upload is refused with its reason, and nothing is left behind', async () => {
   const srv = await startServer(['--upload-limit', '2000000']);
   try {
