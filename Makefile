@@ -189,8 +189,9 @@ $(BUILD)/softcast-tests-fast: $(TEST_C:%.c=$(REL)/%.o) $(TEST_CPP:%.cpp=$(REL)/%
 	$(CC) $(OPENMP) -o $@ $^ $(PROTO_LIBS) $(LIBS)
 
 # libFuzzer on the frame decoders, the event parsers (the envelope, then every scene's) and
-# frame sequences applied to one object decoder (clang). FUZZ_SECONDS each; new interesting
-# inputs land in tests/fuzz/corpus/, which make test replays. make fuzz-seeds writes the
+# frame sequences applied to one object decoder (clang). FUZZ_SECONDS each, from the committed
+# corpus tests/fuzz/corpus/T (which make test replays); new interesting inputs land in
+# build/fuzz/new/T, to be copied into the corpus where worth keeping. make fuzz-seeds writes the
 # encoder-made seeds (a frame of every kind, and frame sequences) that the corpora start from.
 # ws: the WebSocket message handler itself (server/ws.c with its lws calls stubbed, on a real
 # session table; tests/fuzz/fuzz_ws.c).
@@ -229,10 +230,13 @@ $(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1):%.c=$(FUZZ_OBJ)/
 	    $(FUZZ_SRC_$(1):%.c=$(FUZZ_OBJ)/%.o) $(PROTO_LIBS) -lpthread -lm
 endef
 $(foreach t,$(FUZZ_TARGETS),$(eval $(call FUZZ_TARGET_RULE,$(t))))
-# New interesting inputs land in tests/fuzz/corpus/ (commit the ones worth keeping).
+# libFuzzer writes new inputs into the first folder it is given: build/fuzz/new/T, never the
+# committed corpus (a run would leave hundreds of untracked files in the tree).
 fuzz: fuzz-bin
 	for t in $(FUZZ_TARGETS); do \
-	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 tests/fuzz/corpus/$$t || exit 1; \
+	  mkdir -p $(BUILD)/fuzz/new/$$t && \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    $(BUILD)/fuzz/new/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 # In make test (tests/run-tests.sh runs it beside the other tests, at idle priority): each
 # target FUZZ_SMOKE_SECONDS from its committed corpus with a fixed seed; what it finds goes to

@@ -42,8 +42,9 @@ proto_status proto_read_number(const cJSON *o, const char *name, double lo, doub
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"%s\" must be a finite number", name);
     if (v->valuedouble < lo || v->valuedouble > hi)
-        return fail(err, err_sz, PROTO_ERR_CORRUPT, "field \"%s\" = %g: must be in [%g, %g]", name,
-                    v->valuedouble, lo, hi);
+        return fail(err, err_sz, PROTO_ERR_CORRUPT,
+                    "field \"%s\" = %.10g: must be in [%.10g, %.10g]", name, v->valuedouble, lo,
+                    hi);
     *out = v->valuedouble;
     return PROTO_OK;
 }

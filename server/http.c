@@ -795,6 +795,20 @@ static cJSON *cluster_json(srv *s)
     return j;
 }
 
+/* The most a request's body may hold: a recording's, --upload-limit; any other, 64 KiB. */
+static unsigned long long body_limit(const srv *s, const request *rq)
+{
+    return rq->is_recording ? (unsigned long long)s->cfg.upload_limit : BODY_MAX;
+}
+
+static enum MHD_Result body_too_big(struct MHD_Connection *conn, request *rq)
+{
+    rq->too_big = 1;
+    return send_error(conn, 413, "body too large",
+                      rq->is_recording ? "a recording is limited to --upload-limit"
+                                       : "request bodies are limited to 64 KiB");
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -810,6 +824,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
             return upload_begin(s, conn, rq);
         rq->is_recording = !strcmp(url, "/api/recordings") && !strcmp(method, "POST");
+        /* A body announced over the limit is refused now, before a byte of it is read (not
+         * after the client has sent it all, nor never, when it waits for a 100 Continue). */
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))
+            return body_too_big(conn, rq);
         return MHD_YES;
     }
     if (rq->is_upload)
@@ -817,8 +837,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (rq->job)
         return finish_build(s, conn, rq);
     if (*upload_size) {
-        size_t max = rq->is_recording ? (size_t)s->cfg.upload_limit : BODY_MAX;
-        if (rq->too_big || rq->len + *upload_size > max) {
+        if (rq->too_big || rq->len + *upload_size > body_limit(s, rq)) {
             rq->too_big = 1;
         } else {
             char *b = realloc(rq->body, rq->len + *upload_size + 1);
@@ -832,9 +851,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         return MHD_YES;
     }
     if (rq->too_big)
-        return send_error(conn, 413, "body too large",
-                          rq->is_recording ? "a recording is limited to --upload-limit"
-                                           : "request bodies are limited to 64 KiB");
+        return body_too_big(conn, rq);
     if (rq->is_recording)
         return upload_recording(s, conn, rq);
     /* ?process=NAME: the router sends it to process NAME (deploy/); another is misrouted. */

@@ -56,6 +56,7 @@ typedef struct gr_scene {
     int solved;               /* the displacements answer the current supports and loads */
     int holding;              /* the page's hand holds the load: its moves drag it */
     int not_held;             /* said so to the driver once for this setup */
+    uint32_t support_seq; /* the event that last changed the supports (what "not held" answers) */
     int32_t *cell_order, *member_order; /* in the order they stood; counts below */
     int ncell, nmember;
     int vcap; /* the plant's view arrays: branches they hold room for */
@@ -472,7 +473,7 @@ static void on_support(srv_scene_ctx *c, void *scene, const srv_event *e)
         c->error(c, e->client, e->seq, "event refused", err);
         return;
     }
-    v->solved = 0, v->not_held = 0;
+    v->solved = 0, v->not_held = 0, v->support_seq = e->seq;
 }
 
 static void on_reseed(srv_scene_ctx *c, void *scene, const srv_event *e)
@@ -602,7 +603,7 @@ static int truss_step(srv_scene_ctx *c, gr_scene *v)
     if (st != SIM_OK) {
         sim_truss_reset(v->truss); /* nothing to show but the unloaded beam */
         if (!v->not_held && c->driver)
-            c->error(c, c->driver, 0, "event refused", err);
+            c->error(c, c->driver, v->support_seq, "event refused", err);
         v->not_held = 1, v->solved = 1;
         return 1;
     }

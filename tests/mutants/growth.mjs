@@ -13,6 +13,15 @@ const adapter = 'server/scene_growth.c';
 
 export default [
   {
+    name: 'truss: "not held" told with seq 0, not as the answer to the support event that freed it',
+    file: 'server/scene_growth.c',
+    find: 'v->solved = 0, v->not_held = 0, v->support_seq = e->seq;',
+    replace: 'v->solved = 0, v->not_held = 0;',
+    build: ['$BUILD/test/softcast-server'],
+    test: 'node --test tests/server/growth.test.mjs',
+    caught_by: 'growth: the truss ... (not held: told as the answer to the support that freed it)',
+  },
+  {
     name: 'plant: the continuation keeps its parent\'s side (side branches stop alternating)',
     file: plant,
     find: '    c->side = (int8_t)-p->side;',

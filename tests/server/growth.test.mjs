@@ -169,6 +169,7 @@ test('growth: a truss clones cell by cell, is solved, and its energy follows the
   assert.match(errors(c).find((e) => e.seq === 4).detail, /off the beam/);
   c.send({ type: 'support', seq: 5, node: [20, 0], fix: 'free' });
   await c.until(() => errors(c).some((e) => /not held/.test(e.detail ?? '')), 10000, 'not held said');
+  assert.equal(errors(c).find((e) => /not held/.test(e.detail ?? '')).seq, 5, 'not held: told as the answer to the support that freed it');
   c.send({ type: 'support', seq: 6, node: [0, 0], fix: 'hinge' });
   await c.until(() => errors(c).some((e) => e.seq === 6), 5000, 'bad fix refused');
   c.send({ type: 'reseed', seq: 7, seed: 3 });

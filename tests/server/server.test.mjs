@@ -1,6 +1,7 @@
 // softcast-server end to end: a real server on 127.0.0.1, real WebSocket clients.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import WebSocket from 'ws';
 import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
 
@@ -58,6 +59,29 @@ test('a session\'s options: a misspelt or unknown field, or a fraction where an 
     assert.equal(r.status, 201, `${JSON.stringify(body)}: ${r.text}`);
     await api(srv.base, 'DELETE', `/api/sessions/${r.json.id}`, undefined, { authorization: `Bearer ${r.json.control_token}` });
   }
+});
+
+test('a JSON body over 64 KiB: refused with 413, at once when its length says so (no byte of it sent)', async () => {
+  const u = new URL(srv.base);
+  const post = (headers, body) => new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/api/sessions', headers: { 'content-type': 'application/json', ...headers } });
+    req.on('error', () => {}); // the server may close once it answered
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+      res.on('error', reject);
+    });
+    if (body) req.end(body); else req.flushHeaders();
+  });
+  const t0 = Date.now();
+  const announced = await withTimeout(post({ 'content-length': '10000000' }), 5000, 'the answer to a body announced over the limit');
+  assert.equal(announced.status, 413);
+  assert.match(announced.json.detail, /limited to 64 KiB/);
+  assert.ok(Date.now() - t0 < 3000, `answered after ${Date.now() - t0} ms`);
+  const sent = await withTimeout(post({}, JSON.stringify({ scene: 'volume', pad: 'x'.repeat(70000) })), 10000, 'the answer to a body over the limit');
+  assert.equal(sent.status, 413);
+  assert.match(sent.json.detail, /limited to 64 KiB/);
 });
 
 test('driver and two viewers see the same deformation at the same frame numbers', async () => {
