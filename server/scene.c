@@ -71,7 +71,10 @@ int srv_create_fields(const cJSON *opts, const char *scene, const char *const *k
         size_t at = 0;
         for (int k = 0; known[k] && at < sizeof takes; k++)
             at += (size_t)snprintf(takes + at, sizeof takes - at, "%s%s",
-                                   k == 0 ? "" : known[k + 1] ? ", " : " and ", known[k]);
+                                   k == 0         ? ""
+                                   : known[k + 1] ? ", "
+                                                  : " and ",
+                                   known[k]);
         snprintf(err, err_sz, "unknown field \"%s\": %s takes %s", f->string, scene,
                  known[0] ? takes : "no options");
         return 400;

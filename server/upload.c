@@ -321,11 +321,11 @@ static void sniff_suffix(srv_upload *u)
         return;
     int32_t le = (int32_t)(h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24);
     int32_t be = (int32_t)(h[3] | h[2] << 8 | h[1] << 16 | (uint32_t)h[0] << 24);
-    const char *suf = h[0] == 0x1f && h[1] == 0x8b              ? ".nii.gz"
-                      : !memcmp(h, "PK\3\4", 4)                 ? ".zip"
-                      : !memcmp(h + 128, "DICM", 4)              ? ".dcm"
+    const char *suf = h[0] == 0x1f && h[1] == 0x8b                       ? ".nii.gz"
+                      : !memcmp(h, "PK\3\4", 4)                          ? ".zip"
+                      : !memcmp(h + 128, "DICM", 4)                      ? ".dcm"
                       : le == 348 || be == 348 || le == 540 || be == 540 ? ".nii"
-                                                                : "";
+                                                                         : "";
     char path[sizeof u->path + 8];
     snprintf(path, sizeof path, "%s%s", u->path, suf);
     if (!suf[0] || strlen(path) >= sizeof u->path || rename(u->path, path) != 0)
