@@ -890,6 +890,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (!strcmp(url, "/api/volumes"))
         return strcmp(method, "GET") ? send_error(conn, 405, "method not allowed", method)
                                      : send_json(conn, 200, srv_volumes_list(s));
+    if (!strcmp(url, "/api/health") || !strcmp(url, "/api/cluster") || !strcmp(url, "/metrics"))
+        return send_error(conn, 405, "method not allowed", method); /* they are GET's */
     if (!strncmp(url, "/api/", 5))
         return send_error(conn, 404, "not found", url);
     if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))

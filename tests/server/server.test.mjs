@@ -34,6 +34,11 @@ test('health, create, list, get, unknown session is 404', async () => {
   assert.equal(del.status, 204);
   assert.equal((await api(srv.base, 'POST', '/api/sessions', '{nope')).status, 400);
   assert.equal((await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth9' })).status, 400);
+  for (const url of ['/api/health', '/api/cluster']) { // GET's alone: another method is 405, not "not found"
+    const r = await api(srv.base, 'POST', url, {});
+    assert.equal(r.status, 405, `POST ${url}: ${r.text}`);
+    assert.equal(r.json.error, 'method not allowed');
+  }
   const m = await api(srv.base, 'GET', '/metrics');
   assert.match(m.text, /softcast_sessions \d+/);
 });
