@@ -100,6 +100,20 @@ static void usage(void)
         fputs(sc[k]->usage, stdout);
 }
 
+/* Whether --name is an option --help lists (the server's or a scene's): an option given last,
+ * without a value, is then told it needs one, and any other is unknown. */
+static int known_option(const char *name)
+{
+    char key[80];
+    snprintf(key, sizeof key, "  --%s ", name);
+    int n;
+    const srv_scene_i *const *sc = srv_scenes(&n);
+    int known = strstr(k_usage, key) || strstr(k_usage_more, key);
+    for (int k = 0; k < n && !known; k++)
+        known = sc[k]->usage && strstr(sc[k]->usage, key);
+    return known;
+}
+
 /* The operator's key: the file's first line, white space at its ends dropped; a short one
  * is refused (guessable). */
 static int read_api_key(srv_config *c, const char *path, char *err, size_t err_sz)
@@ -259,6 +273,10 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("snapshot-interval", snapshot_interval_s, 1, 86400)
     INT_OPT("fsync-interval", fsync_interval_ms, 0, 600000)
 #undef INT_OPT
+    if (!val && !known_option(name)) {
+        snprintf(err, err_sz, "unknown option --%s (see --help)", name);
+        return -1;
+    }
     if (!val) {
         snprintf(err, err_sz, "--%s needs a value", name);
         return -1;

@@ -7,6 +7,15 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'command line: an unknown option given last is told it needs a value',
+    file: 'server/main.c',
+    find: '    if (!val && !known_option(name)) {',
+    replace: '    if (!val && !known_option(name) && 0) {',
+    build: server,
+    test: node('server', 'command-line mistakes'),
+    caught_by: 'server: command-line mistakes: an unknown option is called unknown, with or without a value ...',
+  },
+  {
     name: 'a JSON body announced over 64 KiB is read before it is refused (a client that sends nothing waits unanswered)',
     file: 'server/http.c',
     find: '        if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))',

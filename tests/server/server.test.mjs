@@ -2,6 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { spawnSync } from 'node:child_process';
 import WebSocket from 'ws';
 import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
 
@@ -87,6 +88,21 @@ test('a JSON body over 64 KiB: refused with 413, at once when its length says so
   const sent = await withTimeout(post({}, JSON.stringify({ scene: 'volume', pad: 'x'.repeat(70000) })), 10000, 'the answer to a body over the limit');
   assert.equal(sent.status, 413);
   assert.match(sent.json.detail, /limited to 64 KiB/);
+});
+
+test('command-line mistakes: an unknown option is called unknown, with or without a value; a known one without its value is told so', () => {
+  const bin = process.env.SOFTCAST_SERVER ?? new URL('../../build/test/softcast-server', import.meta.url).pathname;
+  const cases = [
+    [['--bogus'], /unknown option --bogus \(see --help\)/],
+    [['--bogus', '1'], /unknown option --bogus \(see --help\)/],
+    [['--rate'], /--rate needs a value/],
+    [['--volume'], /--volume needs a value/], // a scene's option
+  ];
+  for (const [args, why] of cases) {
+    const r = spawnSync(bin, args, { encoding: 'utf8', timeout: 10000 });
+    assert.notEqual(r.status, 0, `${args.join(' ')}: exit ${r.status}`);
+    assert.match(r.stderr, why, args.join(' '));
+  }
 });
 
 test('driver and two viewers see the same deformation at the same frame numbers', async () => {
