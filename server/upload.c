@@ -316,14 +316,15 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
  * say nothing: the reader's refusal names the extensions it takes. */
 static void sniff_suffix(srv_upload *u)
 {
-    unsigned char h[348];
-    if (u->suffix[0] || pread(u->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+    unsigned char h[348] = {0}; /* a NIfTI-1 header's size; a small .nii.gz may be shorter */
+    ssize_t got = u->suffix[0] ? 0 : pread(u->fd, h, sizeof h, 0);
+    if (got < 4)
         return;
     int32_t le = (int32_t)(h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24);
     int32_t be = (int32_t)(h[3] | h[2] << 8 | h[1] << 16 | (uint32_t)h[0] << 24);
     const char *suf = h[0] == 0x1f && h[1] == 0x8b                       ? ".nii.gz"
                       : !memcmp(h, "PK\3\4", 4)                          ? ".zip"
-                      : !memcmp(h + 128, "DICM", 4)                      ? ".dcm"
+                      : got >= 132 && !memcmp(h + 128, "DICM", 4)        ? ".dcm"
                       : le == 348 || be == 348 || le == 540 || be == 540 ? ".nii"
                                                                          : "";
     char path[sizeof u->path + 8];
