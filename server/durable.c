@@ -328,6 +328,37 @@ char *srv_origin_file(srv *s, const char *id, const char *path, const char *name
     return text;
 }
 
+char *srv_origin_recording(srv *s, const char *id, const uint8_t *bytes, size_t n)
+{
+    char files[700], kept[900], name[96];
+    if (!enabled(s))
+        return NULL;
+    (void)path_join(files, sizeof files, s->cfg.state_dir, "files");
+    (void)mkdir(files, 0700);
+    snprintf(name, sizeof name, "%s.screc", id);
+    int fd = path_join(kept, sizeof kept, files, name) == 0
+                 ? open(kept, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
+                 : -1;
+    int rc = fd >= 0 && srv_write_all(fd, bytes, n) == 0 && fdatasync(fd) == 0 ? 0 : -1;
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0) {
+        fprintf(stderr, "softcast-server: replay %s: its recording cannot be kept in %s: %s\n", id,
+                files, strerror(errno));
+        if (fd >= 0)
+            unlink(kept);
+        return NULL;
+    }
+    sync_dir(files);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "recording", kept);
+    cJSON_AddStringToObject(o, "file", kept); /* srv_origin_forget removes it with the session */
+    cJSON_AddBoolToObject(o, "kept", 1);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
 void srv_origin_forget(srv_session *ss)
 {
     cJSON *o = ss->origin ? cJSON_Parse(ss->origin) : NULL;
@@ -376,7 +407,7 @@ int srv_record_get(const uint8_t *p, size_t n, size_t *at, const srv_scene_i *sc
 void srv_durable_record(srv_session *ss, const srv_item *h, const void *payload)
 {
     srv_durable *d = ss->durable;
-    if (!d || d->broken || (h->flags & SRV_EV_QUERY) ||
+    if (!d || d->broken || ss->replay || (h->flags & SRV_EV_QUERY) ||
         (h->kind != SRV_ITEM_PAUSE && h->kind != SRV_ITEM_RESUME && h->kind < SRV_ITEM_SCENE))
         return; /* a query changes nothing, nor a recording's start or stop: nothing to replay */
     srv_record r = {REC_MAGIC, h->size,  d->next_lsn++, ss->frame_no,
@@ -402,7 +433,7 @@ static void broken(srv_session *ss, const char *what)
 void srv_durable_commit(srv *s, srv_session *ss)
 {
     srv_durable *d = ss->durable;
-    if (!d || d->broken)
+    if (!d || d->broken || ss->replay) /* a replay comes back from its recording alone */
         return;
     double now = srv_now_ms();
     if (now - d->ticked_ms >= TICK_EVERY_MS && ss->frame_no > d->ticked_frame) {
@@ -490,7 +521,7 @@ int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash)
 void srv_durable_after_step(srv *s, srv_session *ss)
 {
     srv_durable *d = ss->durable;
-    if (d && !d->broken && ss->frame_no != d->snapshot_frame &&
+    if (d && !d->broken && !ss->replay && ss->frame_no != d->snapshot_frame &&
         srv_now_ms() - d->snapshot_ms >= 1000.0 * s->cfg.snapshot_interval_s)
         (void)srv_durable_snapshot(s, ss, NULL);
 }
@@ -551,6 +582,11 @@ void srv_durable_save_all(srv *s)
         pthread_mutex_unlock(&ss->lock);
         if (closing || !ready) {
             srv_durable_remove(ss); /* deleted: it does not come back */
+            continue;
+        }
+        if (ss->replay) { /* its recording is kept: it comes back from that, at its start */
+            fprintf(stderr, "softcast-server: replay %s kept: it comes back at its first frame\n",
+                    ss->id);
             continue;
         }
         srv_record_finish_now(s, ss); /* kept as the session's last recording */
@@ -756,7 +792,7 @@ static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **dat
 static char *origin_of(const cJSON *meta)
 {
     cJSON *o = cJSON_CreateObject();
-    static const char *const keys[] = {"options", "file", "name", "kept"};
+    static const char *const keys[] = {"options", "file", "name", "kept", "recording"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(meta, keys[k]);
         if (j)
@@ -765,6 +801,50 @@ static char *origin_of(const cJSON *meta)
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
+}
+
+/* A kept replay built again from its recording, paused at its first frame, in its slot (its
+ * id and tokens): 0, or -1 with err. */
+static int restore_replay(srv *s, const char *dir, const cJSON *meta, char *err, size_t err_sz)
+{
+    const char *id = meta_str(meta, "id");
+    size_t n = 0;
+    uint8_t *file = read_file(meta_str(meta, "recording"), (size_t)s->cfg.upload_limit, &n);
+    const srv_scene_i *scene = NULL;
+    void *data = NULL;
+    struct srv_replay *rp = NULL;
+    if (!file)
+        return snprintf(err, err_sz, "its recording %s: %s", meta_str(meta, "recording"),
+                        strerror(errno)),
+               -1;
+    int status = srv_replay_rebuild(s, file, n, &scene, &data, &rp, err, err_sz);
+    free(file);
+    if (status != 201)
+        return -1;
+    srv_session_saved sv = {scene,
+                            id,
+                            meta_str(meta, "control_token"),
+                            meta_str(meta, "view_token"),
+                            meta_str(meta, "owner"),
+                            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "keep")),
+                            1,
+                            0,
+                            0};
+    srv_durable *d = durable_open(dir);
+    if (!d)
+        snprintf(err, err_sz, "its log: %s", strerror(errno));
+    srv_session *ss = d ? srv_session_adopt(s, &sv, data, err, err_sz) : NULL;
+    if (!ss) {
+        scene->destroy(data);
+        srv_replay_free(rp);
+        durable_free(d);
+        return -1;
+    }
+    srv_replay_adopted(ss, rp);
+    ss->durable = d;
+    ss->origin = origin_of(meta);
+    fprintf(stderr, "softcast-server: replay %s restored: at its first frame, paused\n", id);
+    return 0;
 }
 
 /* Build, restore and replay one kept session, then put it in its slot. 0, or -1 with err. */
@@ -776,6 +856,8 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
         return snprintf(err, err_sz, "meta.json: not format %d", META_FORMAT), -1;
     if (!scene || !scene->restore)
         return snprintf(err, err_sz, "scene \"%s\" is not kept", meta_str(meta, "scene")), -1;
+    if (cJSON_GetObjectItemCaseSensitive(meta, "recording"))
+        return restore_replay(s, dir, meta, err, err_sz);
     replay r;
     memset(&r, 0, sizeof r);
     r.s = s;

@@ -440,12 +440,17 @@ void srv_recording_free(srv_session *ss)
     if (ss->recording_temp && ss->recording_path[0]) /* kept across restarts otherwise */
         unlink(ss->recording_path);
     ss->recording_path[0] = 0;
-    if (ss->replay) {
-        free(ss->replay->start);
-        free(ss->replay->records);
-        free(ss->replay);
-        ss->replay = NULL;
-    }
+    srv_replay_free(ss->replay);
+    ss->replay = NULL;
+}
+
+void srv_replay_free(srv_replay *rp)
+{
+    if (!rp)
+        return;
+    free(rp->start);
+    free(rp->records);
+    free(rp);
 }
 
 /* --------------------------------------------------------------- replays */
@@ -584,6 +589,7 @@ typedef struct replay_job {
     srv_session *ss;
     rec_file f;
     uint8_t *file; /* the upload, the job's */
+    size_t n;
 } replay_job;
 
 /* The session's file, carried by the recording, into a new file of the upload directory
@@ -645,69 +651,104 @@ static int build_scene(srv *s, const rec_file *f, void **data, char *err, size_t
     return status;
 }
 
-/* The scene at the recording's start, and its script (a builder). */
+/* The scene at the recording's start and its script, from the file's parts: 201 with *data
+ * and *out, or the status with err (nothing left). */
+static int replay_build(srv *s, const rec_file *f, void **data, srv_replay **out, char *err,
+                        size_t err_sz)
+{
+    *data = NULL;
+    *out = NULL;
+    srv_replay *rp = calloc(1, sizeof *rp);
+    int status = rp ? build_scene(s, f, data, err, err_sz) : 500;
+    /* A scene's state is about what the scene holds: a header that says more is a bomb. */
+    size_t most = f->scene->bytes && *data ? 2 * f->scene->bytes(*data) + ((size_t)1 << 20)
+                                           : (size_t)64 << 20;
+    if (status == 201 && f->start_n > most)
+        status = 400,
+        snprintf(err, err_sz, "the recording's state says %zu bytes: more than this scene holds",
+                 f->start_n);
+    if (status == 201) {
+        rp->start = malloc(f->start_n ? f->start_n : 1);
+        rp->records = malloc(f->records_n ? f->records_n : 1);
+        size_t got =
+            rp->start && rp->records ? ZSTD_decompress(rp->start, f->start_n, f->z, f->z_n) : 0;
+        if (!rp->start || !rp->records || ZSTD_isError(got) || got != f->start_n)
+            status = 400, snprintf(err, err_sz, "the recording's state does not decompress");
+        else
+            rp->start_n = got;
+    }
+    if (status == 201 && f->scene->restore(*data, rp->start, rp->start_n, err, err_sz) != 0)
+        status = 400;
+    if (status == 201 && f->scene->hash &&
+        f->scene->hash(*data) != head_hash(f->head, "start_hash"))
+        status = 400, snprintf(err, err_sz,
+                               "this server does not build the recorded scene as it was (the "
+                               "state hash at the start differs: another build or backend?)");
+    if (status == 201) {
+        memcpy(rp->records, f->records, f->records_n);
+        rp->records_n = f->records_n;
+        rp->start_frame = f->start_frame;
+        rp->end_frame = f->end_frame;
+        rp->start_seq = (uint32_t)f->start_seq;
+        rp->end_hash = head_hash(f->head, "end_hash");
+        rp->start_paused = rp->scene_paused =
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f->head, "start_paused"));
+        *out = rp;
+        return 201;
+    }
+    if (*data)
+        f->scene->destroy(*data);
+    *data = NULL;
+    srv_replay_free(rp);
+    return status;
+}
+
+/* A replay session at its recording's first frame: paused, its driver starts it. */
+static void replay_attach(srv_session *ss, srv_replay *rp)
+{
+    pthread_mutex_lock(&ss->lock); /* before it is ready: no worker sees it yet */
+    ss->replay = rp;
+    ss->frame_no = rp->start_frame;
+    ss->paused = 1;
+    ss->last_seq = rp->start_seq;
+    pthread_mutex_unlock(&ss->lock);
+}
+
+/* The scene at the recording's start, and its script (a builder). Under --state-dir the
+ * recording is kept (DIR/files), so that the replay comes back after a restart. */
 static void build_replay(void *arg)
 {
     replay_job *j = arg;
     srv *s = j->s;
     char err[512] = "";
     void *data = NULL;
-    srv_replay *rp = calloc(1, sizeof *rp);
-    int status = rp ? build_scene(s, &j->f, &data, err, sizeof err) : 500;
-    /* A scene's state is about what the scene holds: a header that says more is a bomb. */
-    size_t most = j->f.scene->bytes && data ? 2 * j->f.scene->bytes(data) + ((size_t)1 << 20)
-                                            : (size_t)64 << 20;
-    if (status == 201 && j->f.start_n > most)
-        status = 400,
-        snprintf(err, sizeof err,
-                 "the recording's state says %zu bytes: more than this scene holds", j->f.start_n);
-    if (status == 201) {
-        rp->start = malloc(j->f.start_n ? j->f.start_n : 1);
-        rp->records = malloc(j->f.records_n ? j->f.records_n : 1);
-        size_t got = rp->start && rp->records
-                         ? ZSTD_decompress(rp->start, j->f.start_n, j->f.z, j->f.z_n)
-                         : 0;
-        if (!rp->start || !rp->records || ZSTD_isError(got) || got != j->f.start_n)
-            status = 400, snprintf(err, sizeof err, "the recording's state does not decompress");
-        else
-            rp->start_n = got;
-    }
-    if (status == 201 && j->f.scene->restore(data, rp->start, rp->start_n, err, sizeof err) != 0)
-        status = 400;
-    if (status == 201 && j->f.scene->hash &&
-        j->f.scene->hash(data) != head_hash(j->f.head, "start_hash"))
-        status = 400, snprintf(err, sizeof err,
-                               "this server does not build the recorded scene as it was (the "
-                               "state hash at the start differs: another build or backend?)");
-    if (status == 201) {
-        memcpy(rp->records, j->f.records, j->f.records_n);
-        rp->records_n = j->f.records_n;
-        rp->start_frame = j->f.start_frame;
-        rp->end_frame = j->f.end_frame;
-        rp->start_seq = (uint32_t)j->f.start_seq;
-        rp->end_hash = head_hash(j->f.head, "end_hash");
-        rp->start_paused = rp->scene_paused =
-            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j->f.head, "start_paused"));
-        pthread_mutex_lock(&j->ss->lock); /* before it is ready: no worker sees it yet */
-        j->ss->replay = rp;
-        j->ss->frame_no = rp->start_frame;
-        j->ss->paused = 1; /* its driver starts it */
-        j->ss->last_seq = rp->start_seq;
-        pthread_mutex_unlock(&j->ss->lock);
-        rp = NULL;
-    } else if (data) {
-        j->f.scene->destroy(data);
-        data = NULL;
-    }
-    if (rp) {
-        free(rp->start);
-        free(rp->records);
-        free(rp);
+    srv_replay *rp = NULL;
+    if (replay_build(s, &j->f, &data, &rp, err, sizeof err) == 201) {
+        replay_attach(j->ss, rp);
+        j->ss->origin = srv_origin_recording(s, j->ss->id, j->file, j->n);
     }
     srv_session_loaded(s, j->ss, data, err);
     cJSON_Delete(j->f.head);
     free(j->file);
     free(j);
+}
+
+int srv_replay_rebuild(srv *s, const uint8_t *file, size_t n, const srv_scene_i **scene,
+                       void **data, srv_replay **rp, char *err, size_t err_sz)
+{
+    rec_file f;
+    memset(&f, 0, sizeof f);
+    int status = read_file_parts(s, file, n, &f, err, err_sz);
+    if (status == 0)
+        status = replay_build(s, &f, data, rp, err, err_sz);
+    *scene = f.scene;
+    cJSON_Delete(f.head);
+    return status;
+}
+
+void srv_replay_adopted(srv_session *ss, srv_replay *rp)
+{
+    replay_attach(ss, rp);
 }
 
 srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owner, int *status,
@@ -732,6 +773,7 @@ srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owne
     j->s = s;
     j->ss = ss;
     j->file = file;
+    j->n = n;
     srv_session_hold(s, ss); /* the caller's, for its answer */
     if (srv_build_submit(s, build_replay, j) != 0) {
         srv_session_loaded(s, ss, NULL, "the server is stopping");

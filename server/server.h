@@ -485,6 +485,10 @@ char *srv_origin_options(const struct cJSON *opts);
 /// else in the private upload directory; a --volume-dir file is the operator's and stays
 /// where it is. NULL when it cannot be kept (said on stderr).
 char *srv_origin_file(srv *s, const char *id, const char *path, const char *name, int temp);
+/// A replay's origin (builder, before it is ready), malloc'd: {"recording", "file", "kept"},
+/// the recording's bytes kept in DIR/files so that the replay comes back after a restart (at
+/// its first frame, paused). NULL without --state-dir, or when it cannot be kept (said).
+char *srv_origin_recording(srv *s, const char *id, const uint8_t *bytes, size_t n);
 /// The session does not come back (deleted, expired, or never ready): its kept upload goes.
 void srv_origin_forget(srv_session *ss);
 /// Deleted or expired: its directory goes (the reaper), then srv_durable_close.
@@ -532,6 +536,13 @@ void srv_record_finish_now(srv *s, srv_session *ss);
 /// (400: not a recording this server reads, 429, ...) and err.
 srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owner, int *status,
                                char *err, size_t err_sz);
+/// A replay built again from its recording's bytes (a restart): 201 with the scene kind, its
+/// data at the recording's start and the script; or the status with err.
+int srv_replay_rebuild(srv *s, const uint8_t *file, size_t n, const srv_scene_i **scene,
+                       void **data, struct srv_replay **rp, char *err, size_t err_sz);
+void srv_replay_free(struct srv_replay *rp);
+/// The rebuilt script given to its adopted session (paused at the recording's first frame).
+void srv_replay_adopted(srv_session *ss, struct srv_replay *rp);
 /// A replay's frame (worker): a seek's next frames, unseen (paused or not), or, not paused,
 /// the records of this frame then its step. Returns 1 when the view changed; *ended set
 /// when it reached its last frame (it pauses there).

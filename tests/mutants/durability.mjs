@@ -7,6 +7,33 @@ const node = (pattern) => `node --test --test-name-pattern "${pattern}" tests/se
 
 export default [
   {
+    name: 'a replay is not kept under --state-dir (gone after a restart)',
+    file: 'server/recording.c',
+    find: '        j->ss->origin = srv_origin_recording(s, j->ss->id, j->file, j->n);',
+    replace: '        (void)srv_origin_recording;',
+    build: server,
+    test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay under --state-dir comes back after a restart ... (the recording is not kept)',
+  },
+  {
+    name: 'a kept replay restored as a plain session (its recording read as the scene\'s file)',
+    file: 'server/durable.c',
+    find: '    if (cJSON_GetObjectItemCaseSensitive(meta, "recording"))\n        return restore_replay(s, dir, meta, err, err_sz);',
+    replace: '    if (0)\n        return restore_replay(s, dir, meta, err, err_sz);',
+    build: server,
+    test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay under --state-dir comes back after a restart ...',
+  },
+  {
+    name: 'a kept replay\'s recording left behind when the replay is deleted',
+    file: 'server/durable.c',
+    find: '    cJSON_AddStringToObject(o, "file", kept); /* srv_origin_forget removes it with the session */',
+    replace: '    cJSON_AddStringToObject(o, "kept_file", kept);',
+    build: server,
+    test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay under --state-dir comes back ... (the replay outlived its deletion)',
+  },
+  {
     name: 'SIGTERM saves nothing (the sessions come back from their logs alone)',
     file: 'server/main.c',
     find: '    srv_durable_save_all(s); /* SIGTERM loses nothing',

@@ -358,6 +358,62 @@ test('a recording running at a SIGTERM is stopped, kept with the session, and re
   }
 });
 
+test('a replay under --state-dir comes back after a restart with its id and tokens, at its first frame, and plays to the recorded end', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'softcast-state-'));
+  const dims = ['--dims', '24x24x16'];
+  try {
+    const a = await startServer([...dims, '--state-dir', dir]);
+    let r, head;
+    try {
+      const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+      const d = await new Client(wsUrl(s, s.control_token)).open();
+      const v = await new Client(wsUrl(s, s.view_token)).open();
+      await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
+      const [, file] = await recordDrag(a.base, s, d, v, [12, 20, 8], 10);
+      head = headerOf(file);
+      await d.close();
+      await v.close();
+      const up = await upload(a.base, file);
+      assert.equal(up.status, 202, up.text);
+      r = JSON.parse(up.text);
+      await waitReady(a.base, r.id);
+      assert.ok(fs.existsSync(path.join(dir, 'files', `${r.id}.screc`)), 'the recording is not kept');
+    } finally {
+      assert.equal(await a.stop(), 0, a.stderr());
+    }
+    assert.match(a.stderr(), new RegExp(`replay ${r.id} kept`));
+    const b = await startServer([...dims, '--state-dir', dir, '--http-port', String(a.info.http_port),
+      '--ws-port', String(a.info.ws_port)]);
+    try {
+      assert.match(b.stderr(), new RegExp(`replay ${r.id} restored`));
+      const again = await api(b.base, 'GET', `/api/sessions/${r.id}`);
+      assert.equal(again.status, 200, again.text);
+      assert.equal(again.json.state, 'ready');
+      assert.deepEqual([again.json.replay.start_frame, again.json.replay.end_frame], [head.start_frame, head.end_frame]);
+      // The links handed out before work again: the driver resumes it to the recorded end.
+      const v = await new Client(wsUrl(r, r.view_token)).open();
+      const d = await new Client(wsUrl(r, r.control_token)).open();
+      await d.until(() => stateOf(d)?.role === 'driver', 10000, 'the replay\'s driver');
+      assert.equal(stateOf(d).paused, true, 'a restored replay waits at its first frame');
+      d.send({ type: 'resume', seq: 1 });
+      await v.until(() => stateOf(v)?.replay?.ended, 30000, 'the replay\'s end');
+      assert.equal(stateOf(v).replay.same_state, true, 'the restored replay ended at another state');
+      await d.close();
+      await v.close();
+      // Deleted: its kept recording and its directory go.
+      const del = await api(b.base, 'DELETE', `/api/sessions/${r.id}`, undefined, { authorization: `Bearer ${r.control_token}` });
+      assert.equal(del.status, 204, del.text);
+      const sdir = path.join(dir, 'sessions', r.id), kept = path.join(dir, 'files', `${r.id}.screc`);
+      for (let k = 0; k < 200 && (fs.existsSync(sdir) || fs.existsSync(kept)); k++) await tick(25);
+      assert.equal(fs.existsSync(sdir) || fs.existsSync(kept), false, 'the replay outlived its deletion');
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 // While a stopped recording is being written (on a builder, behind whatever builds were
 // queued first), a new recording is refused with a reason, then taken once the file is out.
 // Three large sessions queued on the two builders hold the write back: it cannot start
