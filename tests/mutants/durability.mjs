@@ -54,8 +54,8 @@ export default [
   {
     name: 'events never logged (only queries would be skipped)',
     file: 'server/durable.c',
-    find: '    if (!d || d->broken || (h->flags & SRV_EV_QUERY) ||',
-    replace: '    if (1 || !d || d->broken || (h->flags & SRV_EV_QUERY) ||',
+    find: '    if (!d || d->broken || ss->replay || (h->flags & SRV_EV_QUERY) ||',
+    replace: '    if (1 || !d || d->broken || ss->replay || (h->flags & SRV_EV_QUERY) ||',
     build: server,
     test: node('SIGKILL'),
     caught_by: 'durability: SIGKILL: every acknowledged event comes back from the log; ...',
