@@ -814,8 +814,9 @@ static int restore_replay(srv *s, const char *dir, const cJSON *meta, char *err,
     void *data = NULL;
     struct srv_replay *rp = NULL;
     if (!file)
-        return snprintf(err, err_sz, "its recording %s: %s", meta_str(meta, "recording"),
-                        strerror(errno)),
+        return snprintf(err, err_sz,
+                        "its recording %s cannot be read (gone, or over --upload-limit)",
+                        meta_str(meta, "recording")),
                -1;
     int status = srv_replay_rebuild(s, file, n, &scene, &data, &rp, err, err_sz);
     free(file);

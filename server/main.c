@@ -367,6 +367,8 @@ int srv_parse_args(srv_config *c, int argc, char **argv, char *err, size_t err_s
             continue;
         }
         const char *val = i + 1 < argc ? argv[++i] : NULL;
+        if (!strcmp(a, "--config") && !val)
+            snprintf(err, err_sz, "--config needs a value");
         int rc = !strcmp(a, "--config") ? (val ? load_config_file(c, val, err, err_sz) : -1)
                                         : set_option(c, a + 2, val, err, err_sz);
         if (rc)
@@ -467,8 +469,9 @@ int main(int argc, char **argv)
     s.on_event = srv_worker_poke;
     s.on_news = srv_ws_news;
     /* WebSocket, then the workers it pokes, then HTTP, through which sessions appear. */
+    /* Uploads before the restore: a kept replay unpacks the file its recording carries there. */
     if (srv_sessions_init(&s) != 0 || srv_durable_init(&s, err, sizeof err) != 0 ||
-        srv_durable_restore_all(&s) < 0 || srv_uploads_init(&s, err, sizeof err) != 0 ||
+        srv_uploads_init(&s, err, sizeof err) != 0 || srv_durable_restore_all(&s) < 0 ||
         srv_builders_start(&s) != 0 || srv_ws_start(&s, err, sizeof err) != 0 ||
         srv_worker_start(&s) != 0 || srv_http_start(&s, err, sizeof err) != 0) {
         fprintf(stderr, "softcast-server: %s\n", err[0] ? err : "cannot start");

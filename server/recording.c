@@ -661,8 +661,9 @@ static int replay_build(srv *s, const rec_file *f, void **data, srv_replay **out
     srv_replay *rp = calloc(1, sizeof *rp);
     int status = rp ? build_scene(s, f, data, err, err_sz) : 500;
     /* A scene's state is about what the scene holds: a header that says more is a bomb. */
-    size_t most = f->scene->bytes && *data ? 2 * f->scene->bytes(*data) + ((size_t)1 << 20)
-                                           : (size_t)64 << 20;
+    size_t most = status == 201 && f->scene->bytes && *data /* a failed build may be half made */
+                      ? 2 * f->scene->bytes(*data) + ((size_t)1 << 20)
+                      : (size_t)64 << 20;
     if (status == 201 && f->start_n > most)
         status = 400,
         snprintf(err, err_sz, "the recording's state says %zu bytes: more than this scene holds",

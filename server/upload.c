@@ -83,28 +83,21 @@ static const char *known_suffix(const char *name)
  * read the file. */
 static void clean_name(const char *in, char *out, size_t out_sz)
 {
-    char full[1024];
-    size_t k = 0;
-    for (const char *c = in ? in : ""; *c && k + 1 < sizeof full; c++) {
-        unsigned char ch = (unsigned char)*c;
+    in = in ? in : "";
+    size_t n = strlen(in), ext = strlen(known_suffix(in)); /* its characters are all safe */
+    size_t stem = n - ext, room = out_sz - 1 - ext, k = 0;
+    for (size_t i = 0; i < stem && k < room; i++) {
+        unsigned char ch = (unsigned char)in[i];
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
                  strchr("._-", ch);
-        full[k] = ok && !(k == 0 && ch == '.') ? (char)ch : '_';
+        out[k] = ok && !(k == 0 && ch == '.') ? (char)ch : '_';
         k++;
     }
-    full[k] = 0;
-    if (!k) {
+    if (k == 0 && ext == 0) {
         snprintf(out, out_sz, "upload");
         return;
     }
-    size_t ext = strlen(known_suffix(full)), keep = k < out_sz ? k : out_sz - 1;
-    if (keep < k && ext < keep) { /* the stem cut, the extension kept */
-        memcpy(out, full, keep - ext);
-        memcpy(out + keep - ext, full + k - ext, ext);
-    } else {
-        memcpy(out, full, keep);
-    }
-    out[keep] = 0;
+    memcpy(out + k, in + stem, ext + 1); /* with its NUL */
 }
 
 /* A --volume-dir name the lobby may ask for: a plain name there, no dot first (no "..", no
@@ -333,6 +326,11 @@ static void sniff_suffix(srv_upload *u)
         return;
     memcpy(u->path, path, strlen(path) + 1);
     snprintf(u->suffix, sizeof u->suffix, "%s", suf);
+    /* The name gains it too: it is what a recording of the session carries the file under,
+     * and the replay's reader goes by it. */
+    char named[sizeof u->name + sizeof u->suffix];
+    snprintf(named, sizeof named, "%s%s", u->name, suf);
+    clean_name(named, u->name, sizeof u->name);
 }
 
 /* Check the file by its first bytes, or whole; 0, or the status with err. */

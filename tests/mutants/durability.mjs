@@ -7,6 +7,24 @@ const node = (pattern) => `node --test --test-name-pattern "${pattern}" tests/se
 
 export default [
   {
+    name: 'kept sessions restored before the upload folder exists (a replay of an uploaded CT cannot unpack its file)',
+    file: 'server/main.c',
+    find: '        srv_uploads_init(&s, err, sizeof err) != 0 || srv_durable_restore_all(&s) < 0 ||',
+    replace: '        srv_durable_restore_all(&s) < 0 || srv_uploads_init(&s, err, sizeof err) != 0 ||',
+    build: server,
+    test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay under --state-dir comes back after a restart ... (its file unpacked again)',
+  },
+  {
+    name: 'a replay whose file failed to build measured as if built (the half-made scene read: the server dies)',
+    file: 'server/recording.c',
+    find: '    size_t most = status == 201 && f->scene->bytes && *data /* a failed build may be half made */',
+    replace: '    size_t most = f->scene->bytes && *data /* a failed build may be half made */',
+    build: server,
+    test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay under --state-dir ... (a server that cannot build the file it carries goes on)',
+  },
+  {
     name: 'a replay is not kept under --state-dir (gone after a restart)',
     file: 'server/recording.c',
     find: '        j->ss->origin = srv_origin_recording(s, j->ss->id, j->file, j->n);',

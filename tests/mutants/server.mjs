@@ -388,8 +388,8 @@ export default [
   {
     name: 'upload: a long name cut at its end (its extension lost, the file refused)',
     file: 'server/upload.c',
-    find: '    if (keep < k && ext < keep) { /* the stem cut, the extension kept */',
-    replace: '    if (0) { /* the stem cut, the extension kept */',
+    find: '    size_t stem = n - ext, room = out_sz - 1 - ext, k = 0;',
+    replace: '    size_t stem = n, room = out_sz - 1, k = 0;\n    ext = 0;',
     build: server,
     test: node('upload', 'without its extension'),
     caught_by: 'upload: a file sent without its extension, or under a long name, is read as what its bytes say',

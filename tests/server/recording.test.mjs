@@ -363,14 +363,23 @@ test('a replay under --state-dir comes back after a restart with its id and toke
   const dims = ['--dims', '24x24x16'];
   try {
     const a = await startServer([...dims, '--state-dir', dir]);
-    let r, head;
+    let r, head, file;
     try {
-      const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+      // A session made from an uploaded CT: the recording carries its file, which a restart
+      // unpacks again to build the replay.
+      const ct = await fetch(`${a.base}/api/volumes?name=knee.nii`, {
+        method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: ctNifti([24, 24, 16], [1, 1, 2]),
+      });
+      assert.equal(ct.status, 202, await ct.clone().text());
+      const s = await ct.json();
+      const st = await waitReady(a.base, s.id);
       const d = await new Client(wsUrl(s, s.control_token)).open();
       const v = await new Client(wsUrl(s, s.view_token)).open();
       await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
-      const [, file] = await recordDrag(a.base, s, d, v, [12, 20, 8], 10);
+      const [nx, ny, nz] = st.dims;
+      [, file] = await recordDrag(a.base, s, d, v, [nx / 2, Math.round(ny * 0.68), nz / 2], 10);
       head = headerOf(file);
+      assert.equal(head.source_name, 'knee.nii');
       await d.close();
       await v.close();
       const up = await upload(a.base, file);
@@ -408,6 +417,21 @@ test('a replay under --state-dir comes back after a restart with its id and toke
       assert.equal(fs.existsSync(sdir) || fs.existsSync(kept), false, 'the replay outlived its deletion');
     } finally {
       assert.equal(await b.stop(), 0, b.stderr());
+    }
+    // A server that cannot build the file it carries (over its element limit, --fit-elements
+    // 0): the replay fails with the reason; the server goes on.
+    const c = await startServer(['--dims', '8x8x8', '--max-elements', '1000', '--fit-elements', '0']);
+    try {
+      const up = await upload(c.base, file);
+      assert.equal(up.status, 202, up.text);
+      const id = JSON.parse(up.text).id;
+      let st;
+      for (let k = 0; k < 400 && (st = (await api(c.base, 'GET', `/api/sessions/${id}`)).json)?.state === 'loading'; k++) await tick(25);
+      assert.equal(st?.state, 'failed', JSON.stringify(st));
+      assert.match(st.error, /1000/);
+      assert.equal((await api(c.base, 'GET', '/api/health')).status, 200);
+    } finally {
+      assert.equal(await c.stop(), 0, c.stderr());
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -124,7 +124,7 @@ test('upload: a file sent without its extension, or under a long name, is read a
   const srv = await startServer([]);
   try {
     const nii = ctNifti([24, 24, 16], [1, 1, 2]);
-    const long = `${'a'.repeat(200)}.nii`;
+    const long = `${'a'.repeat(2000)}.nii`; // longer than any buffer the server cleans it in
     const cases = [
       ['scan', nii, 'nifti'], // no extension
       ['scan', zlib.gzipSync(nii), 'nifti'], // gzip, no extension
@@ -144,6 +144,10 @@ test('upload: a file sent without its extension, or under a long name, is read a
       assert.equal(st.dataset.format, format, label);
       assert.deepEqual(st.dataset.stored_dims, dims, label);
       if (name === long) assert.ok(st.dataset.name.length < 128 && st.dataset.name.endsWith('.nii') && st.dataset.name.startsWith('aaaa'), st.dataset.name);
+      // A name without an extension gains the one its bytes say: a recording carries the file
+      // under that name, and the replay's reader goes by it.
+      if (name === 'scan') assert.match(st.dataset.name, /^scan\.nii(\.gz)?$/, st.dataset.name);
+      if (name === null) assert.equal(st.dataset.name, 'upload.nii');
       await api(srv.base, 'DELETE', `/api/sessions/${r.json.id}`, undefined, { authorization: `Bearer ${r.json.control_token}` });
     }
     // Bytes that say nothing are still refused, naming what the server reads.

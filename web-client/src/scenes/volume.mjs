@@ -64,8 +64,10 @@ class ProbeTrace {
   /** An update of object 2 (wire.mjs: positions and scalars when they changed, the
    *  transform when it did) of frame `frame` at simulated time t (s). */
   add(t, u, frame) {
-    const regrab = !!u.transform;
-    if (regrab) this.dir = null; // a new grab
+    // A new grab moves the transform (the region's rest position); a key sends it unmoved.
+    const t = u.transform?.t, regrab = !!t && !(this.t && t.every((x, b) => x === this.t[b]));
+    if (t) this.t = t;
+    if (regrab) this.dir = null;
     if (frame < this.frame) this.frame = -1; // the frames went back (a replay's seek)
     if (u.positions) { this.p = u.positions; this.s = u.scalars ?? null; }
     const p = this.p, s = this.s;
