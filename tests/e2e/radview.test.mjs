@@ -207,7 +207,9 @@ test('a real head CT: the three planes with their letters, the 3D view from the 
 });
 
 test('the plot after a release under condition B: the displacement trace swings past zero', { timeout: 180000 }, async () => {
-  const srv = await startServer(['--dims', '48x48x28', '--data-dir', `${ROOT}web-client`]);
+  // --keyframe-every 5: the probe is keyed again every few frames while it moves; a key is
+  // not a new grab, and the page must go on filling skipped frames from the trail through it.
+  const srv = await startServer(['--dims', '48x48x28', '--data-dir', `${ROOT}web-client`, '--keyframe-every', '5']);
   try {
     const { page, ctx } = await session(srv);
     // The driver's events as the page sends them: condition B, a grab at the belly, a pull

@@ -287,4 +287,11 @@ export default [
     replace: "this.sample(t - (k ? k + 1 : 0) / this.rate,",
     build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (frames missing from the plot)',
   },
+  {
+    name: 'volume probe plot: a key taken for a new grab (the trail not read on a keyed update)',
+    file: 'web-client/src/scenes/volume.mjs',
+    find: 'regrab = !!at && !(this.restAt && at.every((x, b) => x === this.restAt[b]));',
+    replace: 'regrab = !!at;',
+    build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (frames missing from the plot, under --keyframe-every 5)',
+  },
 ];

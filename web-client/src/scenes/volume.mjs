@@ -65,8 +65,8 @@ class ProbeTrace {
    *  transform when it did) of frame `frame` at simulated time t (s). */
   add(t, u, frame) {
     // A new grab moves the transform (the region's rest position); a key sends it unmoved.
-    const t = u.transform?.t, regrab = !!t && !(this.t && t.every((x, b) => x === this.t[b]));
-    if (t) this.t = t;
+    const at = u.transform?.t, regrab = !!at && !(this.restAt && at.every((x, b) => x === this.restAt[b]));
+    if (at) this.restAt = at;
     if (regrab) this.dir = null;
     if (frame < this.frame) this.frame = -1; // the frames went back (a replay's seek)
     if (u.positions) { this.p = u.positions; this.s = u.scalars ?? null; }
