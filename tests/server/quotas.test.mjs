@@ -213,8 +213,10 @@ test('sessions are built off the HTTP threads: six large creates at once, /api/h
     await poller;
     for (const r of made) assert.equal(r.status, 201, r.text);
     console.log(`# six 160x160x96 sessions built in ${took.toFixed(0)} ms; /api/health asked ${polls} times, at worst ${worst.toFixed(0)} ms`);
-    assert.ok(took > 1000, `the builds were too quick (${took} ms) to show anything`);
-    assert.ok(worst < 500, `/api/health took ${worst} ms while sessions were built`);
+    // Built on the HTTP threads, a health request would wait for a whole build (about a third
+    // of the six, two at a time): the bound follows the machine's speed, not a fixed time.
+    assert.ok(took > 600, `the builds were too quick (${took} ms) to show anything`);
+    assert.ok(worst < Math.min(500, took / 4), `/api/health took ${worst} ms while six sessions were built in ${took} ms`);
     // Answered at once on request: 202 loading, then ready; a refused option then shows as
     // failed with its reason (the waiting request gets its 400 as before).
     const later = await api(srv.base, 'POST', '/api/sessions', { dims: [32, 32, 20] }, { prefer: 'respond-async' });
