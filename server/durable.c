@@ -803,6 +803,36 @@ static char *origin_of(const cJSON *meta)
     return text;
 }
 
+/* A kept session's scene (data, built and brought to its frame) put back in its old slot with
+ * meta.json's id and tokens, its log reopened and its origin kept. NULL with err; the data is
+ * freed then. */
+static srv_session *adopt_kept(srv *s, const char *dir, const cJSON *meta, const srv_scene_i *scene,
+                               void *data, int paused, uint64_t frame, uint32_t last_seq, char *err,
+                               size_t err_sz)
+{
+    srv_session_saved sv = {scene,
+                            meta_str(meta, "id"),
+                            meta_str(meta, "control_token"),
+                            meta_str(meta, "view_token"),
+                            meta_str(meta, "owner"),
+                            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "keep")),
+                            paused,
+                            frame,
+                            last_seq};
+    srv_durable *d = durable_open(dir);
+    if (!d)
+        snprintf(err, err_sz, "its log: %s", strerror(errno));
+    srv_session *ss = d ? srv_session_adopt(s, &sv, data, err, err_sz) : NULL;
+    if (!ss) {
+        scene->destroy(data);
+        durable_free(d);
+        return NULL;
+    }
+    ss->durable = d;
+    ss->origin = origin_of(meta);
+    return ss;
+}
+
 /* A kept replay built again from its recording, paused at its first frame, in its slot (its
  * id and tokens): 0, or -1 with err. */
 static int restore_replay(srv *s, const char *dir, const cJSON *meta, char *err, size_t err_sz)
@@ -822,28 +852,12 @@ static int restore_replay(srv *s, const char *dir, const cJSON *meta, char *err,
     free(file);
     if (status != 201)
         return -1;
-    srv_session_saved sv = {scene,
-                            id,
-                            meta_str(meta, "control_token"),
-                            meta_str(meta, "view_token"),
-                            meta_str(meta, "owner"),
-                            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "keep")),
-                            1,
-                            0,
-                            0};
-    srv_durable *d = durable_open(dir);
-    if (!d)
-        snprintf(err, err_sz, "its log: %s", strerror(errno));
-    srv_session *ss = d ? srv_session_adopt(s, &sv, data, err, err_sz) : NULL;
+    srv_session *ss = adopt_kept(s, dir, meta, scene, data, 1, 0, 0, err, err_sz);
     if (!ss) {
-        scene->destroy(data);
         srv_replay_free(rp);
-        durable_free(d);
         return -1;
     }
-    srv_replay_adopted(ss, rp);
-    ss->durable = d;
-    ss->origin = origin_of(meta);
+    srv_replay_adopted(ss, rp); /* its frame, pause and seq: the recording's first */
     fprintf(stderr, "softcast-server: replay %s restored: at its first frame, paused\n", id);
     return 0;
 }
@@ -873,31 +887,20 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
     if (rc == 0)
         replay_log(&r, log, n, id);
     free(log);
-    srv_session_saved sv = {scene,
-                            id,
-                            meta_str(meta, "control_token"),
-                            meta_str(meta, "view_token"),
-                            meta_str(meta, "owner"),
-                            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "keep")),
-                            r.paused,
-                            r.frame,
-                            r.last_seq};
-    srv_durable *d = rc == 0 ? durable_open(dir) : NULL;
-    if (rc == 0 && !d)
-        snprintf(err, err_sz, "its log: %s", strerror(errno));
-    srv_session *ss = d ? srv_session_adopt(s, &sv, r.data, err, err_sz) : NULL;
-    if (!ss) {
+    if (rc != 0) {
         if (r.data)
             scene->destroy(r.data);
-        durable_free(d);
         return -1;
     }
+    srv_session *ss =
+        adopt_kept(s, dir, meta, scene, r.data, r.paused, r.frame, r.last_seq, err, err_sz);
+    if (!ss)
+        return -1;
+    srv_durable *d = ss->durable;
     if (ftruncate(d->log_fd, (off_t)r.valid_bytes) != 0 && r.valid_bytes < n)
         fprintf(stderr, "softcast-server: session %s: cannot cut its log's torn end\n", id);
     d->next_lsn = r.next_lsn;
     d->snapshot_frame = d->ticked_frame = r.frame;
-    ss->durable = d;
-    ss->origin = origin_of(meta);
     struct stat st;
     if (path_join(path, sizeof path, dir, "recording.screc") == 0 && stat(path, &st) == 0 &&
         S_ISREG(st.st_mode)) { /* its last recording, downloadable again */

@@ -705,7 +705,7 @@ static int replay_build(srv *s, const rec_file *f, void **data, srv_replay **out
 }
 
 /* A replay session at its recording's first frame: paused, its driver starts it. */
-static void replay_attach(srv_session *ss, srv_replay *rp)
+void srv_replay_adopted(srv_session *ss, srv_replay *rp)
 {
     pthread_mutex_lock(&ss->lock); /* before it is ready: no worker sees it yet */
     ss->replay = rp;
@@ -725,7 +725,7 @@ static void build_replay(void *arg)
     void *data = NULL;
     srv_replay *rp = NULL;
     if (replay_build(s, &j->f, &data, &rp, err, sizeof err) == 201) {
-        replay_attach(j->ss, rp);
+        srv_replay_adopted(j->ss, rp);
         j->ss->origin = srv_origin_recording(s, j->ss->id, j->file, j->n);
     }
     srv_session_loaded(s, j->ss, data, err);
@@ -745,11 +745,6 @@ int srv_replay_rebuild(srv *s, const uint8_t *file, size_t n, const srv_scene_i 
     *scene = f.scene;
     cJSON_Delete(f.head);
     return status;
-}
-
-void srv_replay_adopted(srv_session *ss, srv_replay *rp)
-{
-    replay_attach(ss, rp);
 }
 
 srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owner, int *status,

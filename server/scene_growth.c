@@ -211,8 +211,7 @@ static int parse_create(const cJSON *o, gr_scene *v, char *err, size_t err_sz)
         snprintf(err, err_sz, "\"cells\" is for the truss");
         return 400;
     }
-    if (seed && (!cJSON_IsNumber(seed) || seed->valuedouble != floor(seed->valuedouble) ||
-                 seed->valuedouble < 1 || seed->valuedouble > 2147483647.0)) {
+    if (seed && !srv_json_int_in(seed, 1, 2147483647.0)) {
         snprintf(err, err_sz, "\"seed\" must be an integer 1 to 2147483647");
         return 400;
     }
@@ -228,9 +227,7 @@ static int parse_create(const cJSON *o, gr_scene *v, char *err, size_t err_sz)
                              ? cJSON_GetArrayItem(cells, 0)
                              : NULL;
         const cJSON *y = x ? cJSON_GetArrayItem(cells, 1) : NULL;
-        if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble != floor(x->valuedouble) ||
-            y->valuedouble != floor(y->valuedouble) || x->valuedouble < 1 || y->valuedouble < 1 ||
-            x->valuedouble > MAX_CELLS_X || y->valuedouble > MAX_CELLS_Y) {
+        if (!srv_json_int_in(x, 1, MAX_CELLS_X) || !srv_json_int_in(y, 1, MAX_CELLS_Y)) {
             snprintf(err, err_sz, "\"cells\" must be [nx, ny], integers 1 to %d and 1 to %d",
                      MAX_CELLS_X, MAX_CELLS_Y);
             return 400;

@@ -441,8 +441,7 @@ static int parse_create(const cJSON *opts, int *hybrid, int *particles, char *er
         snprintf(err, err_sz, "\"particles\": the surface model is the mesh file's");
         return 400;
     }
-    if (n && (!cJSON_IsNumber(n) || n->valuedouble != floor(n->valuedouble) ||
-              n->valuedouble < 12 || n->valuedouble > MAX_PARTICLES)) {
+    if (n && !srv_json_int_in(n, 12, MAX_PARTICLES)) {
         snprintf(err, err_sz, "\"particles\" must be an integer 12 to %d", MAX_PARTICLES);
         return 400;
     }

@@ -541,7 +541,8 @@ srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owne
 int srv_replay_rebuild(srv *s, const uint8_t *file, size_t n, const srv_scene_i **scene,
                        void **data, struct srv_replay **rp, char *err, size_t err_sz);
 void srv_replay_free(struct srv_replay *rp);
-/// The rebuilt script given to its adopted session (paused at the recording's first frame).
+/// The script given to its session (a new replay, or one adopted at a restart): paused at the
+/// recording's first frame, before a worker may see it.
 void srv_replay_adopted(srv_session *ss, struct srv_replay *rp);
 /// A replay's frame (worker): a seek's next frames, unseen (paused or not), or, not paused,
 /// the records of this frame then its step. Returns 1 when the view changed; *ended set

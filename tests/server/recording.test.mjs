@@ -201,6 +201,22 @@ async function recordDrag(base, s, d, v, point, moves) {
   return [stopped, Buffer.from(await got.arrayBuffer())];
 }
 
+// A session made from a CT uploaded under name, ready, with its driver and a viewer on their
+// first frames; and a point in its soft tissue (between the bone core and the skin).
+async function ctSession(base, name, dims) {
+  const r = await fetch(`${base}/api/volumes?name=${encodeURIComponent(name)}`, {
+    method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: ctNifti(dims, [1, 1, 2]),
+  });
+  assert.equal(r.status, 202, await r.clone().text());
+  const s = await r.json();
+  const st = await waitReady(base, s.id);
+  const v = await new Client(wsUrl(s, s.view_token)).open();
+  const d = await new Client(wsUrl(s, s.control_token)).open();
+  await d.until(() => d.frames.length > 0 && v.frames.length > 0, 20000, 'first frames');
+  const [nx, ny, nz] = st.dims;
+  return { s, d, v, soft: [nx / 2, Math.round(ny * 0.68), nz / 2] };
+}
+
 const headerOf = (file) => JSON.parse(file.subarray(12, 12 + file.readUInt32LE(8)).toString());
 
 // Replayed on srv to its end: the replay's viewer (its frames), after checking the end state.
@@ -225,17 +241,8 @@ test('a session made from an uploaded CT is recorded with its file, and another 
   const b = await startServer([]); // its own upload directory: nothing of a's
   try {
     const ct = ctNifti([40, 40, 20], [1, 1, 2]);
-    const r = await fetch(`${a.base}/api/volumes?name=${encodeURIComponent('knee ct.nii')}`, {
-      method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: ct,
-    });
-    assert.equal(r.status, 202, await r.clone().text());
-    const s = await r.json();
-    const st = await waitReady(a.base, s.id);
-    const v = await new Client(wsUrl(s, s.view_token)).open();
-    const d = await new Client(wsUrl(s, s.control_token)).open();
-    await d.until(() => d.frames.length > 0 && v.frames.length > 0, 20000, 'first frames');
-    const [nx, ny, nz] = st.dims; // soft tissue between the bone core and the skin
-    const [stopped, file] = await recordDrag(a.base, s, d, v, [nx / 2, Math.round(ny * 0.68), nz / 2], 20);
+    const { s, d, v, soft } = await ctSession(a.base, 'knee ct.nii', [40, 40, 20]);
+    const [stopped, file] = await recordDrag(a.base, s, d, v, soft, 20);
     assert.equal(file.length, stopped.bytes);
     assert.equal(stopped.replayable, true);
     const head = headerOf(file);
@@ -367,17 +374,8 @@ test('a replay under --state-dir comes back after a restart with its id and toke
     try {
       // A session made from an uploaded CT: the recording carries its file, which a restart
       // unpacks again to build the replay.
-      const ct = await fetch(`${a.base}/api/volumes?name=knee.nii`, {
-        method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: ctNifti([24, 24, 16], [1, 1, 2]),
-      });
-      assert.equal(ct.status, 202, await ct.clone().text());
-      const s = await ct.json();
-      const st = await waitReady(a.base, s.id);
-      const d = await new Client(wsUrl(s, s.control_token)).open();
-      const v = await new Client(wsUrl(s, s.view_token)).open();
-      await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
-      const [nx, ny, nz] = st.dims;
-      [, file] = await recordDrag(a.base, s, d, v, [nx / 2, Math.round(ny * 0.68), nz / 2], 10);
+      const { s, d, v, soft } = await ctSession(a.base, 'knee.nii', [24, 24, 16]);
+      [, file] = await recordDrag(a.base, s, d, v, soft, 10);
       head = headerOf(file);
       assert.equal(head.source_name, 'knee.nii');
       await d.close();
