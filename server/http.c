@@ -44,6 +44,7 @@ typedef struct request {
     char *body;
     size_t len;
     int too_big;
+    int no_key; /* a recording without the operator's key: its 401 is queued */
     /* POST /api/volumes: the file goes to upload.c, not into body. */
     int is_upload;
     srv_upload *up;
@@ -824,6 +825,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
             return upload_begin(s, conn, rq);
         rq->is_recording = !strcmp(url, "/api/recordings") && !strcmp(method, "POST");
+        /* A recording is the operator's: without the key it is refused before a byte of its
+         * body is read, whatever its size (an anonymous client cannot make the server read
+         * --upload-limit bytes, nor learn the limit). */
+        if (rq->is_recording && !operator_ok(s, conn)) {
+            rq->no_key = 1;
+            return refuse_operator(conn);
+        }
         /* A body announced over the limit is refused now, before a byte of it is read (not
          * after the client has sent it all, nor never, when it waits for a 100 Continue). */
         const char *cl =
@@ -837,7 +845,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (rq->job)
         return finish_build(s, conn, rq);
     if (*upload_size) {
-        if (rq->too_big || rq->len + *upload_size > body_limit(s, rq)) {
+        if (rq->no_key || rq->too_big) {
+            /* answered already: the rest of the body is dropped */
+        } else if (rq->len + *upload_size > body_limit(s, rq)) {
             rq->too_big = 1;
         } else {
             char *b = realloc(rq->body, rq->len + *upload_size + 1);
@@ -850,6 +860,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (rq->no_key)
+        return refuse_operator(conn);
     if (rq->too_big)
         return body_too_big(conn, rq);
     if (rq->is_recording)

@@ -5,6 +5,7 @@
 // loopback's own (127.0.0.2 and 127.0.0.3: the whole 127/8 is this machine).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import net from 'node:net';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -138,6 +139,29 @@ test('--api-key-file: only the operator\'s key makes sessions and uploads; joini
     }
     const up = await fetch(`${srv.base}/api/volumes?name=a.nii`, { method: 'POST', body: Buffer.alloc(400), headers: { 'content-type': 'application/octet-stream' } });
     assert.equal(up.status, 401);
+    // A recording without the key: 401 before its body is read, whatever its size (not the
+    // size's 413, which would read up to --upload-limit of an anonymous client's bytes).
+    const u = new URL(srv.base);
+    const record = (headers, body) => new Promise((resolve, reject) => {
+      const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/api/recordings', headers: { 'content-type': 'application/octet-stream', ...headers } });
+      req.on('error', () => {}); // the server may close once it answered
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (d) => { text += d; });
+        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+        res.on('error', reject);
+      });
+      if (body) req.end(body); else req.flushHeaders();
+    });
+    for (const [what, headers, body] of [
+      ['announced over --upload-limit, nothing sent', { 'content-length': '100000000000' }, null],
+      ['announced within it, nothing sent', { 'content-length': '4096' }, null],
+      ['sent', {}, Buffer.alloc(4096)],
+    ]) {
+      const r = await withTimeout(record(headers, body), 5000, `the answer to a recording ${what}`);
+      assert.equal(r.status, 401, `a recording ${what}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.error, 'operator key required');
+    }
     const r = await api(srv.base, 'POST', '/api/sessions', {}, { authorization: `Bearer ${key}` });
     assert.equal(r.status, 201, r.text);
     const c = await new Client(wsUrl(r.json, r.json.view_token), { decode: false }).open();
