@@ -788,9 +788,11 @@ static void gr_describe(const void *scene, cJSON *j)
 /* ------------------------------------------------------------- durability */
 
 /* Part "GRSC": the model (a check), the live parameters, the pace, the truss's load node, how
- * far its solve has come and the order its view lists cells and members in (the order they
- * stood up: a replay's frames must be the original's); then the plant's or the truss's part. */
-#define GR_SCENE_VERSION 1u
+ * far its solve has come, the support event a "not held" names (version 2; a version 1 part
+ * is still read, naming seq 0) and the order its view lists cells and members in (the order
+ * they stood up: a replay's frames must be the original's); then the plant's or the truss's
+ * part. */
+#define GR_SCENE_VERSION 2u
 static const char k_scene_tag[4] = {'G', 'R', 'S', 'C'};
 
 static int gr_save(void *scene, sc_blob *out, char *err, size_t err_sz)
@@ -802,6 +804,7 @@ static int gr_save(void *scene, sc_blob *out, char *err, size_t err_sz)
     SC_PUT(out, head);
     SC_PUT(out, v->p);
     SC_PUT(out, v->next_s);
+    SC_PUT(out, v->support_seq);
     if (v->is_truss) { /* the view's order: the cells and members as they stood up */
         int32_t counts[2] = {v->ncell, v->nmember};
         SC_PUT(out, counts);
@@ -860,10 +863,13 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
     int nc = 0, nmem = 0;
     sim_growth_params p;
     double next_s;
-    sc_reader_tag(&r, k_scene_tag, GR_SCENE_VERSION);
+    uint32_t support_seq = 0;
+    uint32_t version = sc_reader_tag_versions(&r, k_scene_tag, 1, GR_SCENE_VERSION);
     SC_GET(&r, head);
     SC_GET(&r, p);
     SC_GET(&r, next_s);
+    if (version >= 2)
+        SC_GET(&r, support_seq);
     if (r.failed || head[0] != v->is_truss || head[1] < 0 || head[1] > 1000 || !isfinite(next_s) ||
         sim_growth_params_validate(&p, NULL, 0) != SIM_OK ||
         (v->is_truss && (head[2] < 0 || head[2] > v->nx || head[3] < 0 || head[3] > v->ny))) {
@@ -882,7 +888,7 @@ static int gr_restore(void *scene, const void *data, size_t n, char *err, size_t
         atomic_store(&v->seed, sim_plant_seed(v->plant));
     v->pending = head[1], v->load_i = head[2], v->load_j = head[3];
     v->solved = head[4], v->not_held = head[5], v->stopped = head[6], v->holding = head[7];
-    v->p = p, v->next_s = next_s;
+    v->p = p, v->next_s = next_s, v->support_seq = support_seq;
     if (v->plant)
         v->rules = *sim_plant_params_of(v->plant);
     if (v->is_truss) { /* the view's order as the original had it, its flags to match */

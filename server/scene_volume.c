@@ -1030,16 +1030,8 @@ static int vol_restore(void *scene, const void *data, size_t n, char *err, size_
 {
     vol_scene *v = scene;
     sc_reader r = sc_reader_of(data, n);
-    char tag[4];
-    uint32_t version = 0;
     int32_t nhist = 0;
-    sc_reader_get(&r, tag, sizeof tag);
-    SC_GET(&r, version);
-    if (!r.failed && (memcmp(tag, "VSRV", 4) || version < 1 || version > VOL_SNAPSHOT_VERSION)) {
-        snprintf(r.why, sizeof r.why, "expected part VSRV version 1 to %d, found %.4s version %u",
-                 VOL_SNAPSHOT_VERSION, tag, version);
-        r.failed = 1;
-    }
+    uint32_t version = sc_reader_tag_versions(&r, "VSRV", 1, VOL_SNAPSHOT_VERSION);
     SC_GET(&r, v->clamp_noticed);
     if (version >= 2) {
         SC_GET(&r, v->probe_at);

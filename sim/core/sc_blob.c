@@ -65,15 +65,27 @@ void sc_reader_get(sc_reader *r, void *out, size_t n)
 
 void sc_reader_tag(sc_reader *r, const char tag[4], uint32_t version)
 {
+    sc_reader_tag_versions(r, tag, version, version);
+}
+
+uint32_t sc_reader_tag_versions(sc_reader *r, const char tag[4], uint32_t oldest, uint32_t newest)
+{
     char got[4];
-    uint32_t v;
+    uint32_t v = 0;
     sc_reader_get(r, got, 4);
     SC_GET(r, v);
     if (r->failed)
-        return;
-    if (memcmp(got, tag, 4) || v != version) {
-        snprintf(r->why, sizeof r->why, "expected part %.4s version %u, found %.4s version %u", tag,
-                 version, got, v);
+        return 0;
+    if (memcmp(got, tag, 4) || v < oldest || v > newest) {
+        if (oldest == newest)
+            snprintf(r->why, sizeof r->why, "expected part %.4s version %u, found %.4s version %u",
+                     tag, newest, got, v);
+        else
+            snprintf(r->why, sizeof r->why,
+                     "expected part %.4s version %u to %u, found %.4s version %u", tag, oldest,
+                     newest, got, v);
         r->failed = 1;
+        return 0;
     }
+    return v;
 }

@@ -13,6 +13,20 @@ const adapter = 'server/scene_growth.c';
 
 export default [
   {
+    name: 'truss snapshot: the support that freed the beam not restored ("not held" names seq 0 after a restart)',
+    file: 'server/scene_growth.c',
+    find: '    v->p = p, v->next_s = next_s, v->support_seq = support_seq;',
+    replace: '    v->p = p, v->next_s = next_s;',
+    build, test: run('not_held_names'), caught_by: 'growth_scene_truss_not_held_names_the_support_that_freed_it_after_a_restore',
+  },
+  {
+    name: 'truss snapshot: a version 1 part refused (a --state-dir kept before the seq was kept)',
+    file: 'server/scene_growth.c',
+    find: '    uint32_t version = sc_reader_tag_versions(&r, k_scene_tag, 1, GR_SCENE_VERSION);',
+    replace: '    uint32_t version = sc_reader_tag_versions(&r, k_scene_tag, GR_SCENE_VERSION, GR_SCENE_VERSION);',
+    build, test: run('not_held_names'), caught_by: 'growth_scene_truss_not_held_names_the_support_that_freed_it_after_a_restore',
+  },
+  {
     name: 'truss: "not held" told with seq 0, not as the answer to the support event that freed it',
     file: 'server/scene_growth.c',
     find: 'v->solved = 0, v->not_held = 0, v->support_seq = e->seq;',

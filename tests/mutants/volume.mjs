@@ -605,8 +605,8 @@ export default [
   {
     name: 'volume scene snapshot: version 1 (a state kept before the trail) refused',
     file: 'server/scene_volume.c',
-    find: 'version < 1 || version > VOL_SNAPSHOT_VERSION',
-    replace: 'version < 2 || version > VOL_SNAPSHOT_VERSION',
+    find: 'sc_reader_tag_versions(&r, "VSRV", 1, VOL_SNAPSHOT_VERSION)',
+    replace: 'sc_reader_tag_versions(&r, "VSRV", 2, VOL_SNAPSHOT_VERSION)',
     build: tests, test: run('volume_probe_trail_comes_back'), caught_by: 'volume_probe_trail_comes_back_with_a_restored_session',
   },
   {

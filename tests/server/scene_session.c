@@ -22,7 +22,10 @@ static void on_error(srv_scene_ctx *c, uint32_t client, uint32_t seq, const char
                      const char *detail)
 {
     (void)client;
-    ((scene_session *)c->impl)->errors++;
+    scene_session *s = c->impl;
+    s->errors++;
+    s->last_error_seq = seq;
+    snprintf(s->last_error, sizeof s->last_error, "%s", detail);
     fprintf(stderr, "event %u refused: %s: %s\n", seq, error, detail);
 }
 
@@ -72,7 +75,7 @@ int scene_session_send(scene_session *s, const char *json)
     int size = i >= 0 ? s->sc->events[i].parse(env.msg, out, &error, err, sizeof err) : -1;
     CHECKF(size >= 0, "%s: %s", json, err);
     if (size >= 0) {
-        srv_event ev = {1, 1, out, (size_t)size};
+        srv_event ev = {1, env.seq, out, (size_t)size}; /* from client 1 */
         s->sc->events[i].apply(&s->ctx, s->scene, &ev);
     }
     proto_envelope_free(&env);

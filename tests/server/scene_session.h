@@ -11,8 +11,10 @@ typedef struct scene_session {
     const srv_scene_i *sc;
     void *scene;
     sim_backend *be;
-    srv_scene_ctx ctx; /* ctx.impl: this session */
-    int errors;        /* events refused by apply */
+    srv_scene_ctx ctx;       /* ctx.impl: this session */
+    int errors;              /* events refused by apply */
+    uint32_t last_error_seq; /* the last refusal's seq and detail */
+    char last_error[256];
 } scene_session;
 
 /// A session of scene `name` made from the POST options opts_json on a CPU backend of

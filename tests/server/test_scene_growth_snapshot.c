@@ -4,7 +4,8 @@
  * a load dragged by the hand, a support moved, solved in sweeps), is saved part-way (the
  * plant mid-growth, the truss mid-drag with the load held and mid-solve); B, built again from
  * the same options, is restored; both run the script on and must give the same hash and the
- * same view on every frame. A plant made without a seed comes back with its own. Damaged
+ * same view on every frame. A plant made without a seed comes back with its own. A truss
+ * its supports no longer hold names the support that freed it, restored or not. Damaged
  * snapshots are refused with a reason. */
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "sim/core/sc_base.h"
+#include "sim/growth/growth.h"
 #include "tests/harness.h"
 #include "tests/server/scene_session.h"
 
@@ -145,4 +147,63 @@ TEST(growth_scene_plant_without_a_seed_comes_back_with_its_own)
     cJSON_Delete(ja), cJSON_Delete(jb);
     sc_blob_free(&blob);
     close_sess(&a), close_sess(&b);
+}
+
+/* n frames from frame `from`; returns the next frame's number. */
+static int step_frames(sess *s, int from, int n)
+{
+    for (int f = from; f < from + n; f++) {
+        double ms;
+        s->ctx.frame = (uint64_t)f;
+        s->ctx.sim_time_s = f / 60.0;
+        (void)s->sc->step(&s->ctx, s->scene, &ms);
+    }
+    return from + n;
+}
+
+/* The roller freed (seq 5): "not held", as the answer to seq 5. Saved then, and restored
+ * into B: a load moved (seq 6) solves again, and each says "not held" again naming seq 5,
+ * the support that freed the beam, not the load's move (nor 0, what a restore that lost it
+ * would name). The same snapshot as a version 1 part (from before the seq was kept) is still
+ * read into C, the same truss, whose "not held" can only name 0. */
+TEST(growth_scene_truss_not_held_names_the_support_that_freed_it_after_a_restore)
+{
+    const char *opts = "{\"model\":\"truss\",\"cells\":[6,3]}";
+    sess a, b, c;
+    REQUIRE(open_sess(&a, opts) && open_sess(&b, opts) && open_sess(&c, opts));
+    int f = step_frames(&a, 0, 120); /* grown (6 x 3 cells) and solved */
+    send(&a, "{\"type\":\"support\",\"seq\":5,\"node\":[6,0],\"fix\":\"free\"}");
+    f = step_frames(&a, f, 5);
+    CHECKF(a.errors == 1 && a.last_error_seq == 5 && strstr(a.last_error, "not held"),
+           "%d refusals, the last seq %u: %s", a.errors, a.last_error_seq, a.last_error);
+    sc_blob blob = {0};
+    char err[256];
+    REQUIRE(a.sc->save(a.scene, &blob, err, sizeof err) == 0);
+    REQUIRE(b.sc->restore(b.scene, blob.p, blob.n, err, sizeof err) == 0);
+    /* Version 1: the seq's 4 bytes (after the tag, the head, the parameters and the pace)
+     * taken out. */
+    size_t at = 4 + 4 + 8 * sizeof(int32_t) + sizeof(sim_growth_params) + sizeof(double);
+    uint32_t v1 = 1, seq_kept;
+    REQUIRE(blob.n > at + 4);
+    memcpy(&seq_kept, blob.p + at, sizeof seq_kept);
+    CHECK(seq_kept == 5);
+    memcpy(blob.p + 4, &v1, sizeof v1);
+    memmove(blob.p + at, blob.p + at + 4, blob.n - at - 4);
+    CHECKF(c.sc->restore(c.scene, blob.p, blob.n - 4, err, sizeof err) == 0, "version 1: %s", err);
+    CHECK(c.sc->hash(c.scene) == a.sc->hash(a.scene));
+    sc_blob_free(&blob);
+    sess *all[3] = {&a, &b, &c};
+    const char *name[3] = {"original", "restored", "restored from version 1"};
+    for (int k = 0; k < 3; k++) {
+        sess *s = all[k];
+        int before = s->errors;
+        uint32_t named = k < 2 ? 5 : 0;
+        send(s, "{\"type\":\"load\",\"seq\":6,\"point\":[0.2,0,0.3]}");
+        step_frames(s, f, 5);
+        CHECKF(s->errors == before + 1 && s->last_error_seq == named &&
+                   strstr(s->last_error, "not held"),
+               "%s: %d refusals after the load, the last seq %u: %s", name[k], s->errors - before,
+               s->last_error_seq, s->last_error);
+    }
+    close_sess(&a), close_sess(&b), close_sess(&c);
 }
