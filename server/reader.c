@@ -255,6 +255,15 @@ static int spawn_reader(const char *path, const sim_volume_load_opts *o, const c
 }
 
 /* Read the child's records until its result: 1 with *r (and out->hu) filled, 0 without. */
+/* At most how many elements the air margin can have added to v (margin layers on every face,
+ * counted at v's own size: more than it added). */
+static size_t margin_cells(const sim_volume_load_opts *o, const sim_volume *v)
+{
+    size_t m = o->air_margin > 0 ? (size_t)o->air_margin : 0;
+    size_t x = (size_t)v->nx, y = (size_t)v->ny, z = (size_t)v->nz;
+    return 2 * m * (x * y + y * z + z * x);
+}
+
 static int take_records(int fd, const sim_volume_load_opts *o, reader_result *r, sim_volume *out)
 {
     for (;;) {
@@ -274,14 +283,24 @@ static int take_records(int fd, const sim_volume_load_opts *o, reader_result *r,
         }
         if (head[0] != 'R' || n != sizeof *r || read_all(fd, r, sizeof *r) != 0)
             return 0;
+        /* The child is the one that read the user's file: what it says is checked like the
+         * file itself. Every string ends inside its field; the volume is within what the
+         * load was allowed to make (a volume the fit would have shrunk never comes back). */
         r->err[sizeof r->err - 1] = 0;
+        sim_volume_info *in = &r->info;
+        in->format[sizeof in->format - 1] = 0, in->name[sizeof in->name - 1] = 0;
+        in->warning[sizeof in->warning - 1] = 0, in->series_uid[sizeof in->series_uid - 1] = 0;
+        in->modality[sizeof in->modality - 1] = 0, in->source[sizeof in->source - 1] = 0;
+        r->vol.orientation[sizeof r->vol.orientation - 1] = 0;
         if (!r->has_volume)
             return 1;
         sim_volume v = r->vol;
         size_t cells = (size_t)(v.nx > 0 ? v.nx : 0) * (size_t)(v.ny > 0 ? v.ny : 0) *
                        (size_t)(v.nz > 0 ? v.nz : 0);
+        size_t most =
+            o->fit_elements > o->limits.max_elements ? o->fit_elements : o->limits.max_elements;
         if (v.nx <= 0 || v.ny <= 0 || v.nz <= 0 || v.nx > 65536 || v.ny > 65536 || v.nz > 65536 ||
-            cells > ((size_t)1 << 31))
+            cells > ((size_t)1 << 31) || (most > 0 && cells > most + margin_cells(o, &v)))
             return 0;
         v.hu = malloc(cells * sizeof(float));
         if (!v.hu) {
@@ -317,14 +336,14 @@ sim_status srv_volume_load_isolated(sim_volume *out, const char *path,
     pid_t pid = -1;
     int fd = -1;
     int e = spawn_reader(path, &o, tmpdir, &pid, &fd);
-    if (e != 0) {
+    if (e != 0) { /* never read in the server's own process: a decoder's abort would end it */
         rmdir(tmpdir);
         if (!atomic_exchange(&warned, 1))
-            fprintf(stderr,
-                    "softcast-server: cannot start the volume reader (%s): users' files "
-                    "are read in the server's own process\n",
-                    strerror(e));
-        return sim_volume_load_file(out, path, opts, info, err, err_sz);
+            fprintf(stderr, "softcast-server: cannot start the volume reader (%s)\n", strerror(e));
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_IO,
+                                   "%s: the server cannot start its volume reader now (%s): "
+                                   "try again later",
+                                   path, strerror(e));
     }
     reader_result *r = malloc(sizeof *r);
     int got = r && take_records(fd, &o, r, out);

@@ -25,6 +25,15 @@ export default [
     caught_by: 'reader_child_answers_as_the_process_reader_does',
   },
   {
+    name: 'a reader that cannot start: the file read in the server\'s own process instead',
+    file: 'server/reader.c',
+    find: '    if (e != 0) { /* never read in the server\'s own process: a decoder\'s abort would end it */',
+    replace: '    if (e != 0)\n        return sim_volume_load_file(out, path, opts, info, err, err_sz);\n    if (e != 0) {',
+    build: ['$BUILD/softcast-tests'],
+    test: '$BUILD/softcast-tests reader_that_cannot_start',
+    caught_by: 'reader_that_cannot_start_fails_the_read_and_never_reads_in_process',
+  },
+  {
     name: 'the reader\'s private TMPDIR not removed (a crashed read leaves the scan unpacked)',
     file: 'server/reader.c',
     find: '    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);\n',

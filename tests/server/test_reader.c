@@ -2,12 +2,14 @@
  * is the in-process reader's, bit for bit (volume, info, message, stages), for a load with a
  * fit, a header check and a refusal; a file that makes the decoder abort (pydicom's
  * DICOMDIR-nooffset, fetched by tests/run-tests.sh) fails that read alone, this process goes
- * on, and nothing is left in TMPDIR. The child is this test binary again: tests/test_main.c
+ * on, and nothing is left in TMPDIR; a reader that cannot start fails the read, which is never
+ * done in this process instead. The child is this test binary again: tests/test_main.c
  * hands SRV_READER_ARG to srv_reader_main, as the server's main does. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,4 +134,35 @@ TEST(reader_child_that_aborts_fails_that_read_alone_and_leaves_nothing)
     unlink(dst);
     rmdir(dir);
     rmdir(tmp);
+}
+
+/* No file descriptor left for the reader's pipe (a server at its limit): the read fails with
+ * the reason, and is not done in the server's own process instead (where a decoder's abort
+ * would end every session). */
+TEST(reader_that_cannot_start_fails_the_read_and_never_reads_in_process)
+{
+    char dir[] = "/tmp/softcast_reader_XXXXXX", nii[600], err[512] = "";
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(nii, sizeof nii, "%s/phantom.nii.gz", dir);
+    sim_volume v;
+    REQUIRE(sim_volume_phantom(&v, 24, 20, 16, err, sizeof err) == SIM_OK);
+    REQUIRE(sim_volume_save_nifti(&v, nii, err, sizeof err) == SIM_OK);
+    sim_volume_free(&v);
+    struct rlimit was, none;
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &was) == 0);
+    int lowest = dup(0); /* the lowest free descriptor: with the limit there, none is free */
+    REQUIRE(lowest >= 0);
+    close(lowest);
+    none = was;
+    none.rlim_cur = (rlim_t)lowest;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &none) == 0);
+    sim_volume_info info;
+    err[0] = 0;
+    sim_status st = srv_volume_load_isolated(&v, nii, NULL, &info, err, sizeof err);
+    setrlimit(RLIMIT_NOFILE, &was);
+    th_note("%s", err);
+    CHECK(st == SIM_ERR_IO && v.hu == NULL);
+    CHECKF(strstr(err, "cannot start its volume reader") != NULL, "%s", err);
+    unlink(nii);
+    rmdir(dir);
 }
