@@ -94,6 +94,15 @@ void srv_builders_stop(srv *s)
     pthread_mutex_unlock(&g->lock);
     for (int i = 0; i < g->n; i++)
         pthread_join(g->thread[i], NULL);
+    g->n = 0;
+}
+
+void srv_builders_free(srv *s)
+{
+    builders *g = s->builders;
+    if (!g)
+        return;
+    srv_builders_stop(s); /* (joined already, as a rule) */
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);
     free(g);

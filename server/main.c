@@ -399,6 +399,7 @@ static void shutdown_all(srv *s, int nstarted)
     srv_worker_stop(s);
     srv_durable_save_all(s); /* SIGTERM loses nothing: saved with no worker running */
     srv_ws_stop(s);
+    srv_builders_free(s); /* after every thread that submits (HTTP, workers): they are refused */
     srv_worker_free(s);
     srv_sessions_fini(s);
     srv_durable_fini();

@@ -442,8 +442,11 @@ srv_session *srv_volume_session(srv *s, const char *name, const char *owner, int
 int srv_builders_start(srv *s);
 /// Run run(arg) on a builder (any thread). 0, or -1 when stopping (run is then not called).
 int srv_build_submit(srv *s, void (*run)(void *arg), void *arg);
-/// Build what is queued, then join the builders (before HTTP stops: their requests wait).
+/// Build what is queued, then join the builders (before HTTP stops: their requests wait);
+/// a later srv_build_submit is refused.
 void srv_builders_stop(srv *s);
+/// Free them, once no thread can call srv_build_submit (after HTTP and the workers stop).
+void srv_builders_free(srv *s);
 
 /* durable.c: sessions kept in --state-dir across restarts (nothing when it is not given) */
 typedef struct srv_durable srv_durable;

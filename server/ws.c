@@ -95,24 +95,39 @@ typedef struct ws_ctx {
     int nschemas;
 } ws_ctx;
 
-/* The count of connections from addr (created at 0 when new), or NULL (out of memory). */
-static int *peer_count(ws_ctx *w, const char *addr)
+/* How many viewers from addr are connected now. */
+static int peer_viewers(const ws_ctx *w, const char *addr)
 {
     for (int i = 0; i < w->npeers; i++)
         if (!strcmp(w->peers[i].addr, addr))
-            return &w->peers[i].n;
+            return w->peers[i].n;
+    return 0;
+}
+
+/* One more viewer from c's address (its entry made at the first): 0, or -1 (out of memory).
+ * Only admitted viewers have an entry, so the table holds the addresses connected now, not
+ * every address that ever tried. */
+static int peer_join(ws_ctx *w, srv_client *c)
+{
+    for (int i = 0; i < w->npeers; i++)
+        if (!strcmp(w->peers[i].addr, c->addr)) {
+            w->peers[i].n++;
+            c->counted = 1;
+            return 0;
+        }
     if (w->npeers == w->peers_cap) {
         int cap = w->peers_cap ? 2 * w->peers_cap : 64;
         struct peer *p = realloc(w->peers, (size_t)cap * sizeof *p);
         if (!p)
-            return NULL;
+            return -1;
         w->peers = p;
         w->peers_cap = cap;
     }
     struct peer *p = &w->peers[w->npeers++];
-    snprintf(p->addr, sizeof p->addr, "%s", addr);
-    p->n = 0;
-    return &p->n;
+    snprintf(p->addr, sizeof p->addr, "%s", c->addr);
+    p->n = 1;
+    c->counted = 1;
+    return 0;
 }
 
 /* A connection from c's address leaves: its count drops, and goes at 0 (the last one moves
@@ -822,16 +837,13 @@ static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
                                         : NULL;
     /* Viewers from one address, however many sessions they watch, share a cap; the control
      * token is never refused for it (a school's NAT may hold both a flood and the driver). */
-    int *from = why ? NULL : peer_count(w, c->addr);
     int viewer = ss && !srv_token_equal(c->token, ss->control_token);
-    if (!why && viewer && (!from || *from >= s->cfg.max_ws_per_address))
+    if (!why && viewer && peer_viewers(w, c->addr) >= s->cfg.max_ws_per_address)
         why = "too many connections from this address (--max-ws-per-address)";
-    if (!why)
-        why = admit(w, c, ss);
-    if (!why && viewer) {
-        (*from)++;
-        c->counted = 1;
-    }
+    else if (!why && viewer && peer_join(w, c) != 0)
+        why = "the server is out of memory";
+    if (!why && (why = admit(w, c, ss)) != NULL)
+        peer_leave(w, c); /* counted for a moment: refused after all */
     memset(c->token, 0, sizeof c->token);
     if (why) {
         srv_session_put(s, ss);
