@@ -44,11 +44,14 @@ typedef struct request {
     char *body;
     size_t len;
     int too_big;
-    int no_key; /* a recording without the operator's key: its 401 is queued */
+    int no_key;  /* a recording without the operator's key: its 401 is queued */
+    int no_room; /* a recording with no place to arrive: its 429 or 503 is queued */
     /* POST /api/volumes: the file goes to upload.c, not into body. */
     int is_upload;
     srv_upload *up;
     int is_recording;  /* POST /api/recordings: a body up to --upload-limit */
+    int arrival;       /* a recording's place among the bodies arriving (-1: none) */
+    double began_ms;   /* when its headers were in */
     unsigned refused;  /* the status it was refused with (the rest of the body ignored) */
     char refusal[512]; /* and why, when it could not be answered at once */
     create_job *job;   /* POST /api/sessions waiting for its build (suspended) */
@@ -760,6 +763,10 @@ static enum MHD_Result upload_step(srv *s, struct MHD_Connection *conn, request 
         if (rq->refused)
             return MHD_YES;
         int status = srv_upload_write(rq->up, data, n, err, sizeof err);
+        if (status == 408) { /* a trickle: its connection closes, not read to its end */
+            upload_refuse(conn, rq, status, err, 1);
+            return MHD_NO;
+        }
         return status ? upload_refuse(conn, rq, status, err, 1) : MHD_YES;
     }
     if (rq->refused) /* not answered yet */
@@ -821,6 +828,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         rq = calloc(1, sizeof *rq);
         if (!rq)
             return MHD_NO;
+        rq->arrival = -1;
         *con_cls = rq;
         if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
             return upload_begin(s, conn, rq);
@@ -838,6 +846,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))
             return body_too_big(conn, rq);
+        if (rq->is_recording) { /* held in memory as it arrives: a place like an upload's */
+            char owner[48], err[256];
+            int status;
+            client_address(s, conn, owner, sizeof owner);
+            rq->arrival = srv_arrival_take(s, owner, &status, err, sizeof err);
+            rq->began_ms = srv_now_ms();
+            if (rq->arrival < 0) {
+                rq->no_room = 1;
+                return send_error(conn, (unsigned)status, status_error(status), err);
+            }
+        }
         return MHD_YES;
     }
     if (rq->is_upload)
@@ -845,10 +864,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (rq->job)
         return finish_build(s, conn, rq);
     if (*upload_size) {
-        if (rq->no_key || rq->too_big) {
+        char err[256];
+        if (rq->no_key || rq->no_room || rq->too_big) {
             /* answered already: the rest of the body is dropped */
         } else if (rq->len + *upload_size > body_limit(s, rq)) {
             rq->too_big = 1;
+        } else if (rq->is_recording &&
+                   srv_arrival_too_slow(rq->began_ms, (long long)(rq->len + *upload_size), err,
+                                        sizeof err)) {
+            fprintf(stderr, "softcast-server: recording refused (408): %s\n", err);
+            return MHD_NO; /* MHD 0.9.75 answers nothing mid-body: the connection closes */
         } else {
             char *b = realloc(rq->body, rq->len + *upload_size + 1);
             if (!b)
@@ -862,6 +887,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     }
     if (rq->no_key)
         return refuse_operator(conn);
+    if (rq->no_room)
+        return MHD_YES; /* answered at its headers */
     if (rq->too_big)
         return body_too_big(conn, rq);
     if (rq->is_recording)
@@ -883,6 +910,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         cJSON_AddNumberToObject(j, "sessions", s->nsessions);
         pthread_mutex_unlock(&s->lock);
         cJSON_AddNumberToObject(j, "clients", atomic_load(&s->nclients));
+        int in_flight, arriving;
+        srv_uploads_counts(s, &in_flight, &arriving);
+        cJSON_AddNumberToObject(j, "uploads_in_flight", in_flight);
+        cJSON_AddNumberToObject(j, "uploads_arriving", arriving);
         cJSON_AddNumberToObject(j, "max_sessions", s->cfg.max_sessions);
         cJSON_AddNumberToObject(j, "ws_port", s->ws_port);
         cJSON_AddBoolToObject(j, "api_key_required", s->cfg.api_key[0] != 0);
@@ -926,6 +957,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (rq) {
         srv_upload_abort(rq->up); /* cut off mid-body: its file goes */
+        if (rq->is_recording)
+            srv_arrival_end(cls, rq->arrival, 0);
         free(rq->body);
         free(rq);
         *con_cls = NULL;

@@ -431,6 +431,18 @@ int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_
 srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err_sz);
 /// Refused or cut off: the file removed, u freed (NULL: nothing).
 void srv_upload_abort(srv_upload *u);
+/// A body arriving (an upload, a recording) takes a place among the in-flight and among its
+/// address's (at most 2 at once): its slot, or -1 with *status (429 for the address, 503
+/// when all are taken) and err.
+int srv_arrival_take(srv *s, const char *owner, int *status, char *err, size_t err_sz);
+/// It arrived, or was dropped: the slot is free; the in-flight place too, unless keep_place
+/// (a load takes it over).
+void srv_arrival_end(srv *s, int slot, int keep_place);
+/// 408 with err when bytes since began_ms average under the floor after the grace period (a
+/// body trickled to hold its place); else 0.
+int srv_arrival_too_slow(double began_ms, long long bytes, char *err, size_t err_sz);
+/// Places taken now (bodies arriving plus volumes loading), and of them the bodies arriving.
+void srv_uploads_counts(srv *s, int *in_flight, int *arriving);
 /// GET /api/volumes: {"volumes":[{name, size, format}], "upload_limit", "kept"}.
 struct cJSON *srv_volumes_list(srv *s);
 /// A loading session on the volume called name in --volume-dir (a plain name listed there).

@@ -30,6 +30,14 @@
 
 #define MAX_INFLIGHT 4          /* uploads arriving plus volumes loading, at once */
 #define PROBE_BYTES  (64 << 10) /* the header is checked once this much has arrived */
+/* Bodies (uploads, recordings) arriving from one address at once: half the places, so that
+ * one address cannot hold them all. */
+#define MAX_ARRIVING_PER_ADDRESS 2
+/* A body slower than this on average since its headers, once ARRIVAL_GRACE_MS have passed,
+ * is cut off (a client that trickles a byte now and then would hold its place for ever;
+ * the server's idle timeout only ends one that sends nothing). 64 KiB/s is half a megabit. */
+#define ARRIVAL_MIN_BYTES_PER_S (64 << 10)
+#define ARRIVAL_GRACE_MS        10000.0
 
 typedef struct loader {
     srv *s;
@@ -47,12 +55,15 @@ typedef struct uploads {
     pthread_mutex_t lock;
     int inflight; /* uploads arriving + loaders running */
     loader loaders[MAX_INFLIGHT];
+    char arriving[MAX_INFLIGHT][48]; /* the address of each body arriving ("" free) */
 } uploads;
 
 struct srv_upload {
     srv *s;
     const srv_scene_i *scene;
     int fd;
+    int arrival; /* its place among the bodies arriving (-1 once arrived) */
+    double began_ms;
     long long bytes;
     int probed;
     char path[1024]; /* where it is written */
@@ -197,6 +208,73 @@ static void give_place(uploads *g)
     pthread_mutex_unlock(&g->lock);
 }
 
+int srv_arrival_take(srv *s, const char *owner, int *status, char *err, size_t err_sz)
+{
+    uploads *g = s->uploads;
+    pthread_mutex_lock(&g->lock);
+    join_done(g);
+    int mine = 0, slot = -1;
+    for (int i = 0; i < MAX_INFLIGHT; i++) {
+        if (g->arriving[i][0] && !strcmp(g->arriving[i], owner))
+            mine++;
+        else if (!g->arriving[i][0] && slot < 0)
+            slot = i;
+    }
+    if (mine >= MAX_ARRIVING_PER_ADDRESS) {
+        *status = 429;
+        snprintf(err, err_sz,
+                 "%d uploads from this address are arriving already: send one once another "
+                 "is in",
+                 mine);
+        slot = -1;
+    } else if (g->inflight >= MAX_INFLIGHT || slot < 0) {
+        *status = 503;
+        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
+        slot = -1;
+    } else {
+        g->inflight++;
+        snprintf(g->arriving[slot], sizeof g->arriving[slot], "%s", owner[0] ? owner : "?");
+    }
+    pthread_mutex_unlock(&g->lock);
+    return slot;
+}
+
+void srv_arrival_end(srv *s, int slot, int keep_place)
+{
+    uploads *g = s->uploads;
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&g->lock);
+    g->arriving[slot][0] = 0;
+    g->inflight -= !keep_place;
+    pthread_mutex_unlock(&g->lock);
+}
+
+void srv_uploads_counts(srv *s, int *in_flight, int *arriving)
+{
+    uploads *g = s->uploads;
+    *in_flight = *arriving = 0;
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->lock);
+    *in_flight = g->inflight;
+    for (int i = 0; i < MAX_INFLIGHT; i++)
+        *arriving += g->arriving[i][0] != 0;
+    pthread_mutex_unlock(&g->lock);
+}
+
+int srv_arrival_too_slow(double began_ms, long long bytes, char *err, size_t err_sz)
+{
+    double ms = srv_now_ms() - began_ms;
+    if (ms < ARRIVAL_GRACE_MS || (double)bytes * 1000.0 >= ARRIVAL_MIN_BYTES_PER_S * ms)
+        return 0;
+    snprintf(err, err_sz,
+             "%lld bytes in %.0f s: under the %d KiB/s an upload must average (after its "
+             "first %.0f s); cut off",
+             bytes, ms / 1000.0, ARRIVAL_MIN_BYTES_PER_S >> 10, ARRIVAL_GRACE_MS / 1000.0);
+    return 408;
+}
+
 /* A loading session on the file, its loader started (the caller's in-flight place passes
  * to the loader). NULL with *status and err when it cannot be had (the place is given back,
  * a temp file removed). */
@@ -273,19 +351,19 @@ srv_upload *srv_upload_begin(srv *s, const char *name, const char *content_type,
     }
     if ((*status = srv_session_room(s, owner, err, err_sz)) != 0)
         return NULL;
-    if (take_place(s->uploads) != 0) {
-        *status = 503;
-        snprintf(err, err_sz, "%d uploads or loads are under way: try again shortly", MAX_INFLIGHT);
+    int arrival = srv_arrival_take(s, owner ? owner : "", status, err, err_sz);
+    if (arrival < 0)
         return NULL;
-    }
     srv_upload *u = calloc(1, sizeof *u);
     if (!u) {
-        give_place(s->uploads);
+        srv_arrival_end(s, arrival, 0);
         *status = 500;
         snprintf(err, err_sz, "out of memory");
         return NULL;
     }
     u->s = s;
+    u->arrival = arrival;
+    u->began_ms = srv_now_ms();
     u->scene = scene;
     snprintf(u->owner, sizeof u->owner, "%s", owner ? owner : "");
     clean_name(name, u->name, sizeof u->name);
@@ -364,6 +442,9 @@ int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_
         n -= (size_t)w;
         u->bytes += w;
     }
+    int slow = srv_arrival_too_slow(u->began_ms, u->bytes, err, err_sz);
+    if (slow)
+        return slow;
     if (!u->probed && u->bytes >= PROBE_BYTES) {
         u->probed = 1;
         return check(u, 1, err, err_sz);
@@ -374,6 +455,8 @@ int srv_upload_write(srv_upload *u, const void *data, size_t n, char *err, size_
 srv_session *srv_upload_finish(srv_upload *u, int *status, char *err, size_t err_sz)
 {
     srv *s = u->s;
+    srv_arrival_end(s, u->arrival, 1); /* arrived: its place is its load's, if it gets one */
+    u->arrival = -1;
     sniff_suffix(u); /* a file shorter than PROBE_BYTES: not looked at yet */
     close(u->fd);
     u->fd = -1;
@@ -416,7 +499,10 @@ void srv_upload_abort(srv_upload *u)
         close(u->fd);
     if (u->path[0])
         unlink(u->path);
-    give_place(u->s->uploads);
+    if (u->arrival >= 0)
+        srv_arrival_end(u->s, u->arrival, 0);
+    else
+        give_place(u->s->uploads);
     free(u);
 }
 

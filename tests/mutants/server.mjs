@@ -413,8 +413,8 @@ export default [
   {
     name: 'upload: a refused upload\'s file left behind',
     file: 'server/upload.c',
-    find: '    if (u->path[0])\n        unlink(u->path);\n    give_place',
-    replace: '    give_place',
+    find: '    if (u->path[0])\n        unlink(u->path);\n    if (u->arrival >= 0)',
+    replace: '    if (u->arrival >= 0)',
     build: server,
     test: node('upload', 'bad upload'),
     caught_by: 'upload: every bad upload is refused with its reason, and nothing is left behind',

@@ -373,3 +373,87 @@ test('upload: --volume-dir keeps uploads under safe names, lists its volumes, an
     fs.rmSync(outside, { recursive: true, force: true });
   }
 });
+
+// A POST from localAddress whose body we send by hand: resolves `response` on the answer and
+// `closed` when the server closes the socket.
+function heldPost(base, urlPath, headers, localAddress) {
+  const u = new URL(base);
+  const req = http.request({
+    host: u.hostname, port: u.port, method: 'POST', path: urlPath, localAddress,
+    headers: { 'content-type': 'application/octet-stream', ...headers },
+  });
+  req.on('error', () => {}); // the server may close the socket
+  const response = new Promise((resolve) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+    });
+  });
+  const closed = new Promise((resolve) => req.on('close', resolve));
+  return { req, response, closed };
+}
+
+// /api/health's count of bodies arriving, polled until it is n (bounded).
+async function arrivingIs(base, n, what) {
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    const h = (await api(base, 'GET', '/api/health')).json;
+    if (h.uploads_arriving === n) return h;
+    if (Date.now() > deadline) throw new Error(`${what}: ${h.uploads_arriving} bodies arriving, not ${n}`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
+test('upload: bodies arriving take places: two per address at once (uploads and recordings alike), a trickle cut off, each place given back', async () => {
+  const srv = await startServer(['--upload-limit', '4000000']);
+  const A = '127.0.0.3', B = '127.0.0.4';
+  const held = [];
+  try {
+    // Two bodies from A, an upload (a CT whose header passed the check) and a recording,
+    // each part sent and held there.
+    const ct = ctNifti([64, 64, 32], [1, 1, 2]);
+    for (const [p, body] of [['/api/volumes?name=a.nii', ct], ['/api/recordings', Buffer.alloc(1000000)]]) {
+      const h = heldPost(srv.base, p, { 'content-length': String(body.length) }, A);
+      h.req.write(body.subarray(0, 100000));
+      held.push(h);
+    }
+    await arrivingIs(srv.base, 2, 'two held from A');
+    // A third from A waits for neither: 429 at once, for an upload or a recording.
+    for (const p of ['/api/volumes?name=c.nii', '/api/recordings']) {
+      const third = heldPost(srv.base, p, { 'content-length': '1000' }, A);
+      third.req.flushHeaders();
+      const r = await withTimeout(third.response, 5000, `a third body from A (${p})`);
+      assert.equal(r.status, 429, JSON.stringify(r.json));
+      assert.match(r.json.detail, /2 uploads from this address are arriving already/);
+      third.req.destroy();
+    }
+    // B is not held up by A: its file arrives and is read (and refused, for what it is).
+    let r = await upload(srv.base, 'notes.txt', Buffer.from('not a scan'));
+    assert.equal(r.status, 400, r.text);
+    // A's bodies dropped by their client: their places come back, and A's next is read.
+    for (const h of held) h.req.destroy();
+    assert.equal((await arrivingIs(srv.base, 0, 'A\'s places given back')).uploads_in_flight, 0);
+    r = await upload(srv.base, 'notes.txt', Buffer.from('not a scan either'));
+    assert.equal(r.status, 400, r.text);
+    // B trickles an upload and a recording, 1 KB every 250 ms (4 KB/s): each cut off once
+    // the grace of 10 s is over (before the idle timeout could: it never idles 10 s), its
+    // place given back.
+    const t0 = Date.now();
+    const trickles = ['/api/volumes?name=slow.nii', '/api/recordings'].map((p) => {
+      const h = heldPost(srv.base, p, { 'content-length': String(ct.length) }, B);
+      let at = 0;
+      const timer = setInterval(() => { h.req.write(ct.subarray(at, at + 1000)); at += 1000; }, 250);
+      h.closed.then(() => clearInterval(timer));
+      return h;
+    });
+    await arrivingIs(srv.base, 2, 'B\'s two trickles');
+    await withTimeout(Promise.all(trickles.map((h) => h.closed)), 30000, 'the trickles cut off');
+    const took = Date.now() - t0;
+    assert.ok(took >= 9500 && took < 25000, `cut off after ${took} ms`);
+    assert.equal((await arrivingIs(srv.base, 0, 'the trickles\' places given back')).uploads_in_flight, 0);
+  } finally {
+    for (const h of held) h.req.destroy();
+    assert.equal(await srv.stop(), 0);
+  }
+});
