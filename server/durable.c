@@ -807,8 +807,8 @@ static char *origin_of(const cJSON *meta)
  * meta.json's id and tokens, its log reopened and its origin kept. NULL with err; the data is
  * freed then. */
 static srv_session *adopt_kept(srv *s, const char *dir, const cJSON *meta, const srv_scene_i *scene,
-                               void *data, int paused, uint64_t frame, uint32_t last_seq, char *err,
-                               size_t err_sz)
+                               void *data, int paused, uint64_t frame, uint32_t last_seq,
+                               size_t extra_bytes, char *err, size_t err_sz)
 {
     srv_session_saved sv = {scene,
                             meta_str(meta, "id"),
@@ -818,7 +818,8 @@ static srv_session *adopt_kept(srv *s, const char *dir, const cJSON *meta, const
                             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "keep")),
                             paused,
                             frame,
-                            last_seq};
+                            last_seq,
+                            extra_bytes};
     srv_durable *d = durable_open(dir);
     if (!d)
         snprintf(err, err_sz, "its log: %s", strerror(errno));
@@ -852,7 +853,8 @@ static int restore_replay(srv *s, const char *dir, const cJSON *meta, char *err,
     free(file);
     if (status != 201)
         return -1;
-    srv_session *ss = adopt_kept(s, dir, meta, scene, data, 1, 0, 0, err, err_sz);
+    srv_session *ss =
+        adopt_kept(s, dir, meta, scene, data, 1, 0, 0, srv_replay_bytes(rp), err, err_sz);
     if (!ss) {
         srv_replay_free(rp);
         return -1;
@@ -893,7 +895,7 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
         return -1;
     }
     srv_session *ss =
-        adopt_kept(s, dir, meta, scene, r.data, r.paused, r.frame, r.last_seq, err, err_sz);
+        adopt_kept(s, dir, meta, scene, r.data, r.paused, r.frame, r.last_seq, 0, err, err_sz);
     if (!ss)
         return -1;
     srv_durable *d = ss->durable;

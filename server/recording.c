@@ -704,6 +704,11 @@ static int replay_build(srv *s, const rec_file *f, void **data, srv_replay **out
     return status;
 }
 
+size_t srv_replay_bytes(const srv_replay *rp)
+{
+    return rp ? rp->records_n + rp->start_n : 0;
+}
+
 /* A replay session at its recording's first frame: paused, its driver starts it. */
 void srv_replay_adopted(srv_session *ss, srv_replay *rp)
 {

@@ -304,6 +304,7 @@ typedef struct srv_session_saved {
     int keep, paused;
     uint64_t frame;
     uint32_t last_seq;
+    size_t extra_bytes; /* held beside its scene (a replay's script), charged with it */
 } srv_session_saved;
 /// A session restored at start (main thread, before any other starts): in its old slot with
 /// its id and tokens, its scene built and restored; its bytes charged to the budget. NULL
@@ -556,6 +557,9 @@ srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owne
 int srv_replay_rebuild(srv *s, const uint8_t *file, size_t n, const srv_scene_i **scene,
                        void **data, struct srv_replay **rp, char *err, size_t err_sz);
 void srv_replay_free(struct srv_replay *rp);
+/// What a replay holds beside its scene (its script and starting state), charged to the
+/// memory budget with it; 0 for NULL.
+size_t srv_replay_bytes(const struct srv_replay *rp);
 /// The script given to its session (a new replay, or one adopted at a restart): paused at the
 /// recording's first frame, before a worker may see it.
 void srv_replay_adopted(srv_session *ss, struct srv_replay *rp);

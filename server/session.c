@@ -373,7 +373,9 @@ srv_session *srv_session_adopt(srv *s, const srv_session_saved *sv, void *scene_
     int rc = s->slots[slot] ? -1 : 0;
     if (rc)
         snprintf(err, err_sz, "its slot %u is taken by %s", slot, s->slots[slot]->id);
-    else if (charge_locked(s, ss, sv->scene->bytes ? sv->scene->bytes(scene_data) : 0, err, err_sz))
+    else if (charge_locked(s, ss,
+                           (sv->scene->bytes ? sv->scene->bytes(scene_data) : 0) + sv->extra_bytes,
+                           err, err_sz))
         rc = -1;
     if (rc == 0) {
         ss->scene_data = scene_data;
@@ -433,8 +435,9 @@ int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *er
 {
     char over[256] = "";
     int status = scene_data ? 201 : 500;
-    if (scene_data) { /* what it holds, against what all sessions may */
-        size_t bytes = ss->scene->bytes ? ss->scene->bytes(scene_data) : 0;
+    if (scene_data) { /* what it holds, against what all sessions may (a replay: its script too) */
+        size_t bytes =
+            (ss->scene->bytes ? ss->scene->bytes(scene_data) : 0) + srv_replay_bytes(ss->replay);
         pthread_mutex_lock(&s->lock);
         if (charge_locked(s, ss, bytes, over, sizeof over)) {
             ss->scene->destroy(scene_data);

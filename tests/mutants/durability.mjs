@@ -7,6 +7,24 @@ const node = (pattern) => `node --test --test-name-pattern "${pattern}" tests/se
 
 export default [
   {
+    name: 'a replay\'s script not charged to the memory budget (only its scene)',
+    file: 'server/session.c',
+    find: '(ss->scene->bytes ? ss->scene->bytes(scene_data) : 0) + srv_replay_bytes(ss->replay);',
+    replace: '(ss->scene->bytes ? ss->scene->bytes(scene_data) : 0);',
+    build: server,
+    test: 'node --test --test-name-pattern "charged to the memory" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay\'s script and starting state are charged ...',
+  },
+  {
+    name: 'a restored replay\'s script not charged to the memory budget',
+    file: 'server/durable.c',
+    find: 'srv_replay_bytes(rp), err, err_sz);',
+    replace: '0, err, err_sz);',
+    build: server,
+    test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
+    caught_by: 'recording: a replay under --state-dir comes back after a restart ...',
+  },
+  {
     name: 'kept sessions restored before the upload folder exists (a replay of an uploaded CT cannot unpack its file)',
     file: 'server/main.c',
     find: '        srv_uploads_init(&s, err, sizeof err) != 0 || srv_durable_restore_all(&s) < 0 ||',

@@ -370,7 +370,7 @@ test('a replay under --state-dir comes back after a restart with its id and toke
   const dims = ['--dims', '24x24x16'];
   try {
     const a = await startServer([...dims, '--state-dir', dir]);
-    let r, head, file;
+    let r, head, file, held;
     try {
       // A session made from an uploaded CT: the recording carries its file, which a restart
       // unpacks again to build the replay.
@@ -385,6 +385,7 @@ test('a replay under --state-dir comes back after a restart with its id and toke
       r = JSON.parse(up.text);
       await waitReady(a.base, r.id);
       assert.ok(fs.existsSync(path.join(dir, 'files', `${r.id}.screc`)), 'the recording is not kept');
+      held = (await api(a.base, 'GET', '/api/health')).json.memory_in_use_bytes;
     } finally {
       assert.equal(await a.stop(), 0, a.stderr());
     }
@@ -397,6 +398,8 @@ test('a replay under --state-dir comes back after a restart with its id and toke
       assert.equal(again.status, 200, again.text);
       assert.equal(again.json.state, 'ready');
       assert.deepEqual([again.json.replay.start_frame, again.json.replay.end_frame], [head.start_frame, head.end_frame]);
+      // Charged as before the restart: the CT's session, and the replay with its script.
+      assert.equal((await api(b.base, 'GET', '/api/health')).json.memory_in_use_bytes, held);
       // The links handed out before work again: the driver resumes it to the recorded end.
       const v = await new Client(wsUrl(r, r.view_token)).open();
       const d = await new Client(wsUrl(r, r.control_token)).open();
@@ -471,5 +474,32 @@ test('a recording started while the last one is still being written is refused, 
     assert.equal(d.texts.find((t) => t.seq === 4).state, 'recording');
   } finally {
     assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
+
+test('a replay\'s script and starting state are charged to the memory budget with its scene', async () => {
+  const srv = await startServer(['--dims', '24x24x16']);
+  try {
+    const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const v = await new Client(wsUrl(s, s.view_token)).open();
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
+    const scene = (await api(srv.base, 'GET', '/api/health')).json.memory_in_use_bytes;
+    assert.ok(scene > 0, 'the session is charged');
+    const [, file] = await recordDrag(srv.base, s, d, v, [12, 20, 8], 8);
+    const head = headerOf(file);
+    assert.ok(head.records_bytes > 0 && head.start_bytes > 0, JSON.stringify(head));
+    const up = await upload(srv.base, file);
+    assert.equal(up.status, 202, up.text);
+    await waitReady(srv.base, JSON.parse(up.text).id);
+    // The replay holds a scene like the original's, and the recording's records and its
+    // uncompressed starting state (the file's header says how many bytes each).
+    const both = (await api(srv.base, 'GET', '/api/health')).json.memory_in_use_bytes;
+    assert.equal(both - scene, scene + head.records_bytes + head.start_bytes,
+      `charged ${both - scene} bytes for the replay: scene ${scene}, records ${head.records_bytes}, start ${head.start_bytes}`);
+    await d.close();
+    await v.close();
+  } finally {
+    assert.equal(await srv.stop(), 0);
   }
 });
