@@ -817,6 +817,70 @@ static enum MHD_Result body_too_big(struct MHD_Connection *conn, request *rq)
                                        : "request bodies are limited to 64 KiB");
 }
 
+/* A request's headers are in (its first call): what can be refused before its body is read
+ * is refused now. */
+static enum MHD_Result request_begin(srv *s, struct MHD_Connection *conn, const char *url,
+                                     const char *method, void **con_cls)
+{
+    request *rq = calloc(1, sizeof *rq);
+    if (!rq)
+        return MHD_NO;
+    rq->arrival = -1;
+    *con_cls = rq;
+    if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
+        return upload_begin(s, conn, rq);
+    rq->is_recording = !strcmp(url, "/api/recordings") && !strcmp(method, "POST");
+    /* A recording is the operator's: without the key it is refused before a byte of its body
+     * is read, whatever its size (an anonymous client cannot make the server read
+     * --upload-limit bytes, nor learn the limit). */
+    if (rq->is_recording && !operator_ok(s, conn)) {
+        rq->no_key = 1;
+        return refuse_operator(conn);
+    }
+    /* A body announced over the limit is refused now, before a byte of it is read (not after
+     * the client has sent it all, nor never, when it waits for a 100 Continue). */
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))
+        return body_too_big(conn, rq);
+    if (rq->is_recording) { /* held in memory as it arrives: a place like an upload's */
+        char owner[48], err[256];
+        int status;
+        client_address(s, conn, owner, sizeof owner);
+        rq->arrival = srv_arrival_take(s, owner, &status, err, sizeof err);
+        rq->began_ms = srv_now_ms();
+        if (rq->arrival < 0) {
+            rq->no_room = 1;
+            return send_error(conn, (unsigned)status, status_error(status), err);
+        }
+    }
+    return MHD_YES;
+}
+
+/* A piece of a body held in memory (JSON, a recording): kept, or dropped once answered. */
+static enum MHD_Result request_body(srv *s, request *rq, const char *data, size_t n)
+{
+    char err[256];
+    if (rq->no_key || rq->no_room || rq->too_big)
+        return MHD_YES; /* answered already: the rest of the body is dropped */
+    if (rq->len + n > body_limit(s, rq)) {
+        rq->too_big = 1;
+        return MHD_YES;
+    }
+    if (rq->is_recording &&
+        srv_arrival_too_slow(rq->began_ms, (long long)(rq->len + n), err, sizeof err)) {
+        fprintf(stderr, "softcast-server: recording refused (408): %s\n", err);
+        return MHD_NO; /* MHD 0.9.75 answers nothing mid-body: the connection closes */
+    }
+    char *b = realloc(rq->body, rq->len + n + 1);
+    if (!b)
+        return MHD_NO;
+    rq->body = b;
+    memcpy(rq->body + rq->len, data, n);
+    rq->len += n;
+    return MHD_YES;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -824,66 +888,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     (void)version;
     srv *s = cls;
     request *rq = *con_cls;
-    if (!rq) {
-        rq = calloc(1, sizeof *rq);
-        if (!rq)
-            return MHD_NO;
-        rq->arrival = -1;
-        *con_cls = rq;
-        if (!strcmp(url, "/api/volumes") && !strcmp(method, "POST"))
-            return upload_begin(s, conn, rq);
-        rq->is_recording = !strcmp(url, "/api/recordings") && !strcmp(method, "POST");
-        /* A recording is the operator's: without the key it is refused before a byte of its
-         * body is read, whatever its size (an anonymous client cannot make the server read
-         * --upload-limit bytes, nor learn the limit). */
-        if (rq->is_recording && !operator_ok(s, conn)) {
-            rq->no_key = 1;
-            return refuse_operator(conn);
-        }
-        /* A body announced over the limit is refused now, before a byte of it is read (not
-         * after the client has sent it all, nor never, when it waits for a 100 Continue). */
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))
-            return body_too_big(conn, rq);
-        if (rq->is_recording) { /* held in memory as it arrives: a place like an upload's */
-            char owner[48], err[256];
-            int status;
-            client_address(s, conn, owner, sizeof owner);
-            rq->arrival = srv_arrival_take(s, owner, &status, err, sizeof err);
-            rq->began_ms = srv_now_ms();
-            if (rq->arrival < 0) {
-                rq->no_room = 1;
-                return send_error(conn, (unsigned)status, status_error(status), err);
-            }
-        }
-        return MHD_YES;
-    }
+    if (!rq)
+        return request_begin(s, conn, url, method, con_cls);
     if (rq->is_upload)
         return upload_step(s, conn, rq, upload, upload_size);
     if (rq->job)
         return finish_build(s, conn, rq);
     if (*upload_size) {
-        char err[256];
-        if (rq->no_key || rq->no_room || rq->too_big) {
-            /* answered already: the rest of the body is dropped */
-        } else if (rq->len + *upload_size > body_limit(s, rq)) {
-            rq->too_big = 1;
-        } else if (rq->is_recording &&
-                   srv_arrival_too_slow(rq->began_ms, (long long)(rq->len + *upload_size), err,
-                                        sizeof err)) {
-            fprintf(stderr, "softcast-server: recording refused (408): %s\n", err);
-            return MHD_NO; /* MHD 0.9.75 answers nothing mid-body: the connection closes */
-        } else {
-            char *b = realloc(rq->body, rq->len + *upload_size + 1);
-            if (!b)
-                return MHD_NO;
-            rq->body = b;
-            memcpy(rq->body + rq->len, upload, *upload_size);
-            rq->len += *upload_size;
-        }
+        size_t n = *upload_size;
         *upload_size = 0;
-        return MHD_YES;
+        return request_body(s, rq, upload, n);
     }
     if (rq->no_key)
         return refuse_operator(conn);

@@ -36,8 +36,8 @@ export default [
   {
     name: 'bodies arriving: a recording takes no place (held in memory, any number at once)',
     file: 'server/http.c',
-    find: '        if (rq->is_recording) { /* held in memory as it arrives: a place like an upload\'s */',
-    replace: '        if (0) {',
+    find: '    if (rq->is_recording) { /* held in memory as it arrives: a place like an upload\'s */',
+    replace: '    if (0) {',
     build: server,
     test: node('upload', 'bodies arriving'),
     caught_by: 'upload: bodies arriving take places: two per address at once ...',
@@ -54,8 +54,8 @@ export default [
   {
     name: 'bodies arriving: a recording trickled a byte now and then keeps its place',
     file: 'server/http.c',
-    find: '        } else if (rq->is_recording &&',
-    replace: '        } else if (0 && rq->is_recording &&',
+    find: '    if (rq->is_recording &&\n        srv_arrival_too_slow(',
+    replace: '    if (0 && rq->is_recording &&\n        srv_arrival_too_slow(',
     build: server,
     test: node('upload', 'bodies arriving'),
     caught_by: 'upload: bodies arriving take places: two per address at once ...',

@@ -9,8 +9,8 @@ export default [
   {
     name: 'a recording without the key is read before it is refused (413 for its size, or a wait for its body)',
     file: 'server/http.c',
-    find: '        if (rq->is_recording && !operator_ok(s, conn)) {',
-    replace: '        if (0) {',
+    find: '    if (rq->is_recording && !operator_ok(s, conn)) {',
+    replace: '    if (0) {',
     build: server, test: node('quotas', 'api-key-file'), caught_by: 'quotas: --api-key-file: only the operator\'s key makes sessions ...',
   },
   {
@@ -25,8 +25,8 @@ export default [
   {
     name: 'a JSON body announced over 64 KiB is read before it is refused (a client that sends nothing waits unanswered)',
     file: 'server/http.c',
-    find: '        if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))',
-    replace: '        if (0 && cl && strtoull(cl, NULL, 10) > body_limit(s, rq))',
+    find: '    if (cl && strtoull(cl, NULL, 10) > body_limit(s, rq))',
+    replace: '    if (0 && cl && strtoull(cl, NULL, 10) > body_limit(s, rq))',
     build: server,
     test: node('server', 'over 64 KiB'),
     caught_by: 'server: a JSON body over 64 KiB: refused with 413, at once when its length says so',
