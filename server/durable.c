@@ -298,17 +298,38 @@ static int copy_file(const char *from, const char *to)
     return rc;
 }
 
+/* The folder of kept files: DIR/files under --state-dir, else the uploads folder. */
+static void kept_dir(srv *s, char *out, size_t n)
+{
+    if (enabled(s))
+        (void)path_join(out, n, s->cfg.state_dir, "files");
+    else
+        snprintf(out, n, "%s", srv_uploads_dir(s));
+}
+
+int srv_origin_path(srv *s, const cJSON *origin, const char *key, char *out, size_t out_sz)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(origin, key);
+    if (!cJSON_IsString(f))
+        return -1;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(origin, "kept")))
+        return snprintf(out, out_sz, "%s", f->valuestring) < (int)out_sz ? 0 : -1;
+    const char *base = strrchr(f->valuestring, '/');
+    base = base ? base + 1 : f->valuestring;
+    if (!base[0] || !strcmp(base, ".") || !strcmp(base, ".."))
+        return -1;
+    char files[700];
+    kept_dir(s, files, sizeof files);
+    return path_join(out, out_sz, files, base);
+}
+
 char *srv_origin_file(srv *s, const char *id, const char *path, const char *name, int temp)
 {
-    char kept[900] = "", files[700];
+    char kept[900] = "", files[700], base[128] = "";
     if (temp) {
-        if (enabled(s))
-            (void)path_join(files, sizeof files, s->cfg.state_dir, "files");
-        else
-            snprintf(files, sizeof files, "%s", srv_uploads_dir(s));
+        kept_dir(s, files, sizeof files);
         (void)mkdir(files, 0700);
         const char *dot = strrchr(path, '/');
-        char base[128];
         snprintf(base, sizeof base, "%s-%s", id, dot ? dot + 1 : path);
         if (path_join(kept, sizeof kept, files, base) != 0 ||
             (link(path, kept) != 0 && copy_file(path, kept) != 0)) {
@@ -320,7 +341,8 @@ char *srv_origin_file(srv *s, const char *id, const char *path, const char *name
             sync_dir(files);
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "file", kept[0] ? kept : path);
+    /* A kept file by its name alone (srv_origin_path): the state directory can move. */
+    cJSON_AddStringToObject(o, "file", kept[0] ? base : path);
     cJSON_AddStringToObject(o, "name", name);
     cJSON_AddBoolToObject(o, "kept", kept[0] != 0);
     char *text = cJSON_PrintUnformatted(o);
@@ -350,21 +372,22 @@ char *srv_origin_recording(srv *s, const char *id, const uint8_t *bytes, size_t 
         return NULL;
     }
     sync_dir(files);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "recording", kept);
-    cJSON_AddStringToObject(o, "file", kept); /* srv_origin_forget removes it with the session */
+    cJSON *o = cJSON_CreateObject(); /* by its name alone, in DIR/files (srv_origin_path) */
+    cJSON_AddStringToObject(o, "recording", name);
+    cJSON_AddStringToObject(o, "file", name); /* srv_origin_forget removes it with the session */
     cJSON_AddBoolToObject(o, "kept", 1);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
 }
 
-void srv_origin_forget(srv_session *ss)
+void srv_origin_forget(srv *s, srv_session *ss)
 {
     cJSON *o = ss->origin ? cJSON_Parse(ss->origin) : NULL;
-    const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "kept")) && cJSON_IsString(file))
-        unlink(file->valuestring); /* the upload kept for it (DIR/files) */
+    char path[1024];
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "kept")) &&
+        srv_origin_path(s, o, "file", path, sizeof path) == 0)
+        unlink(path); /* the upload kept for it (DIR/files) */
     cJSON_Delete(o);
     free(ss->origin);
     ss->origin = NULL;
@@ -547,11 +570,11 @@ const char *srv_durable_dir(const srv_session *ss)
     return ss->durable ? ss->durable->dir : NULL;
 }
 
-void srv_durable_remove(srv_session *ss)
+void srv_durable_remove(srv *s, srv_session *ss)
 {
     srv_durable *d = ss->durable;
     if (!d) {
-        srv_origin_forget(ss); /* an upload kept for it, though its state was not */
+        srv_origin_forget(s, ss); /* an upload kept for it, though its state was not */
         return;
     }
     static const char *const files[] = {
@@ -566,7 +589,7 @@ void srv_durable_remove(srv_session *ss)
     snprintf(dir, sizeof dir, "%s", d->dir);
     srv_durable_close(ss);
     rmdir(dir);
-    srv_origin_forget(ss);
+    srv_origin_forget(s, ss);
 }
 
 /* --------------------------------------------------------------- shutdown */
@@ -581,7 +604,7 @@ void srv_durable_save_all(srv *s)
         int closing = ss->closing, ready = ss->load_state == SRV_READY;
         pthread_mutex_unlock(&ss->lock);
         if (closing || !ready) {
-            srv_durable_remove(ss); /* deleted: it does not come back */
+            srv_durable_remove(s, ss); /* deleted: it does not come back */
             continue;
         }
         if (ss->replay) { /* its recording is kept: it comes back from that, at its start */
@@ -774,18 +797,20 @@ static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **dat
                  size_t err_sz)
 {
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(meta, "file");
+    char path[1024];
     if (!file) {
         const cJSON *opts = cJSON_GetObjectItemCaseSensitive(meta, "options");
         if (opts && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) /* scenes read an object */
             return snprintf(err, err_sz, "meta.json: its options are not a JSON object"), 400;
         return scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
     }
-    if (!cJSON_IsString(file) || !scene->create_file)
+    if (!cJSON_IsString(file) || !scene->create_file ||
+        srv_origin_path(s, meta, "file", path, sizeof path) != 0)
         return snprintf(err, err_sz, "meta.json: a file this scene cannot read"), 400;
-    if (access(file->valuestring, R_OK) != 0)
-        return snprintf(err, err_sz, "its file %s: %s", file->valuestring, strerror(errno)), 404;
-    return scene->create_file(s->backend, file->valuestring, meta_str(meta, "name"),
-                              srv_stage_ignore, NULL, data, err, err_sz);
+    if (access(path, R_OK) != 0)
+        return snprintf(err, err_sz, "its file %.400s: %s", path, strerror(errno)), 404;
+    return scene->create_file(s->backend, path, meta_str(meta, "name"), srv_stage_ignore, NULL,
+                              data, err, err_sz);
 }
 
 /* meta.json's origin again (what srv_origin_options or srv_origin_file made). */
@@ -840,14 +865,17 @@ static int restore_replay(srv *s, const char *dir, const cJSON *meta, char *err,
 {
     const char *id = meta_str(meta, "id");
     size_t n = 0;
-    uint8_t *file = read_file(meta_str(meta, "recording"), (size_t)s->cfg.upload_limit, &n);
+    char path[1024] = "";
+    uint8_t *file = srv_origin_path(s, meta, "recording", path, sizeof path) == 0
+                        ? read_file(path, (size_t)s->cfg.upload_limit, &n)
+                        : NULL;
     const srv_scene_i *scene = NULL;
     void *data = NULL;
     struct srv_replay *rp = NULL;
     if (!file)
         return snprintf(err, err_sz,
-                        "its recording %s cannot be read (gone, or over --upload-limit)",
-                        meta_str(meta, "recording")),
+                        "its recording %.400s cannot be read (gone, or over --upload-limit)",
+                        path[0] ? path : meta_str(meta, "recording")),
                -1;
     int status = srv_replay_rebuild(s, file, n, &scene, &data, &rp, err, err_sz);
     free(file);

@@ -83,24 +83,28 @@ static void recorder_free(srv_recorder *r)
 
 /* A session made from a file: the file (still there, not too large), which its recording
  * will carry. 0 (also for a session made from options: *path NULL), or -1 with why. */
-static int origin_source(const srv_session *ss, char **path, char **name, char *why, size_t why_sz)
+static int origin_source(srv *s, const srv_session *ss, char **path, char **name, char *why,
+                         size_t why_sz)
 {
     *path = *name = NULL;
     cJSON *o = cJSON_Parse(ss->origin);
     const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+    char at[1024];
     struct stat st;
     int rc = 0;
-    if (!cJSON_IsString(file)) {
-        rc = file ? (snprintf(why, why_sz, "this session cannot be built again"), -1) : 0;
-    } else if (stat(file->valuestring, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (!file) {
+        rc = 0; /* made from options */
+    } else if (srv_origin_path(s, o, "file", at, sizeof at) != 0) {
+        rc = -1, snprintf(why, why_sz, "this session cannot be built again");
+    } else if (stat(at, &st) != 0 || !S_ISREG(st.st_mode)) {
         rc = -1, snprintf(why, why_sz, "its file %s is gone, so a recording could not carry it",
                           cJSON_IsString(nm) ? nm->valuestring : "");
     } else if ((uint64_t)st.st_size > REC_MAX_SOURCE) {
         rc = -1, snprintf(why, why_sz, "its file is %lld bytes: a recording carries at most %zu",
                           (long long)st.st_size, REC_MAX_SOURCE);
     } else {
-        *path = strdup(file->valuestring);
+        *path = strdup(at);
         *name = strdup(cJSON_IsString(nm) ? nm->valuestring : "file");
         if (!*path || !*name)
             rc = -1, snprintf(why, why_sz, "out of memory");
@@ -109,7 +113,7 @@ static int origin_source(const srv_session *ss, char **path, char **name, char *
     return rc;
 }
 
-void srv_record_start(srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32_t seq)
+void srv_record_start(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32_t seq)
 {
     char why[300] = "";
     const char *no = ss->replay         ? "a replay is not recorded again"
@@ -123,7 +127,7 @@ void srv_record_start(srv_session *ss, srv_scene_ctx *c, uint32_t client, uint32
     if (!no && busy)
         no = "the last recording is still being written: start again in a moment";
     char *source = NULL, *source_name = NULL;
-    if (!no && origin_source(ss, &source, &source_name, why, sizeof why) != 0)
+    if (!no && origin_source(s, ss, &source, &source_name, why, sizeof why) != 0)
         no = why;
     if (no) {
         c->error(c, client, seq, "cannot record", no);

@@ -128,7 +128,7 @@ static void apply_taken(wctx *c, const unsigned char *b, int n, taken *t)
             pthread_mutex_unlock(&ss->lock);
             t->state_changed = 1;
         } else if (h.kind == SRV_ITEM_RECORD_START) {
-            srv_record_start(ss, &c->pub, h.client, h.seq);
+            srv_record_start(c->s, ss, &c->pub, h.client, h.seq);
         } else if (h.kind == SRV_ITEM_RECORD_STOP) {
             srv_record_stop(c->s, ss, &c->pub, h.client, h.seq);
         } else if (h.kind == SRV_ITEM_SEEK) {

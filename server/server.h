@@ -505,10 +505,17 @@ char *srv_origin_file(srv *s, const char *id, const char *path, const char *name
 /// the recording's bytes kept in DIR/files so that the replay comes back after a restart (at
 /// its first frame, paused). NULL without --state-dir, or when it cannot be kept (said).
 char *srv_origin_recording(srv *s, const char *id, const uint8_t *bytes, size_t n);
+/// The path of an origin's field key ("file", or a replay's "recording") into out. A kept
+/// file is named by its base name in the folder of kept files (DIR/files, or the uploads
+/// folder), so that a state directory copied, moved or restored from a backup finds its own
+/// files and never touches the ones it was copied from (a meta.json from before, with an
+/// absolute path, is read by the base name there too); another (a --volume-dir file) is the
+/// path written. 0, or -1 (absent, or not a file's name).
+int srv_origin_path(srv *s, const struct cJSON *origin, const char *key, char *out, size_t out_sz);
 /// The session does not come back (deleted, expired, or never ready): its kept upload goes.
-void srv_origin_forget(srv_session *ss);
+void srv_origin_forget(srv *s, srv_session *ss);
 /// Deleted or expired: its directory goes (the reaper), then srv_durable_close.
-void srv_durable_remove(srv_session *ss);
+void srv_durable_remove(srv *s, srv_session *ss);
 void srv_durable_close(srv_session *ss);
 
 /* A record of an applied item, in a session's log and in recordings (durable.c): its
@@ -534,7 +541,8 @@ void srv_quiet_ctx(srv *s, struct srv_scene_ctx *c, uint64_t frame, const char *
 
 /* recording.c: recordings and their replays */
 /// record_start, record_stop (worker, at the frame boundary; replies through c).
-void srv_record_start(srv_session *ss, struct srv_scene_ctx *c, uint32_t client, uint32_t seq);
+void srv_record_start(srv *s, srv_session *ss, struct srv_scene_ctx *c, uint32_t client,
+                      uint32_t seq);
 void srv_record_stop(srv *s, srv_session *ss, struct srv_scene_ctx *c, uint32_t client,
                      uint32_t seq);
 /// An item the worker applies now: into the recording, when one runs.

@@ -454,7 +454,7 @@ int srv_session_loaded(srv *s, srv_session *ss, void *scene_data, const char *er
         scene_data = NULL;
     }
     if (!pj) /* never ready: nothing of it is kept */
-        srv_origin_forget(ss);
+        srv_origin_forget(s, ss);
     if (pj) /* kept across restarts from now on: before a worker may step it */
         (void)srv_durable_begin(s, ss);
     pthread_mutex_lock(&ss->lock);
@@ -759,7 +759,7 @@ void srv_sessions_reap(srv *s)
         }
         pthread_mutex_unlock(&s->lock);
         if (dead) {
-            srv_durable_remove(dead); /* deleted or expired: it does not come back */
+            srv_durable_remove(s, dead); /* deleted or expired: it does not come back */
             session_free(dead);
         }
     }

@@ -7,6 +7,15 @@ const node = (pattern) => `node --test --test-name-pattern "${pattern}" tests/se
 
 export default [
   {
+    name: 'a kept file found at the path meta.json wrote (a copied state directory reads and deletes the original\'s)',
+    file: 'server/durable.c',
+    find: '    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(origin, "kept")))',
+    replace: '    if (1)',
+    build: server,
+    test: node('copied or moved'),
+    caught_by: 'durability: a state directory copied or moved keeps its uploads ...',
+  },
+  {
     name: 'a replay\'s script not charged to the memory budget (only its scene)',
     file: 'server/session.c',
     find: '(ss->scene->bytes ? ss->scene->bytes(scene_data) : 0) + srv_replay_bytes(ss->replay);',
@@ -63,8 +72,8 @@ export default [
   {
     name: 'a kept replay\'s recording left behind when the replay is deleted',
     file: 'server/durable.c',
-    find: '    cJSON_AddStringToObject(o, "file", kept); /* srv_origin_forget removes it with the session */',
-    replace: '    cJSON_AddStringToObject(o, "kept_file", kept);',
+    find: '    cJSON_AddStringToObject(o, "file", name); /* srv_origin_forget removes it with the session */',
+    replace: '    cJSON_AddStringToObject(o, "kept_file", name);',
     build: server,
     test: 'node --test --test-name-pattern "replay under --state-dir" tests/server/recording.test.mjs',
     caught_by: 'recording: a replay under --state-dir comes back ... (the replay outlived its deletion)',
@@ -99,7 +108,7 @@ export default [
   {
     name: 'a deleted session\'s state left behind (it comes back after a restart)',
     file: 'server/session.c',
-    find: '            srv_durable_remove(dead); /* deleted or expired: it does not come back */',
+    find: '            srv_durable_remove(s, dead); /* deleted or expired: it does not come back */',
     replace: '            (void)srv_durable_remove;',
     build: server,
     test: node('SIGKILL'),
@@ -171,8 +180,8 @@ export default [
   {
     name: 'an upload let go once read (a recording of its session has no file to carry)',
     file: 'server/durable.c',
-    find: '    if (temp) {\n        if (enabled(s))',
-    replace: '    if (temp && enabled(s)) {\n        if (enabled(s))',
+    find: '    if (temp) {\n        kept_dir(s, files, sizeof files);',
+    replace: '    if (temp && enabled(s)) {\n        kept_dir(s, files, sizeof files);',
     build: server,
     test: 'node --test --test-name-pattern="uploaded CT" tests/server/recording.test.mjs',
     caught_by: 'recording: a session made from an uploaded CT is recorded with its file, and another server replays it',

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, readdirSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, readdirSync, existsSync, readFileSync, writeFileSync, cpSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, api, Client, wsUrl, tick, withTimeout, writeNifti1, waitReady } from './harness.mjs';
@@ -194,6 +194,59 @@ test('an uploaded CT comes back after a restart, read again from the copy kept f
     assert.deepEqual(readdirSync(join(dir, 'sessions')), []);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// An operator copies a state directory (a backup, a move to another disk) and serves the
+// copy: its sessions come back from its own kept files, and deleting one there leaves the
+// original's file alone. A meta.json written with an absolute path (as before) is read by
+// the file's name in the directory it is in.
+test('a state directory copied or moved keeps its uploads: each copy reads and deletes its own files', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  const copy = `${dir}-copy`, moved = `${dir}-moved`;
+  try {
+    const file = join(dir, 'phantom.nii');
+    writeNifti1(file, {
+      dims: [20, 20, 12], spacing: [2, 2, 3], type: 'int16', sform: true,
+      voxel: (x, y) => (Math.hypot(x - 10, y - 10) < 7 ? 40 : -1000),
+    });
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const up = await fetch(`${a.base}/api/volumes?name=cylinder.nii`, {
+      method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: readFileSync(file),
+    });
+    assert.equal(up.status, 202);
+    const s = await up.json();
+    await waitReady(a.base, s.id);
+    assert.equal(await a.stop(), 0, a.stderr());
+    const [kept] = readdirSync(join(dir, 'files'));
+    const meta = join('sessions', s.id, 'meta.json');
+    assert.equal(JSON.parse(readFileSync(join(dir, meta))).file, kept, 'meta.json names the kept file by its name');
+    rmSync(file);
+    cpSync(dir, copy, { recursive: true });
+    // The copy's meta.json as an older build wrote it: the original's absolute path.
+    const m = JSON.parse(readFileSync(join(copy, meta)));
+    m.file = join(dir, 'files', kept);
+    writeFileSync(join(copy, meta), JSON.stringify(m));
+    const b = await restart(a, copy);
+    try {
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${s.id}`)).json.state, 'ready', b.stderr());
+      const del = await api(b.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+      assert.equal(del.status, 204);
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+    assert.deepEqual(readdirSync(join(copy, 'files')), [], 'the copy\'s file stayed');
+    assert.deepEqual(readdirSync(join(dir, 'files')), [kept], 'the copy deleted the original\'s file');
+    // The original, moved elsewhere, still comes back.
+    renameSync(dir, moved);
+    const c = await restart(a, moved);
+    try {
+      assert.equal((await api(c.base, 'GET', `/api/sessions/${s.id}`)).json.state, 'ready', c.stderr());
+    } finally {
+      assert.equal(await c.stop(), 0, c.stderr());
+    }
+  } finally {
+    for (const d of [dir, copy, moved]) rmSync(d, { recursive: true, force: true });
   }
 });
 
