@@ -155,15 +155,19 @@ static int table_full(srv *s)
 
 /* Live sessions made from this address (srv.lock held). Closing ones are on their way out:
  * a client that deletes its session may make another at once. */
-static int owned_locked(srv *s, const char *owner)
+/* The sessions owner holds (not closing), and of them *failed those that failed (listed a
+ * while with why: they hold a slot of the table until the reaper frees them). */
+static int owned_locked(srv *s, const char *owner, int *failed)
 {
     int n = 0;
+    *failed = 0;
     for (int i = 0; owner[0] && i < s->cfg.max_sessions; i++) {
         srv_session *ss = s->slots[i];
         if (!ss || strcmp(ss->owner, owner) != 0)
             continue;
         pthread_mutex_lock(&ss->lock);
         n += !ss->closing;
+        *failed += !ss->closing && ss->load_state == SRV_FAILED;
         pthread_mutex_unlock(&ss->lock);
     }
     return n;
@@ -207,11 +211,18 @@ static int room_locked(srv *s, const char *owner, char *err, size_t err_sz)
         snprintf(err, err_sz, "the server holds its limit of %d sessions", s->cfg.max_sessions);
         return 503;
     }
-    if (owner[0] && owned_locked(s, owner) >= s->cfg.max_sessions_per_address) {
+    int failed;
+    if (owner[0] && owned_locked(s, owner, &failed) >= s->cfg.max_sessions_per_address) {
+        char of[160] = "";
+        if (failed)
+            snprintf(of, sizeof of,
+                     "; %d of them failed, and each is freed %.0f s after it failed (or "
+                     "delete it)",
+                     failed, SRV_FAILED_KEEP_MS / 1000.0);
         snprintf(err, err_sz,
                  "this address holds its limit of %d sessions (--max-sessions-per-address): "
-                 "delete one, or let one without clients expire",
-                 s->cfg.max_sessions_per_address);
+                 "delete one, or let one without clients expire%s",
+                 s->cfg.max_sessions_per_address, of);
         return 429;
     }
     return 0;

@@ -787,7 +787,7 @@ static int url_arg(struct lws *wsi, const char *name, char *buf, int len)
 }
 
 /* Credentials against the session; NULL when accepted (c joins), else why not. */
-static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
+static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss, uint32_t *displaced)
 {
     srv *s = w->s;
     const char *why = NULL;
@@ -809,8 +809,10 @@ static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss)
         c->id = atomic_fetch_add(&s->next_client, 1) + 1;
         c->drive_token = driver;
         ss->nclients++;
-        if (driver)
-            ss->driver = c->id; /* the newest holder of the control token drives */
+        if (driver) { /* the newest holder of the control token drives */
+            *displaced = ss->driver;
+            ss->driver = c->id;
+        }
     }
     pthread_mutex_unlock(&ss->lock);
     return why;
@@ -842,7 +844,8 @@ static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
         why = "too many connections from this address (--max-ws-per-address)";
     else if (!why && viewer && peer_join(w, c) != 0)
         why = "the server is out of memory";
-    if (!why && (why = admit(w, c, ss)) != NULL)
+    uint32_t displaced = 0; /* the driver the control token took over from (told so) */
+    if (!why && (why = admit(w, c, ss, &displaced)) != NULL)
         peer_leave(w, c); /* counted for a moment: refused after all */
     memset(c->token, 0, sizeof c->token);
     if (why) {
@@ -864,6 +867,9 @@ static void on_established(ws_ctx *w, srv_client *c, struct lws *wsi)
     atomic_fetch_add(&s->nclients, 1);
     atomic_fetch_add(&s->total_clients, 1);
     send_role(c, "welcome");
+    srv_client *was = displaced ? find_client(w, ss, displaced) : NULL;
+    if (was)
+        send_role(was, "role"); /* a viewer now, as its next state says too */
     state_changed(w, ss);
 }
 

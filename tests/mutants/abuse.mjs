@@ -153,8 +153,8 @@ export default [
   {
     name: 'no per-address session quota',
     file: 'server/session.c',
-    find: 'if (owner[0] && owned_locked(s, owner) >= s->cfg.max_sessions_per_address) {',
-    replace: 'if (owner[0] && owned_locked(s, owner) >= s->cfg.max_sessions_per_address && 0) {',
+    find: 'if (owner[0] && owned_locked(s, owner, &failed) >= s->cfg.max_sessions_per_address) {',
+    replace: 'if (owner[0] && owned_locked(s, owner, &failed) >= s->cfg.max_sessions_per_address && 0) {',
     build: server,
     test: node('quotas', 'one address cannot fill'),
     caught_by: 'quotas: one address cannot fill the table ...',

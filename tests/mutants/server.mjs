@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'a driver displaced by the control token is not told its role (its last role says driver)',
+    file: 'server/ws.c',
+    find: '        send_role(was, "role"); /* a viewer now, as its next state says too */',
+    replace: '        (void)was;',
+    build: server,
+    test: node('classroom', 'takes control back'),
+    caught_by: 'classroom: the control token joining takes control back; the driver it displaced is told its role',
+  },
+  {
+    name: 'the address\'s limit does not say that failed sessions hold it',
+    file: 'server/session.c',
+    find: '        if (failed)\n            snprintf(of, sizeof of,',
+    replace: '        if (0)\n            snprintf(of, sizeof of,',
+    build: server,
+    test: node('upload', 'failed sessions count'),
+    caught_by: 'upload: failed sessions count against the address until freed, and the refusal says so',
+  },
+  {
     name: 'a recording without the key is read before it is refused (413 for its size, or a wait for its body)',
     file: 'server/http.c',
     find: '    if (rq->is_recording && !operator_ok(s, conn)) {',

@@ -56,3 +56,23 @@ test('request control: the driver is asked and hands over; with no driver the as
   await d.until(() => lastState(d)?.role === 'driver', 5000, 'control granted');
   await d.close();
 });
+
+// The instructor's page reloads while a student drives: the control token takes control
+// again at once, and the student is told so (its role, as well as the next state).
+test('the control token joining takes control back; the driver it displaced is told its role', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+  const v = await new Client(wsUrl(s, s.view_token)).open();
+  await v.until(() => lastState(v), 5000, 'viewer state');
+  v.send({ type: 'request_control', seq: 1 });
+  await v.until(() => lastState(v)?.role === 'driver', 5000, 'the student drives (nobody did)');
+  const roles = () => v.texts.filter((t) => t.type === 'role').map((t) => t.role);
+  assert.deepEqual(roles(), ['driver']);
+  const d = await new Client(wsUrl(s, s.control_token)).open();
+  await d.until(() => lastState(d)?.role === 'driver', 5000, 'the control token drives again');
+  await v.until(() => roles().at(-1) === 'viewer', 5000, 'the student told it watches');
+  assert.equal(lastState(v).role, 'viewer');
+  v.send({ type: 'grab', seq: 2, point: [12, 20, 8], radius: 2, space: 'lattice' });
+  await v.until(() => v.texts.some((t) => t.error === 'not the driver' && t.seq === 2), 5000, 'refused');
+  await v.close();
+  await d.close();
+});

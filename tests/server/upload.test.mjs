@@ -457,3 +457,30 @@ test('upload: bodies arriving take places: two per address at once (uploads and 
     assert.equal(await srv.stop(), 0);
   }
 });
+
+// Files accepted then failed (one DICOM slice: not a volume) count against the address's
+// sessions while they are listed with why; the refusal says so, and deleting one makes room.
+test('upload: failed sessions count against the address until freed, and the refusal says so', async (t) => {
+  const slice = pydicom('CT_small.dcm');
+  if (slice.skip) return t.skip(slice.skip);
+  const srv = await startServer(['--max-sessions-per-address', '2']);
+  try {
+    const made = [];
+    for (let k = 0; k < 2; k++) {
+      const r = await upload(srv.base, 'slice.dcm', fs.readFileSync(slice.path));
+      assert.equal(r.status, 202, r.text);
+      const st = await settle(srv.base, r.json.id);
+      assert.equal(st.state, 'failed', JSON.stringify(st));
+      made.push(r.json);
+    }
+    let r = await upload(srv.base, 'slice.dcm', fs.readFileSync(slice.path));
+    assert.equal(r.status, 429, r.text);
+    assert.match(r.json.detail, /holds its limit of 2 sessions .*; 2 of them failed, and each is freed 60 s after it failed \(or delete it\)/);
+    const del = await api(srv.base, 'DELETE', `/api/sessions/${made[0].id}`, undefined, { authorization: `Bearer ${made[0].control_token}` });
+    assert.equal(del.status, 204, del.text);
+    r = await upload(srv.base, 'slice.dcm', fs.readFileSync(slice.path));
+    assert.equal(r.status, 202, r.text);
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
