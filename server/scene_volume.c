@@ -1051,8 +1051,15 @@ static int vol_restore(void *scene, const void *data, size_t n, char *err, size_
         snprintf(err, err_sz, "%s", r.why);
         return -1;
     }
-    return sim_volume_state_restore(v->state, r.p + r.at, r.n - r.at, err, err_sz) == SIM_OK ? 0
-                                                                                             : -1;
+    if (sim_volume_state_restore(v->state, r.p + r.at, r.n - r.at, err, err_sz) == SIM_OK)
+        return 0;
+    if (!strcmp(v->source, "default")) { /* built on the server's default volume, as it is now */
+        size_t at = strlen(err);
+        snprintf(err + at, err_sz - at,
+                 " (the session was made on the server's default volume, which --volume, "
+                 "--dims and --fit-elements set: start the server with those it had)");
+    }
+    return -1;
 }
 
 static uint64_t vol_hash(void *scene)

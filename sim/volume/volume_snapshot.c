@@ -62,7 +62,7 @@ static sim_status read_head(sim_volume_state *s, sc_reader *r, char *err, size_t
     if (!r->failed &&
         (dims[0] != s->m->vol.nx || dims[1] != s->m->vol.ny || dims[2] != s->m->vol.nz))
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_FORMAT,
-                                   "snapshot: a %dx%dx%d volume's, this one is %dx%dx%d", dims[0],
+                                   "a %dx%dx%d volume's state, for a %dx%dx%d volume", dims[0],
                                    dims[1], dims[2], s->m->vol.nx, s->m->vol.ny, s->m->vol.nz);
     SC_GET(r, s->params);
     SC_GET(r, s->frame);

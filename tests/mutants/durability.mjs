@@ -7,6 +7,15 @@ const node = (pattern) => `node --test --test-name-pattern "${pattern}" tests/se
 
 export default [
   {
+    name: 'a session on the default volume that cannot come back does not name the flags that set it',
+    file: 'server/scene_volume.c',
+    find: '    if (!strcmp(v->source, "default")) { /* built on the server\'s default volume, as it is now */',
+    replace: '    if (0) {',
+    build: server,
+    test: node('another default volume'),
+    caught_by: 'durability: a restart with another default volume sets its sessions aside, naming the flags',
+  },
+  {
     name: 'a kept file found at the path meta.json wrote (a copied state directory reads and deletes the original\'s)',
     file: 'server/durable.c',
     find: '    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(origin, "kept")))',

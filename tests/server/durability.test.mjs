@@ -281,3 +281,24 @@ test('every scene comes back: the cloth and the soft body too, moving, at the st
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// A session made on the server's default volume, and a restart with another --dims: it cannot
+// come back on that volume, and the reason names the flags to start the server with.
+test('a restart with another default volume sets its sessions aside, naming the flags', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    assert.equal(await a.stop(), 0, a.stderr());
+    const b = await startServer(['--dims', '32x32x16', '--state-dir', dir]);
+    try {
+      assert.match(b.stderr(), new RegExp(`session ${s.id} cannot come back: snapshot: a 24x24x16 volume's state, for a 32x32x16 volume \\(the session was made on the server's default volume, which --volume, --dims and --fit-elements set: start the server with those it had\\)`));
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${s.id}`)).status, 404);
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+    assert.deepEqual(readdirSync(join(dir, 'failed')), [s.id]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
