@@ -170,10 +170,15 @@ typedef struct srv_scene_i srv_scene_i; /* scene.h */
  * client that asks much (a viewer's slices) never pushes out another's (the driver's). */
 #define SRV_MAIL_PER_CLIENT 8
 /* Viewers' queries (a slice) wait apart from the driver's inbox, one per viewer: a viewer's
- * newer query replaces its older one (latest wins), so viewers, however many and however
- * fast, never fill the inbox the driver's events go through. The worker answers at most
- * SRV_QUERIES_PER_FRAME a frame, oldest first; the rest wait for the next frame. */
-#define SRV_QUERY_SLOTS       64
+ * newer query replaces its older one in its place in line (latest wins), so viewers,
+ * however many and however fast, never fill the inbox the driver's events go through. The
+ * worker answers at most SRV_QUERIES_PER_FRAME a frame, oldest first; the rest wait for the
+ * next frame. There is a place for each client the default --max-clients-per-session admits:
+ * a class of viewers is answered in turn. With fewer places than viewers, those refused
+ * (`busy`) would ask again at their next frame, and the ones whose frames go out first would
+ * take every freed place, the same students each time (64 places: with 100 viewers about 20
+ * got 4 slices or fewer in 10 s, the rest about 20). */
+#define SRV_QUERY_SLOTS       256
 #define SRV_QUERY_BYTES       64 /* largest viewer query payload */
 #define SRV_QUERIES_PER_FRAME 8
 /* Sessions one worker steps together at most (--step-batch's ceiling). */

@@ -675,19 +675,17 @@ int srv_session_query(srv *s, srv_session *ss, const srv_item *h, const void *pa
     while (k < ss->nquery && ss->query[k].h.client != h->client)
         k++;
     int rc = 0;
-    if (k < ss->nquery) { /* latest wins: its older query goes, its place in line too */
-        memmove(&ss->query[k], &ss->query[k + 1],
-                (size_t)(ss->nquery - k - 1) * sizeof ss->query[0]);
-        ss->nquery--;
+    if (k < ss->nquery) { /* latest wins, in the older one's place in line */
         ss->queries_replaced++;
     } else if (ss->nquery == SRV_QUERY_SLOTS) {
         rc = -1;
+    } else {
+        ss->nquery++;
     }
     if (rc == 0) {
-        ss->query[ss->nquery].h = *h;
-        ss->query[ss->nquery].h.arrived_ms = srv_now_ms();
-        memcpy(ss->query[ss->nquery].data, payload, h->size);
-        ss->nquery++;
+        ss->query[k].h = *h;
+        ss->query[k].h.arrived_ms = srv_now_ms();
+        memcpy(ss->query[k].data, payload, h->size);
         ss->events++;
     }
     pthread_mutex_unlock(&ss->lock);

@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'viewers\' queries: 64 places (the viewers refused busy ask again, and the same ones win the freed places)',
+    file: 'server/server.h',
+    find: '#define SRV_QUERY_SLOTS       256',
+    replace: '#define SRV_QUERY_SLOTS       64',
+    build: server,
+    test: node('classroom', 'class of 100'),
+    caught_by: 'classroom: a class of 100 viewers asking for slices while the driver drags: each answered in turn',
+  },
+  {
+    name: 'viewers\' queries: a newer one goes to the back of the line (a viewer that asks often is never answered)',
+    file: 'server/session.c',
+    find: '    if (k < ss->nquery) { /* latest wins, in the older one\'s place in line */\n        ss->queries_replaced++;',
+    replace: '    if (k < ss->nquery) {\n        memmove(&ss->query[k], &ss->query[k + 1], (size_t)(ss->nquery - k - 1) * sizeof ss->query[0]);\n        k = ss->nquery - 1;\n        ss->queries_replaced++;',
+    build: server,
+    test: node('classroom', 'class of 100'),
+    caught_by: 'classroom: a class of 100 viewers asking for slices while the driver drags: each answered in turn',
+  },
+  {
     name: 'a driver displaced by the control token is not told its role (its last role says driver)',
     file: 'server/ws.c',
     find: '        send_role(was, "role"); /* a viewer now, as its next state says too */',

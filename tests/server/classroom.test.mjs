@@ -2,7 +2,9 @@
 // control, the driver hands it over; when nobody drives, asking is enough.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, api, Client, wsUrl } from './harness.mjs';
+import { once } from 'node:events';
+import WebSocket from 'ws';
+import { startServer, api, Client, wsUrl, tick } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer(['--dims', '24x24x16']); });
@@ -74,5 +76,59 @@ test('the control token joining takes control back; the driver it displaced is t
   v.send({ type: 'grab', seq: 2, point: [12, 20, 8], radius: 2, space: 'lattice' });
   await v.until(() => v.texts.some((t) => t.error === 'not the driver' && t.seq === 2), 5000, 'refused');
   await v.close();
+  await d.close();
+});
+
+// A class of 100 viewers, each asking for a slice after each frame once its last one came
+// back (as the page does), while the driver drags for 6 s: each is answered in turn, none
+// refused busy. With 64 places the 36 refused asked again at their next frame and the
+// viewers whose frames went out first took every freed place (about 20 got 4 slices or
+// fewer while the rest got about 20).
+test('a class of 100 viewers asking for slices while the driver drags: each answered in turn', { timeout: 120000 }, async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+  const d = await new Client(wsUrl(s, s.control_token)).open();
+  await d.until(() => lastState(d), 5000, 'driver state');
+  const N = 100, viewers = [];
+  for (let i = 0; i < N; i++) {
+    const v = { ws: new WebSocket(wsUrl(s, s.view_token)), seq: 0, inFlight: 0, ok: 0, busy: 0, asking: false };
+    v.ws.on('message', (data, binary) => {
+      if (!binary) {
+        const m = JSON.parse(data.toString());
+        if (m.type === 'error' && m.seq === v.inFlight) { v.busy += m.error === 'busy'; v.inFlight = 0; }
+        return;
+      }
+      if (data[5] === 3) { v.ok++; v.inFlight = 0; return; } // a slice
+      if (v.asking && !v.inFlight) { // a frame: ask for the next slice
+        v.inFlight = ++v.seq;
+        v.ws.send(JSON.stringify({ type: 'slice', seq: v.seq, plane: 'axial', index: 4 + (i % 8), level: 40, width: 400 }));
+      }
+    });
+    viewers.push(v);
+  }
+  // One more viewer asks every 10 ms without waiting: each newer request replaces its older
+  // one in its place in line, so it is answered in its turn too (sent to the back of the
+  // line each time, it never was).
+  const eager = { ws: new WebSocket(wsUrl(s, s.view_token)), seq: 0, ok: 0 };
+  eager.ws.on('message', (data, binary) => { eager.ok += binary && data[5] === 3; });
+  await Promise.all([...viewers, eager].map((v) => once(v.ws, 'open')));
+  const pester = setInterval(() => eager.ws.send(JSON.stringify({ type: 'slice', seq: ++eager.seq, plane: 'axial', index: 6, level: 40, width: 400 })), 10);
+  for (const v of viewers) v.asking = true;
+  d.send({ type: 'grab', seq: 1, point: [12, 20, 8], radius: 2, space: 'lattice' });
+  const t0 = Date.now();
+  for (let k = 0; Date.now() - t0 < 6000; k++) {
+    d.send({ type: 'move', seq: 2 + k, point: [12, 20 + 2 * Math.sin(k / 8), 8], space: 'lattice' });
+    await tick(33);
+  }
+  for (const v of viewers) v.asking = false;
+  clearInterval(pester);
+  const deadline = Date.now() + 20000;
+  while (viewers.some((v) => v.inFlight) && Date.now() < deadline) await tick(50);
+  const ok = viewers.map((v) => v.ok).sort((a, b) => a - b), busy = viewers.reduce((n, v) => n + v.busy, 0);
+  console.log(`# slices per viewer: min ${ok[0]}, median ${ok[N >> 1]}, max ${ok[N - 1]}; busy ${busy}; the eager one ${eager.ok} of ${eager.seq} asked`);
+  assert.equal(busy, 0, 'a viewer was refused busy');
+  assert.ok(ok[N >> 1] >= 3, `median ${ok[N >> 1]}: too few slices to judge turns`);
+  assert.ok(ok[0] >= ok[N >> 1] / 2, `slices per viewer: min ${ok[0]}, median ${ok[N >> 1]}`);
+  assert.ok(eager.ok >= ok[N >> 1] / 2, `the eager viewer: ${eager.ok} slices, the median ${ok[N >> 1]}`);
+  for (const v of [...viewers, eager]) v.ws.close();
   await d.close();
 });
