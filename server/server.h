@@ -173,12 +173,11 @@ typedef struct srv_scene_i srv_scene_i; /* scene.h */
  * newer query replaces its older one in its place in line (latest wins), so viewers,
  * however many and however fast, never fill the inbox the driver's events go through. The
  * worker answers at most SRV_QUERIES_PER_FRAME a frame, oldest first; the rest wait for the
- * next frame. There is a place for each client the default --max-clients-per-session admits:
+ * next frame. There is a place for each client the session admits (--max-clients-per-session):
  * a class of viewers is answered in turn. With fewer places than viewers, those refused
  * (`busy`) would ask again at their next frame, and the ones whose frames go out first would
  * take every freed place, the same students each time (64 places: with 100 viewers about 20
  * got 4 slices or fewer in 10 s, the rest about 20). */
-#define SRV_QUERY_SLOTS       256
 #define SRV_QUERY_BYTES       64 /* largest viewer query payload */
 #define SRV_QUERIES_PER_FRAME 8
 /* Sessions one worker steps together at most (--step-batch's ceiling). */
@@ -244,12 +243,13 @@ typedef struct srv_session {
         char *text;
     } mail[SRV_MAILBOX];
     int nmail;
-    /* Viewers' queries, one per viewer, oldest first (srv_session_query). */
-    struct {
+    /* Viewers' queries, one per viewer, oldest first (srv_session_query): query_cap places,
+     * one for each client the session admits. */
+    struct srv_query {
         srv_item h;
         _Alignas(8) unsigned char data[SRV_QUERY_BYTES];
-    } query[SRV_QUERY_SLOTS];
-    int nquery;
+    } * query;
+    int nquery, query_cap;
     uint64_t queries_replaced; /* a viewer's query replaced by its newer one (metrics) */
 
     /* WebSocket thread only: each token's event budget, shared by all its connections
@@ -342,7 +342,7 @@ int srv_session_delete(srv *s, const char *id, const char *token);
 int srv_session_push(srv *s, srv_session *ss, const srv_item *h, const void *payload);
 /// A viewer's query (SRV_EV_QUERY, at most SRV_QUERY_BYTES): replaces that viewer's waiting
 /// one, or waits beside the others (any thread), and tells the worker. 0, or -1 when
-/// SRV_QUERY_SLOTS viewers have one waiting.
+/// ss->query_cap viewers (one place per client it admits) have one waiting.
 int srv_session_query(srv *s, srv_session *ss, const srv_item *h, const void *payload);
 /// Take up to max waiting queries, oldest first, back to back as inbox items into out
 /// (the worker; the session lock held). Returns how many.

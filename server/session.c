@@ -111,6 +111,7 @@ static void session_free(srv_session *ss)
     }
     proto_encoder_destroy(ss->enc);
     proto_buf_free(&ss->enc_buf);
+    free(ss->query);
     if (ss->scene && ss->scene_data)
         ss->scene->destroy(ss->scene_data);
     srv_durable_close(ss);
@@ -255,6 +256,12 @@ static srv_session *session_alloc(srv *s, const srv_scene_i *scene, const char *
     ss->drive_tokens = s->cfg.max_events_per_s;
     ss->view_tokens = s->cfg.max_view_events_per_s;
     ss->drive_refill_ms = ss->view_refill_ms = srv_now_ms();
+    ss->query_cap = s->cfg.max_clients_per_session;
+    ss->query = calloc((size_t)ss->query_cap, sizeof *ss->query);
+    if (!ss->query) {
+        session_free(ss);
+        return NULL;
+    }
     proto_encoder_options eo = proto_default_encoder_options();
     eo.key_every = (uint32_t)s->cfg.keyframe_every;
     if (proto_encoder_create(&ss->enc, &eo) != PROTO_OK) {
@@ -677,7 +684,7 @@ int srv_session_query(srv *s, srv_session *ss, const srv_item *h, const void *pa
     int rc = 0;
     if (k < ss->nquery) { /* latest wins, in the older one's place in line */
         ss->queries_replaced++;
-    } else if (ss->nquery == SRV_QUERY_SLOTS) {
+    } else if (ss->nquery == ss->query_cap) {
         rc = -1;
     } else {
         ss->nquery++;

@@ -505,7 +505,7 @@ static void scene_event(ws_ctx *w, srv_client *c, const proto_envelope *env, int
     h.size = (uint16_t)size;
     h.kind = (uint8_t)(SRV_ITEM_SCENE + i);
     h.flags = (uint8_t)d->flags;
-    /* A viewer's query waits apart, latest wins (SRV_QUERY_SLOTS): viewers never fill the
+    /* A viewer's query waits apart, latest wins (srv_session_query): viewers never fill the
      * driver's inbox. The driver's go through the inbox, in order with its events. */
     int viewer_query = (d->flags & SRV_EV_QUERY) && !is_driver(c) && size <= SRV_QUERY_BYTES;
     if (viewer_query ? srv_session_query(w->s, c->ss, &h, payload) != 0

@@ -173,7 +173,7 @@ static void drain(void)
     static _Alignas(8) unsigned char batch[SRV_INBOX_BYTES + SRV_QUERIES_PER_FRAME * 128];
     int n;
     pthread_mutex_lock(&g_ss->lock);
-    if (g_ss->inbox.used > SRV_INBOX_BYTES || g_ss->nquery > SRV_QUERY_SLOTS ||
+    if (g_ss->inbox.used > SRV_INBOX_BYTES || g_ss->nquery > g_ss->query_cap ||
         g_ss->nmail > SRV_MAILBOX)
         abort();
     srv_inbox_take(&g_ss->inbox, 0, batch, &n);

@@ -8,9 +8,9 @@ const node = (file, pattern) =>
 export default [
   {
     name: 'viewers\' queries: 64 places (the viewers refused busy ask again, and the same ones win the freed places)',
-    file: 'server/server.h',
-    find: '#define SRV_QUERY_SLOTS       256',
-    replace: '#define SRV_QUERY_SLOTS       64',
+    file: 'server/session.c',
+    find: '    ss->query_cap = s->cfg.max_clients_per_session;',
+    replace: '    ss->query_cap = 64;',
     build: server,
     test: node('classroom', 'class of 100'),
     caught_by: 'classroom: a class of 100 viewers asking for slices while the driver drags: each answered in turn',
