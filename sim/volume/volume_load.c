@@ -353,6 +353,18 @@ static void check_hu_range(sim_volume_info *info)
                  (double)lo, (double)hi);
 }
 
+/* v's dims as its file stored them: the loaders turned it to RAS, stored axis a to the
+ * patient axis its orientation letter names (kept in order when the file said nothing). */
+static void stored_dims_of(const sim_volume *v, int out[3])
+{
+    int n[3] = {v->nx, v->ny, v->nz};
+    for (int a = 0; a < 3; a++) {
+        char c = v->orientation[0] ? v->orientation[a] : 0;
+        int axis = !c ? a : (c == 'L' || c == 'R') ? 0 : (c == 'P' || c == 'A') ? 1 : 2;
+        out[a] = n[axis];
+    }
+}
+
 sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
                               sim_volume_info *info, char *err, size_t err_sz)
 {
@@ -364,9 +376,7 @@ sim_status sim_volume_prepare(sim_volume *v, const sim_volume_load_opts *opts,
         info->hu_max = fmaxf(info->hu_max, v->hu[i]);
     }
     check_hu_range(info);
-    info->stored_dims[0] = v->nx;
-    info->stored_dims[1] = v->ny;
-    info->stored_dims[2] = v->nz;
+    stored_dims_of(v, info->stored_dims);
     info->fit_factor = 1;
     sim_status st = SIM_OK;
     if (o.progress)

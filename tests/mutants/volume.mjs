@@ -4,6 +4,13 @@ const run = (filter) => `$BUILD/softcast-tests ${filter}`;
 
 export default [
   {
+    name: 'stored dims reported after the turn to RAS (a coronal stack told as stored axially)',
+    file: 'sim/volume/volume_load.c',
+    find: '    stored_dims_of(v, info->stored_dims);',
+    replace: '    (void)stored_dims_of;\n    info->stored_dims[0] = v->nx, info->stored_dims[1] = v->ny, info->stored_dims[2] = v->nz;',
+    build: tests, test: run('volume_io_nifti_orientation'), caught_by: 'volume_io_nifti_orientation_read_to_ras',
+  },
+  {
     name: 'relaxation candidates: the moves of three phases back are skipped too (only the last phase\'s neighbours)',
     file: 'sim/volume/cpu.c',
     find: '    for (int back = 1; back < CM_RELAX_PHASES && back <= h; back += 2) {',

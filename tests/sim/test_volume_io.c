@@ -732,6 +732,17 @@ TEST(volume_io_nifti_orientation_read_to_ras)
         CHECKF(fabsf(v.oblique_deg - cases[k].o.tilt_deg) < 0.01f, "%s: oblique %g degrees",
                cases[k].name, (double)v.oblique_deg);
         sim_volume_free(&v);
+        /* What the user is told was stored: the file's own dims, in its own order. */
+        sim_volume_info info;
+        sim_volume_load_opts lo = sim_default_volume_load_opts();
+        lo.keep_all = 1;
+        REQUIRE(sim_volume_load_file(&v, path, &lo, &info, err, sizeof err) == SIM_OK);
+        const int cd[3] = {5, 4, 3};
+        int want[3] = {cd[cases[k].o.axis[0]], cd[cases[k].o.axis[1]], cd[cases[k].o.axis[2]]};
+        CHECKF(!memcmp(info.stored_dims, want, sizeof want),
+               "%s: stored %d x %d x %d, not %d x %d x %d", cases[k].name, info.stored_dims[0],
+               info.stored_dims[1], info.stored_dims[2], want[0], want[1], want[2]);
+        sim_volume_free(&v);
     }
     /* No codes: as stored (the LPS layout read as is, x reversed), orientation unknown. */
     oriented none = {{0, 1, 2}, {1, 1, 0}, 0, 1, 0.0f};
