@@ -26,7 +26,12 @@
 #define SRV_ID_LEN 96
 /* Places of a session's --max-clients-per-session that only the control token may take. */
 #define SRV_DRIVER_RESERVE 2
-#define SRV_TOKEN_LEN      33 /* 32 hex characters + NUL */
+/* Connections one session's control token may hold at once: an instructor's tabs and
+ * reconnects, not a way round --max-ws-per-address (which the control token is exempt from:
+ * 8 sessions an address, each with up to --max-clients-per-session of its connections,
+ * would be 2,048 sockets from one address). */
+#define SRV_DRIVER_CONNS 8
+#define SRV_TOKEN_LEN    33 /* 32 hex characters + NUL */
 
 typedef struct srv_config {
     int http_port, ws_port; ///< 0: pick a free port
@@ -215,7 +220,8 @@ typedef struct srv_session {
     uint64_t chain_lost; /* the newest structural frame dropped from the ring (0: none) */
     uint32_t epoch;      /* bumped when frame numbers start again lower (srv_session_rewind) */
     int nclients;
-    uint32_t driver; /* client id holding control (0: none) */
+    int ndrive_conns; /* of them, on the control token (SRV_DRIVER_CONNS at most) */
+    uint32_t driver;  /* client id holding control (0: none) */
     int paused;
     char *params_json;      /* current parameters, a JSON object (state messages) */
     uint32_t state_version; /* bumped when clients, driver, pause or parameters change */

@@ -787,6 +787,7 @@ static int url_arg(struct lws *wsi, const char *name, char *buf, int len)
 }
 
 /* Credentials against the session; NULL when accepted (c joins), else why not. */
+_Static_assert(SRV_DRIVER_CONNS == 8, "admit's refusal says 8 connections");
 static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss, uint32_t *displaced)
 {
     srv *s = w->s;
@@ -805,10 +806,13 @@ static const char *admit(ws_ctx *w, srv_client *c, srv_session *ss, uint32_t *di
              (!driver && ss->nclients >= s->cfg.max_clients_per_session - SRV_DRIVER_RESERVE))
         why = driver ? "the session holds its limit of clients"
                      : "the session holds its limit of viewers";
+    else if (driver && ss->ndrive_conns >= SRV_DRIVER_CONNS) /* (the text says 8) */
+        why = "the control token holds 8 connections to this session already: close one";
     if (!why) {
         c->id = atomic_fetch_add(&s->next_client, 1) + 1;
         c->drive_token = driver;
         ss->nclients++;
+        ss->ndrive_conns += driver;
         if (driver) { /* the newest holder of the control token drives */
             *displaced = ss->driver;
             ss->driver = c->id;
@@ -944,6 +948,7 @@ static void on_closed(ws_ctx *w, srv_client *c)
         atomic_fetch_sub(&w->s->nclients, 1);
         pthread_mutex_lock(&ss->lock);
         ss->nclients--;
+        ss->ndrive_conns -= c->drive_token;
         if (ss->nclients == 0)
             ss->idle_since_ms = srv_now_ms(); /* --idle-expiry counts from here */
         if (ss->driver == c->id)

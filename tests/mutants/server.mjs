@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'the control token holds any number of connections (exempt from the address cap, it is a way round it)',
+    file: 'server/ws.c',
+    find: '    else if (driver && ss->ndrive_conns >= SRV_DRIVER_CONNS) /* (the text says 8) */',
+    replace: '    else if (0)',
+    build: server,
+    test: node('classroom', 'at most 8 connections'),
+    caught_by: 'classroom: the control token holds at most 8 connections to a session; one closed makes room',
+  },
+  {
+    name: 'a control connection that leaves is not counted out (the token is locked out for good)',
+    file: 'server/ws.c',
+    find: '        ss->ndrive_conns -= c->drive_token;',
+    replace: '',
+    build: server,
+    test: node('classroom', 'at most 8 connections'),
+    caught_by: 'classroom: the control token holds at most 8 connections to a session; one closed makes room',
+  },
+  {
     name: 'viewers\' queries: 64 places (the viewers refused busy ask again, and the same ones win the freed places)',
     file: 'server/session.c',
     find: '    ss->query_cap = s->cfg.max_clients_per_session;',

@@ -136,3 +136,25 @@ test('a class of 100 viewers asking for slices while the driver drags: each answ
   for (const v of [...viewers, eager]) v.ws.close();
   await d.close();
 });
+
+// The control token is exempt from --max-ws-per-address (the driver always gets in), so it
+// holds at most 8 connections to a session: an instructor's tabs, not a way round the cap.
+test('the control token holds at most 8 connections to a session; one closed makes room', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+  const open = [];
+  for (let k = 0; k < 8; k++) {
+    const c = await new Client(wsUrl(s, s.control_token)).open();
+    await c.until(() => c.texts.some((t) => t.type === 'welcome'), 5000, `control connection ${k + 1}`);
+    open.push(c);
+  }
+  const ninth = await new Client(wsUrl(s, s.control_token)).open();
+  await ninth.until(() => ninth.texts.some((t) => t.type === 'error'), 5000, 'the ninth refused');
+  assert.match(ninth.texts.find((t) => t.type === 'error').detail, /the control token holds 8 connections to this session already/);
+  await open.shift().close();
+  await open[0].until(() => lastState(open[0])?.clients === 7, 5000, 'the others hear that one left');
+  const again = await new Client(wsUrl(s, s.control_token)).open();
+  await again.until(() => again.texts.some((t) => t.type === 'welcome'), 5000, 'a control connection once one closed');
+  const v = await new Client(wsUrl(s, s.view_token)).open();
+  await v.until(() => v.texts.some((t) => t.type === 'welcome'), 5000, 'a viewer still joins');
+  for (const c of [...open, again, v]) await c.close();
+});
