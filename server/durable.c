@@ -355,7 +355,7 @@ char *srv_origin_recording(srv *s, const char *id, const uint8_t *bytes, size_t 
     char files[700], kept[900], name[96];
     if (!enabled(s))
         return NULL;
-    (void)path_join(files, sizeof files, s->cfg.state_dir, "files");
+    kept_dir(s, files, sizeof files);
     (void)mkdir(files, 0700);
     snprintf(name, sizeof name, "%s.screc", id);
     int fd = path_join(kept, sizeof kept, files, name) == 0

@@ -254,7 +254,6 @@ static int spawn_reader(const char *path, const sim_volume_load_opts *o, const c
     return e;
 }
 
-/* Read the child's records until its result: 1 with *r (and out->hu) filled, 0 without. */
 /* At most how many elements the air margin can have added to v (margin layers on every face,
  * counted at v's own size: more than it added). */
 static size_t margin_cells(const sim_volume_load_opts *o, const sim_volume *v)
@@ -264,6 +263,7 @@ static size_t margin_cells(const sim_volume_load_opts *o, const sim_volume *v)
     return 2 * m * (x * y + y * z + z * x);
 }
 
+/* Read the child's records until its result: 1 with *r (and out->hu) filled, 0 without. */
 static int take_records(int fd, const sim_volume_load_opts *o, reader_result *r, sim_volume *out)
 {
     for (;;) {

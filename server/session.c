@@ -154,10 +154,10 @@ static int table_full(srv *s)
     return full;
 }
 
-/* Live sessions made from this address (srv.lock held). Closing ones are on their way out:
- * a client that deletes its session may make another at once. */
-/* The sessions owner holds (not closing), and of them *failed those that failed (listed a
- * while with why: they hold a slot of the table until the reaper frees them). */
+/* Live sessions made from this address (srv.lock held), and of them *failed those that failed
+ * (listed a while with why: they hold a slot of the table until the reaper frees them).
+ * Closing ones are on their way out: a client that deletes its session may make another at
+ * once. */
 static int owned_locked(srv *s, const char *owner, int *failed)
 {
     int n = 0;

@@ -41,8 +41,8 @@ sc_reader sc_reader_of(const void *data, size_t n);
 void sc_reader_get(sc_reader *r, void *out, size_t n);
 /// Expect the part's tag and version (failed, saying which, otherwise).
 void sc_reader_tag(sc_reader *r, const char tag[4], uint32_t version);
-/* A part whose layout grew: any version from oldest to newest is read. Returns the version
- * found, or 0 (and the reader failed) for another part or version. */
+/// A part whose layout grew: any version from oldest to newest is read. Returns the version
+/// found, or 0 (and the reader failed) for another part or version.
 uint32_t sc_reader_tag_versions(sc_reader *r, const char tag[4], uint32_t oldest, uint32_t newest);
 #define SC_GET(r, v) sc_reader_get((r), &(v), sizeof(v))
 

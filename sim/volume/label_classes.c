@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../core/sc_base.h"
+#include "volume_internal.h"
 
 static int class_by_name(const char *s, size_t len)
 {
@@ -129,11 +130,8 @@ static void ras_dims(const sim_volume *vol, const sim_volume_info *info, int out
         out[a] = info->stored_dims[a];
     if (!vol->orientation[0])
         return;
-    for (int a = 0; a < 3; a++) {
-        char c = vol->orientation[a];
-        int axis = (c == 'L' || c == 'R') ? 0 : (c == 'P' || c == 'A') ? 1 : 2;
-        out[axis] = info->stored_dims[a];
-    }
+    for (int a = 0; a < 3; a++)
+        out[vol_letter_axis(vol->orientation[a])] = info->stored_dims[a];
 }
 
 /* cls (n[] elements) into *out with vol's dims: margin m[] of "by HU" around it. */

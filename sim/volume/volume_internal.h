@@ -312,6 +312,12 @@ int vol_ends_with_ci(const char *s, const char *suffix);
 /* The smallest block-average factor f that brings dims n, each grown by pad after the
  * averaging, to at most budget elements (volume_io.c; sim_volume_fit and the loader). */
 int vol_fit_factor(const int n[3], const int pad[3], size_t budget);
+/* The RAS axis an orientation letter names (a sim_volume's orientation: where each stored
+ * axis points): 0 for L or R, 1 for P or A, 2 for I or S. */
+static inline int vol_letter_axis(char c)
+{
+    return (c == 'L' || c == 'R') ? 0 : (c == 'P' || c == 'A') ? 1 : 2;
+}
 
 /* Loaders (volume_orient.c): turn v, as stored, to the RAS lattice. dir[3w+a] is the RAS
  * component w (x right, y anterior, z superior) of stored axis a's direction, any length

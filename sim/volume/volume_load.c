@@ -360,8 +360,7 @@ static void stored_dims_of(const sim_volume *v, int out[3])
     int n[3] = {v->nx, v->ny, v->nz};
     for (int a = 0; a < 3; a++) {
         char c = v->orientation[0] ? v->orientation[a] : 0;
-        int axis = !c ? a : (c == 'L' || c == 'R') ? 0 : (c == 'P' || c == 'A') ? 1 : 2;
-        out[a] = n[axis];
+        out[a] = n[c ? vol_letter_axis(c) : a];
     }
 }
 

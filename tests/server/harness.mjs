@@ -70,6 +70,32 @@ export function withTimeout(p, ms, what) {
   ]);
 }
 
+// A POST whose body the test sends by hand (req.write, req.end, or its headers alone with
+// req.flushHeaders()): `response` resolves on the answer ({ status, json, text }) even while
+// the body is unsent, `closed` when the socket closes. localAddress picks the client's
+// address (the per-address limits).
+export function heldPost(base, path, headers = {}, { localAddress } = {}) {
+  const u = new URL(base);
+  const req = http.request({
+    host: u.hostname, port: u.port, method: 'POST', path, localAddress,
+    headers: { 'content-type': 'application/octet-stream', ...headers },
+  });
+  req.on('error', () => {}); // the server may close the socket once it answered
+  const response = new Promise((resolve) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let json = null;
+        try { json = JSON.parse(text); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode, json, text });
+      });
+    });
+  });
+  const closed = new Promise((resolve) => req.on('close', resolve));
+  return { req, response, closed };
+}
+
 // One request through node's http or https, for what fetch cannot do (choose the local
 // address, trust a certificate): opts go to http(s).request. { status, json, text }.
 export function rawRequest(url, { method, body, headers = {}, ...opts }) {

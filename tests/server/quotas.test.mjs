@@ -5,12 +5,11 @@
 // loopback's own (127.0.0.2 and 127.0.0.3: the whole 127/8 is this machine).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import net from 'node:net';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import WebSocket from 'ws';
-import { startServer, api, Client, wsUrl, withTimeout, rawRequest } from './harness.mjs';
+import { startServer, api, Client, wsUrl, withTimeout, rawRequest, heldPost } from './harness.mjs';
 
 // A request from a given local address (fetch cannot choose one).
 function from(localAddress, base, method, path, body, headers = {}) {
@@ -141,18 +140,11 @@ test('--api-key-file: only the operator\'s key makes sessions and uploads; joini
     assert.equal(up.status, 401);
     // A recording without the key: 401 before its body is read, whatever its size (not the
     // size's 413, which would read up to --upload-limit of an anonymous client's bytes).
-    const u = new URL(srv.base);
-    const record = (headers, body) => new Promise((resolve, reject) => {
-      const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/api/recordings', headers: { 'content-type': 'application/octet-stream', ...headers } });
-      req.on('error', () => {}); // the server may close once it answered
-      req.on('response', (res) => {
-        let text = '';
-        res.on('data', (d) => { text += d; });
-        res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
-        res.on('error', reject);
-      });
-      if (body) req.end(body); else req.flushHeaders();
-    });
+    const record = (headers, body) => {
+      const h = heldPost(srv.base, '/api/recordings', headers);
+      if (body) h.req.end(body); else h.req.flushHeaders();
+      return h.response;
+    };
     for (const [what, headers, body] of [
       ['announced over --upload-limit, nothing sent', { 'content-length': '100000000000' }, null],
       ['announced within it, nothing sent', { 'content-length': '4096' }, null],

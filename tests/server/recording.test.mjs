@@ -66,13 +66,19 @@ const upload = (base, bytes) => fetch(`${base}/api/recordings`, {
   method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: bytes,
 }).then(async (r) => ({ status: r.status, text: await r.text() }));
 
+// A session made with no options, ready, with its driver and a viewer on their first frames.
+async function plainSession(base) {
+  const s = (await api(base, 'POST', '/api/sessions', {})).json;
+  const v = await new Client(wsUrl(s, s.view_token)).open();
+  const d = await new Client(wsUrl(s, s.control_token)).open();
+  await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
+  return { s, d, v };
+}
+
 test('a recorded drag replays frame for frame, ends at the same state, pauses and seeks', async () => {
   const srv = await startServer(['--dims', '24x24x16']);
   try {
-    const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
-    const v = await new Client(wsUrl(s, s.view_token)).open();
-    const d = await new Client(wsUrl(s, s.control_token)).open();
-    await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
+    const { s, d, v } = await plainSession(srv.base);
     d.send({ type: 'record_start', seq: 1 });
     await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'recording'), 10000, 'recording');
     d.send({ type: 'set_params', seq: 2, params: { condition: 'B' } }); // it rings after the release
@@ -480,10 +486,7 @@ test('a recording started while the last one is still being written is refused, 
 test('a replay\'s script and starting state are charged to the memory budget with its scene', async () => {
   const srv = await startServer(['--dims', '24x24x16']);
   try {
-    const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
-    const v = await new Client(wsUrl(s, s.view_token)).open();
-    const d = await new Client(wsUrl(s, s.control_token)).open();
-    await d.until(() => d.frames.length > 0 && v.frames.length > 0, 10000, 'first frames');
+    const { s, d, v } = await plainSession(srv.base);
     const scene = (await api(srv.base, 'GET', '/api/health')).json.memory_in_use_bytes;
     assert.ok(scene > 0, 'the session is charged');
     const [, file] = await recordDrag(srv.base, s, d, v, [12, 20, 8], 8);

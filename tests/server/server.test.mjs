@@ -1,10 +1,9 @@
 // softcast-server end to end: a real server on 127.0.0.1, real WebSocket clients.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { spawnSync } from 'node:child_process';
 import WebSocket from 'ws';
-import { startServer, api, Client, wsUrl, withTimeout } from './harness.mjs';
+import { startServer, api, Client, wsUrl, withTimeout, heldPost } from './harness.mjs';
 
 let srv;
 before(async () => { srv = await startServer(['--dims', '32x32x20', '--max-events-per-s', '50']); });
@@ -68,18 +67,11 @@ test('a session\'s options: a misspelt or unknown field, or a fraction where an 
 });
 
 test('a JSON body over 64 KiB: refused with 413, at once when its length says so (no byte of it sent)', async () => {
-  const u = new URL(srv.base);
-  const post = (headers, body) => new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: '/api/sessions', headers: { 'content-type': 'application/json', ...headers } });
-    req.on('error', () => {}); // the server may close once it answered
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
-      res.on('error', reject);
-    });
-    if (body) req.end(body); else req.flushHeaders();
-  });
+  const post = (headers, body) => {
+    const h = heldPost(srv.base, '/api/sessions', { 'content-type': 'application/json', ...headers });
+    if (body) h.req.end(body); else h.req.flushHeaders();
+    return h.response;
+  };
   const t0 = Date.now();
   const announced = await withTimeout(post({ 'content-length': '10000000' }), 5000, 'the answer to a body announced over the limit');
   assert.equal(announced.status, 413);

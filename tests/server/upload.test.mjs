@@ -7,11 +7,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { startServer, api, withTimeout, Client, ctNifti, wsUrl } from './harness.mjs';
+import { startServer, api, withTimeout, Client, ctNifti, wsUrl, heldPost } from './harness.mjs';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 const DATA = process.env.SOFTCAST_DATA ?? new URL('../../build/data', import.meta.url).pathname;
@@ -54,25 +53,6 @@ async function settle(base, id, ms = 60000) {
 
 const leftIn = (dir) => fs.readdirSync(dir);
 
-// A raw request whose body we send by hand: resolves on the response (status, JSON) even
-// while the body is unsent.
-function rawUpload(base, name, headers) {
-  const u = new URL(base);
-  const req = http.request({
-    host: u.hostname, port: u.port, method: 'POST',
-    path: `/api/volumes?name=${encodeURIComponent(name)}`,
-    headers: { 'content-type': 'application/octet-stream', ...headers },
-  });
-  req.on('error', () => {}); // the server may close the socket once it answered
-  const response = new Promise((resolve) => {
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
-    });
-  });
-  return { req, response };
-}
 
 test('upload: a NIfTI becomes a session, loading then ready, told as it is, its file kept while the session lives', async () => {
   const srv = await startServer([]);
@@ -189,7 +169,7 @@ test('upload: every bad upload is refused with its reason, and nothing is left b
     r = await upload(srv.base, 'empty.nii', Buffer.alloc(0));
     assert.equal(r.status, 400, r.text);
     // Too large by its length: 413 before any of the body is sent.
-    let raw = rawUpload(srv.base, 'big.nii', { 'content-length': '50000000' });
+    let raw = heldPost(srv.base, '/api/volumes?name=big.nii', { 'content-length': '50000000' });
     raw.req.flushHeaders();
     let res = await withTimeout(raw.response, 10000, '413 before the body');
     assert.equal(res.status, 413);
@@ -197,7 +177,7 @@ test('upload: every bad upload is refused with its reason, and nothing is left b
     raw.req.destroy();
     // Too large without a length (chunked): cut off once past the limit (MHD 0.9.75 can
     // answer nothing in the middle of a body, and nothing bounds this one).
-    raw = rawUpload(srv.base, 'big.nii', { 'transfer-encoding': 'chunked' });
+    raw = heldPost(srv.base, '/api/volumes?name=big.nii', { 'transfer-encoding': 'chunked' });
     const chunk = Buffer.concat([good.subarray(0, 352), Buffer.alloc(65536 - 352)]);
     let sent = 0, closed = false;
     raw.req.on('error', () => { closed = true; });
@@ -215,7 +195,7 @@ test('upload: every bad upload is refused with its reason, and nothing is left b
     // read and dropped, and the reason comes at its end.
     const bad = Buffer.from(good.subarray(0, 352));
     bad.writeInt16LE(5000, 42); bad.writeInt16LE(100, 44); bad.writeInt16LE(100, 46);
-    raw = rawUpload(srv.base, 'huge.nii', { 'content-length': String(1500000) });
+    raw = heldPost(srv.base, '/api/volumes?name=huge.nii', { 'content-length': String(1500000) });
     raw.req.write(Buffer.concat([bad, Buffer.alloc(100000 - 352)]));
     const deadline = Date.now() + 10000;
     while (!/upload refused \(\d+\): huge\.nii/.test(srv.stderr()) && Date.now() < deadline)
@@ -374,25 +354,6 @@ test('upload: --volume-dir keeps uploads under safe names, lists its volumes, an
   }
 });
 
-// A POST from localAddress whose body we send by hand: resolves `response` on the answer and
-// `closed` when the server closes the socket.
-function heldPost(base, urlPath, headers, localAddress) {
-  const u = new URL(base);
-  const req = http.request({
-    host: u.hostname, port: u.port, method: 'POST', path: urlPath, localAddress,
-    headers: { 'content-type': 'application/octet-stream', ...headers },
-  });
-  req.on('error', () => {}); // the server may close the socket
-  const response = new Promise((resolve) => {
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
-    });
-  });
-  const closed = new Promise((resolve) => req.on('close', resolve));
-  return { req, response, closed };
-}
 
 // /api/health's count of bodies arriving, polled until it is n (bounded).
 async function arrivingIs(base, n, what) {
@@ -414,14 +375,14 @@ test('upload: bodies arriving take places: two per address at once (uploads and 
     // each part sent and held there.
     const ct = ctNifti([64, 64, 32], [1, 1, 2]);
     for (const [p, body] of [['/api/volumes?name=a.nii', ct], ['/api/recordings', Buffer.alloc(1000000)]]) {
-      const h = heldPost(srv.base, p, { 'content-length': String(body.length) }, A);
+      const h = heldPost(srv.base, p, { 'content-length': String(body.length) }, { localAddress: A });
       h.req.write(body.subarray(0, 100000));
       held.push(h);
     }
     await arrivingIs(srv.base, 2, 'two held from A');
     // A third from A waits for neither: 429 at once, for an upload or a recording.
     for (const p of ['/api/volumes?name=c.nii', '/api/recordings']) {
-      const third = heldPost(srv.base, p, { 'content-length': '1000' }, A);
+      const third = heldPost(srv.base, p, { 'content-length': '1000' }, { localAddress: A });
       third.req.flushHeaders();
       const r = await withTimeout(third.response, 5000, `a third body from A (${p})`);
       assert.equal(r.status, 429, JSON.stringify(r.json));
@@ -441,7 +402,7 @@ test('upload: bodies arriving take places: two per address at once (uploads and 
     // place given back.
     const t0 = Date.now();
     const trickles = ['/api/volumes?name=slow.nii', '/api/recordings'].map((p) => {
-      const h = heldPost(srv.base, p, { 'content-length': String(ct.length) }, B);
+      const h = heldPost(srv.base, p, { 'content-length': String(ct.length) }, { localAddress: B });
       let at = 0;
       const timer = setInterval(() => { h.req.write(ct.subarray(at, at + 1000)); at += 1000; }, 250);
       h.closed.then(() => clearInterval(timer));
