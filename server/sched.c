@@ -1,5 +1,6 @@
 /* sched.c: the simulation workers. They share every session, each at its own beat: a worker
- * takes the most overdue session that no other worker steps, takes what applies now from the
+ * takes a due session that no other worker steps (a light one first, then the most overdue),
+ * takes what applies now from the
  * session's inbox and applies it straight to the scene (the frame boundary: the inbox is the only
  * queue), steps the scene (scene.h), encodes one object frame for all its clients (the encoder
  * keys, appends, moves and holds each object; a snapshot when a client needs one) and publishes it,
@@ -27,8 +28,8 @@ typedef struct worker {
     struct frame_job *jobs; /* SRV_STEP_BATCH_MAX: the frames of the group it steps */
 } worker;
 
-/* The workers share every session: each takes the most overdue session that no other
- * worker is stepping. A session whose step is heavy holds one worker while the others keep
+/* The workers share every session: each takes a due session that no other worker is
+ * stepping (pick_session). A session whose step is heavy holds one worker while the others keep
  * its neighbours' beats; with static slot-to-worker shares, as before, it stalled every
  * session that shared its worker. Lock order: sched.lock, then srv.lock, then a session's
  * lock; nobody takes sched.lock holding either of the others. */
@@ -432,17 +433,30 @@ static double wants_step_at(const srv_session *ss, int pending, double period)
     return pending && early < ss->due_ms ? early : ss->due_ms;
 }
 
-/* The session to step now (claimed, a reference held), the most overdue of those nobody
- * steps; NULL when none is due, *wake_at then when the first will be (sc->lock held). */
+/* Whether a session's frames at the full rate take no more than its share of the workers
+ * (the workers' time over the live sessions, at the last look): a light session. */
+static int within_share(const sched *sc, const srv_session *ss, double period)
+{
+    int live = atomic_load(&sc->live);
+    return ss->frame_cost_ms * (live > 1 ? live : 1) <= sc->n * period;
+}
+
+/* The session to step now (claimed, a reference held); NULL when none is due, *wake_at then
+ * when the first will be (sc->lock held). Of the due sessions nobody steps, a light one
+ * (within_share) before the others, and of those alike the most overdue. So a light session
+ * beside heavy ones keeps its rate (it waits for a worker, not for each heavy one in turn),
+ * and sessions that want more than their share take turns, each one frame, slowing together
+ * (their shares in frames, not in time: a volume dragged more often costs less a frame, so
+ * shares in time drift apart, the sessions stepped most getting ever cheaper). */
 static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now, double period,
                                  double *wake_at)
 {
     srv_session *pick = NULL;
     double pick_at = 0;
-    int live = 0, first = 0, stride = 1; /* every worker looks at every session */
-    (void)wk;
+    int pick_light = 0, live = 0;
+    (void)wk; /* every worker looks at every session */
     *wake_at = now + period;
-    for (int i = first; i < s->cfg.max_sessions; i += stride) {
+    for (int i = 0; i < s->cfg.max_sessions; i++) {
         int pending;
         srv_session *ss = hold_slot(s, i, &pending);
         if (!ss)
@@ -453,13 +467,14 @@ static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now
             continue;
         }
         double at = wants_step_at(ss, pending, period);
-        if (at <= now && (!pick || at < pick_at)) {
+        int light = within_share(sc, ss, period);
+        if (at <= now && (!pick || light > pick_light || (light == pick_light && at < pick_at))) {
             if (pick)
                 srv_session_put(s, pick);
-            pick = ss, pick_at = at;
+            pick = ss, pick_at = at, pick_light = light;
             continue;
         }
-        if (at < *wake_at)
+        if (at > now && at < *wake_at)
             *wake_at = at;
         srv_session_put(s, ss);
     }
@@ -495,10 +510,18 @@ static int pick_group(srv *s, sched *sc, double now, double period, srv_session 
     return n;
 }
 
+static double thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 /* Every worker steps every session, one at a time each (the stepping flag): a session
  * keeps its own beat at rate_hz; after a step that overran its beat, the beat restarts from
- * now, so an overloaded session drops its own frame rate, and the most overdue session goes
- * first, so a busy server slows every session together. */
+ * now, so an overloaded session drops its own frame rate. A light session goes first, then
+ * the most overdue (pick_session), so a busy server slows every heavy session together and
+ * a light one keeps its rate. */
 static void *worker_main(void *arg)
 {
     worker *wk = arg;
@@ -521,7 +544,9 @@ static void *worker_main(void *arg)
         }
         int n = pick_group(s, sc, now, period, group), news[SRV_STEP_BATCH_MAX];
         pthread_mutex_unlock(&sc->lock);
+        double began = thread_cpu_ms();
         run_sessions(s, wk, group, n, news);
+        double cpu_ms = (thread_cpu_ms() - began) / n; /* a batch's time, shared alike */
         for (int k = 0; k < n; k++) {
             srv_session *ss = group[k];
             if (news[k])
@@ -533,6 +558,8 @@ static void *worker_main(void *arg)
         }
         pthread_mutex_lock(&sc->lock);
         for (int k = 0; k < n; k++) {
+            double *cost = &group[k]->frame_cost_ms;
+            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * cpu_ms : cpu_ms;
             group[k]->stepping = 0;
             srv_session_put(s, group[k]);
         }

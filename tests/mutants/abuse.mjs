@@ -90,8 +90,8 @@ export default [
   {
     name: 'sessions dealt to workers by slot again (a heavy session stalls its worker\'s others)',
     file: 'server/sched.c',
-    find: 'int live = 0, first = 0, stride = 1; /* every worker looks at every session */',
-    replace: 'int live = 0, first = wk->index, stride = sc->n;',
+    find: '    for (int i = 0; i < s->cfg.max_sessions; i++) {\n        int pending;\n        srv_session *ss = hold_slot(s, i, &pending);\n        if (!ss)\n            continue;\n        live++;',
+    replace: '    for (int i = wk->index; i < s->cfg.max_sessions; i += sc->n) {\n        int pending;\n        srv_session *ss = hold_slot(s, i, &pending);\n        if (!ss)\n            continue;\n        live++;',
     build: server,
     test: node('fairness'),
     caught_by: 'fairness: a heavy session beside a small one: ...',

@@ -19,8 +19,8 @@ after(async () => {
   assert.equal(code, 0, `server exit ${code}; stderr:\n${srv.stderr()}`);
 });
 
-const make = async (body) => {
-  const r = await api(srv.base, 'POST', '/api/sessions', body);
+const make = async (body, base = srv.base) => {
+  const r = await api(base, 'POST', '/api/sessions', body);
   assert.equal(r.status, 201, r.text);
   return r.json;
 };
@@ -48,6 +48,35 @@ async function drag(s, ms) {
   return { fps: frames / ((t1 - t0) / 1000), lat };
 }
 
+// A session made as heavy as the server lets a driver make it: its caps on passes and
+// iterations (past them set_params is refused), a big grab dragged far every frame (each step
+// propagates across the volume, the wave cut at --max-wave elements a frame), for at most 5
+// minutes. dims: the session's. seq() numbers the driver's next message; stop() ends the drag
+// and the connection.
+async function heavyDriver(s, dims = [96, 96, 64]) {
+  const c = dims.map((n) => n / 2), reach = 0.3 * dims[0];
+  const h = await new Client(wsUrl(s, s.control_token), { decode: false }).open();
+  await h.until(() => h.texts.some((t) => t.type === 'welcome'), 10000, 'welcome');
+  h.send({ type: 'set_params', seq: 1, params: { max_passes: 1024, relax_iterations: 8 } });
+  h.send({ type: 'grab', seq: 2, point: c, radius: 0.2 * dims[0], space: 'lattice' });
+  let hs = 2, running = true;
+  const loop = (async () => {
+    for (let k = 0; running && k < 300 * RATE; k++) {
+      h.send({ type: 'move', seq: ++hs, point: [c[0], c[1] + (k % 2 ? reach : -reach), c[2]], space: 'lattice' });
+      await tick(PERIOD_MS);
+    }
+  })();
+  return {
+    client: h,
+    seq: () => ++hs,
+    stop: async () => {
+      running = false;
+      await loop;
+      await h.close();
+    },
+  };
+}
+
 test('a heavy session beside a small one: the small one keeps its frame rate and latency', { timeout: 120000 }, async () => {
   // Slots 0, 1, 2: the heavy one, a filler, the small one (slot 2 shared a worker with slot
   // 0 when sessions were dealt to workers by slot).
@@ -56,38 +85,24 @@ test('a heavy session beside a small one: the small one keeps its frame rate and
   const small = await make({ dims: [16, 16, 8] });
   const alone = await drag(small, DRAG_MS);
 
-  const h = await new Client(wsUrl(heavy, heavy.control_token), { decode: false }).open();
-  await h.until(() => h.texts.some((t) => t.type === 'welcome'), 10000, 'welcome');
-  // As heavy as the server lets a driver make it: its caps on passes and iterations (past
-  // them set_params is refused, below), the wave cut at --max-wave elements a frame.
-  h.send({ type: 'set_params', seq: 1, params: { max_passes: 1024, relax_iterations: 8 } });
-  h.send({ type: 'grab', seq: 2, point: [48, 48, 32], radius: 20, space: 'lattice' });
-  let hs = 2, running = true;
-  const heavyLoop = (async () => {
-    // Far every time (each step propagates across the volume); bounded: 5 minutes at most.
-    for (let k = 0; running && k < 300 * RATE; k++) {
-      h.send({ type: 'move', seq: ++hs, point: [48, 48 + (k % 2 ? 30 : -30), 32], space: 'lattice' });
-      await tick(PERIOD_MS);
-    }
-  })();
+  const hd = await heavyDriver(heavy);
+  const h = hd.client;
   let heavyStepMs, beside, heavyStepMsAfter;
   try {
     await h.until(() => h.frames.length >= 2, 30000, 'the heavy session stepping');
     heavyStepMs = await metric(srv.base, 'softcast_session_step_ms', heavy.id);
     beside = await drag(small, DRAG_MS);
     // Past the caps, the driver hears which one and nothing changes.
-    h.send({ type: 'set_params', seq: ++hs, params: { max_passes: 100000 } });
-    h.send({ type: 'set_params', seq: ++hs, params: { relax_iterations: 100 } });
+    h.send({ type: 'set_params', seq: hd.seq(), params: { max_passes: 100000 } });
+    h.send({ type: 'set_params', seq: hd.seq(), params: { relax_iterations: 100 } });
     await h.until(() => h.texts.filter((t) => t.type === 'error').length >= 2, 30000, 'both refused');
     const refusals = h.texts.filter((t) => t.type === 'error');
     assert.match(refusals[0].detail, /max_passes 100000: this server bounds a frame's work at max_passes 1024 \(--max-passes\)/);
     assert.match(refusals[1].detail, /relax_iterations 100: .* at relax_iterations 8 \(--max-relax-iterations\)/);
     heavyStepMsAfter = await metric(srv.base, 'softcast_session_step_ms', heavy.id);
   } finally {
-    running = false; // the heavy driver stops whatever failed
-    await heavyLoop;
+    await hd.stop(); // the heavy driver stops whatever failed
   }
-  await h.close();
   console.log(`# fairness: the small session alone ${alone.fps.toFixed(1)} frames/s, p99 ${alone.lat.p99.toFixed(1)} ms; ` +
     `beside the heavy one (its steps ${heavyStepMs.toFixed(0)} and ${heavyStepMsAfter.toFixed(0)} ms) ` +
     `${beside.fps.toFixed(1)} frames/s, p99 ${beside.lat.p99.toFixed(1)} ms`);
@@ -96,6 +111,45 @@ test('a heavy session beside a small one: the small one keeps its frame rate and
   assert.ok(beside.lat.p99 <= 2 * PERIOD_MS, `p99 ${beside.lat.p99} ms beside the heavy session`);
   for (const s of [heavy, filler, small])
     await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+});
+
+// More heavy sessions than workers (issue 14, item 2; one heavy session must not slow the
+// rest): one worker, two heavy sessions and a small one dragged. A session whose frames at
+// the full rate fit in its share of the workers goes first, so the small one, due at each of
+// its beats, is stepped after every heavy step; when the most overdue session went first, it
+// waited for both heavy ones in turn (half as many frames). Counted in steps, so the
+// machine's speed does not matter: the small session's frames at least 3/4 of the heavy ones'
+// together.
+test('one worker, two heavy sessions and a small one: the small one steps after every heavy step', { timeout: 180000 }, async () => {
+  const one = await startServer(['--workers', '1', '--rate', String(RATE), '--max-elements', '2000000']);
+  const frames = async (s) => metric(one.base, 'softcast_session_frames_total', s.id);
+  try {
+    const dims = [64, 64, 40];
+    const heavy = [await make({ dims }, one.base), await make({ dims }, one.base)];
+    const small = await make({ dims: [16, 16, 8] }, one.base);
+    const drivers = [await heavyDriver(heavy[0], dims), await heavyDriver(heavy[1], dims)];
+    let r;
+    try {
+      for (const d of drivers)
+        await d.client.until(() => d.client.frames.length >= 2, 60000, 'the heavy sessions stepping');
+      const stepMs = Math.max(...await Promise.all(heavy.map((s) => metric(one.base, 'softcast_session_step_ms', s.id))));
+      const before = await Promise.all([...heavy, small].map(frames));
+      // Long enough for about 16 heavy steps (at least 3 s, at most 60).
+      const dragged = await drag(small, Math.min(60000, Math.max(3000, 16 * stepMs)));
+      const after = await Promise.all([...heavy, small].map(frames));
+      const d = after.map((n, k) => n - before[k]);
+      r = { stepMs, heavy: d[0] + d[1], small: d[2], fps: dragged.fps };
+    } finally {
+      for (const d of drivers) await d.stop();
+    }
+    console.log(`# one worker: heavy steps ${r.stepMs.toFixed(0)} ms; in the small session's drag the heavy ones stepped ${r.heavy} times and the small ` +
+      `one ${r.small} (${r.fps.toFixed(1)} frames/s)`);
+    assert.ok(r.stepMs > 2 * PERIOD_MS, `the heavy sessions are not heavy: ${r.stepMs} ms a step`);
+    assert.ok(r.heavy >= 10, `too few heavy steps to judge: ${JSON.stringify(r)}`);
+    assert.ok(r.small >= 0.75 * r.heavy, `the small session waited for both heavy ones: ${JSON.stringify(r)}`);
+  } finally {
+    assert.equal(await one.stop(), 0, one.stderr());
+  }
 });
 
 // Many busy sessions (issue 14, item 2): 16 sessions dragged at once on two workers, asked
