@@ -35,6 +35,7 @@
 #define REC_FORMAT      2                  /* 1: no source part; read still */
 #define REC_MAX_RECORDS ((size_t)32 << 20) /* a recording's events: ~800,000 moves */
 #define REC_MAX_SOURCE  ((size_t)1 << 32)  /* a session's file a recording carries */
+#define REC_CHARGE_STEP ((size_t)1 << 20)  /* records are charged to the budget a MiB at once */
 
 typedef struct srv_recorder {
     sc_blob start;   /* the scene's state when it started */
@@ -43,6 +44,11 @@ typedef struct srv_recorder {
     int start_paused, events, full;
     uint32_t start_seq;
     char *source, *source_name; /* a session made from a file: that file, and its name */
+    /* What it holds, charged to --memory-budget with its session (its starting state, then
+     * its records a MiB at once) until it is written; over_budget: it filled for want of it. */
+    srv *s;
+    size_t charged;
+    int over_budget;
 } srv_recorder;
 
 typedef struct srv_replay {
@@ -148,6 +154,13 @@ void srv_record_start(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client
     }
     r->source = source;
     r->source_name = source_name;
+    if (srv_session_charge_more(s, ss, r->start.n + REC_CHARGE_STEP, err, sizeof err) != 0) {
+        c->error(c, client, seq, "cannot record", err); /* its starting state does not fit */
+        recorder_free(r);
+        return;
+    }
+    r->s = s;
+    r->charged = r->start.n + REC_CHARGE_STEP;
     r->start_frame = ss->frame_no;
     r->start_hash = ss->scene->hash ? ss->scene->hash(ss->scene_data) : 0;
     pthread_mutex_lock(&ss->lock);
@@ -168,6 +181,14 @@ void srv_record_note(srv_session *ss, const srv_item *h, const void *payload)
     if (r->records.n > REC_MAX_RECORDS) {
         r->full = 1; /* record_stop's at the end of this take */
         return;
+    }
+    char err[256];
+    if (r->start.n + r->records.n + sizeof(srv_record) + h->size > r->charged) {
+        if (srv_session_charge_more(r->s, ss, REC_CHARGE_STEP, err, sizeof err) != 0) {
+            r->full = r->over_budget = 1; /* it stops taking events, as when full */
+            return;
+        }
+        r->charged += REC_CHARGE_STEP;
     }
     srv_record rec = {0, h->size, r->lsn++, ss->frame_no, h->kind, h->flags, h->client, h->seq};
     srv_record_put(&r->records, &rec, payload);
@@ -352,6 +373,7 @@ static void finish_run(void *arg)
     int temp;
     recording_path(s, ss, path, sizeof path, &temp);
     size_t n = write_recording(j, path, !temp, err, sizeof err);
+    srv_session_refund(s, ss, j->r->charged); /* written: what it held is let go */
     pthread_mutex_lock(&ss->lock);
     if (n) {
         snprintf(ss->recording_path, sizeof ss->recording_path, "%s", path);
@@ -367,11 +389,15 @@ static void finish_run(void *arg)
         long long over = (long long)n - s->cfg.upload_limit;
         snprintf(text, sizeof text,
                  "{\"type\":\"recording\",\"state\":\"stopped\",\"seq\":%u,\"start_frame\":%llu,"
-                 "\"end_frame\":%llu,\"events\":%d,\"bytes\":%zu,\"full\":%s,\"replayable\":%s,"
+                 "\"end_frame\":%llu,\"events\":%d,\"bytes\":%zu,\"full\":%s,%s\"replayable\":%s,"
                  "\"download\":\"/api/sessions/%s/recording\"}",
                  j->seq, (unsigned long long)j->r->start_frame, (unsigned long long)j->end_frame,
-                 j->r->events, n, j->r->full ? "true" : "false", over > 0 ? "false" : "true",
-                 ss->id);
+                 j->r->events, n, j->r->full ? "true" : "false",
+                 j->r->over_budget
+                     ? "\"full_why\":\"the server's memory budget (--memory-budget)\","
+                 : j->r->full ? "\"full_why\":\"32 MiB of records\","
+                              : "",
+                 over > 0 ? "false" : "true", ss->id);
         srv_session_reply(ss, j->client, NULL, text);
         if (over > 0)
             srv_session_error(s, ss, j->client, j->seq, "recording too large to replay here",
@@ -396,6 +422,7 @@ void srv_record_stop(srv *s, srv_session *ss, srv_scene_ctx *c, uint32_t client,
     finish_job *j = finish_prepare(s, ss, r, client, seq);
     if (!j) {
         c->error(c, client, seq, "cannot record", "out of memory");
+        srv_session_refund(s, ss, r->charged);
         recorder_free(r);
         return;
     }
@@ -412,6 +439,7 @@ void srv_record_finish_now(srv *s, srv_session *ss)
     ss->recorder = NULL;
     finish_job *j = finish_prepare(s, ss, r, 0, 0);
     if (!j) {
+        srv_session_refund(s, ss, r->charged);
         recorder_free(r);
         return;
     }

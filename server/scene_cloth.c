@@ -67,6 +67,7 @@ typedef struct cloth_srv {
     proto_object_in *obj; /* the view: one object per character */
     int slow;             /* shape updates spaced this many times their LOD's interval */
     uint64_t slow_at;     /* the frame slow last changed */
+    size_t bytes;         /* what it may hold, set when made (cl_bytes) */
 } cloth_srv;
 
 static char *cl_params_json(const void *scene)
@@ -120,7 +121,17 @@ static int cl_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
         snprintf(err, err_sz, "out of memory");
         return 500;
     }
+    c->bytes = sizeof *c + sim_cloth_model_bytes(c->model) + sim_cloth_scene_bytes(c->sim) +
+               (size_t)nchar * (sizeof *c->cv + sizeof *c->obj + (size_t)maxv * 3 * sizeof(float) +
+                                (size_t)maxt * 3 * sizeof(uint32_t));
     return 201;
+}
+
+/* Charged to --memory-budget: its model, its scene as large as it may grow, and its view
+ * (fixed when made, so any thread may ask while the worker steps or resets it). */
+static size_t cl_bytes(const void *scene)
+{
+    return ((const cloth_srv *)scene)->bytes;
 }
 
 static void cl_destroy(void *scene)
@@ -619,6 +630,7 @@ const srv_scene_i srv_scene_cloth = {
     .nevents = (int)(sizeof k_events / sizeof k_events[0]),
     .create = cl_create,
     .destroy = cl_destroy,
+    .bytes = cl_bytes,
     .step = cl_step,
     .view = cl_view,
     .params_json = cl_params_json,

@@ -361,6 +361,7 @@ typedef struct sb_scene {
     float *local;                                  /* (nsurf x 3) the surface in the tray's frame */
     float tray_x[8 * 3];                           /* the tray's corners, its frame */
     proto_object_in obj[2 + SIM_SOFTBODY_NREGION]; /* organ, tray, inner surfaces */
+    size_t bytes;                                  /* what it holds, set when made (sb_bytes) */
 } sb_scene;
 
 static const uint32_t k_tray_tri[10 * 3] = {
@@ -485,7 +486,20 @@ static int sb_create(sim_backend *b, const cJSON *opts, void **out, char *err, s
         snprintf(err, err_sz, "out of memory");
         return 500;
     }
+    int n;
+    sim_softbody_model_rest(v->body->model, &n);
+    v->bytes =
+        sizeof *v + sim_softbody_state_bytes(v->body->model) + (size_t)v->nsurf * 3 * sizeof(float);
+    if (v->body == &v->own) /* its own body: the model and where it settled */
+        v->bytes += sim_softbody_model_bytes(v->own.model) + (size_t)n * 3 * sizeof(float);
     return 201;
+}
+
+/* Charged to --memory-budget: its state and view, and its body when it has its own (a
+ * shared body is the server's, as the volume's default model is). Fixed when made. */
+static size_t sb_bytes(const void *scene)
+{
+    return ((const sb_scene *)scene)->bytes;
 }
 
 static void sb_destroy(void *scene)
@@ -960,6 +974,7 @@ const srv_scene_i srv_scene_softbody = {
     .stop = sb_stop,
     .create = sb_create,
     .destroy = sb_destroy,
+    .bytes = sb_bytes,
     .step = sb_step,
     .view = sb_view,
     .params_json = sb_params_json,

@@ -304,6 +304,11 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
 /// Whether owner may make one more session now: 0, or 429 with err (the server's table is
 /// full, or the address holds --max-sessions-per-address).
 int srv_session_room(srv *s, const char *owner, char *err, size_t err_sz);
+/// Charge add more bytes to a live session (what it holds beside its scene: a running
+/// recording, as it grows): 0, or 503 with err when they do not fit --memory-budget.
+int srv_session_charge_more(srv *s, srv_session *ss, size_t add, char *err, size_t err_sz);
+/// Give back sub of what srv_session_charge_more charged (at most what ss holds).
+void srv_session_refund(srv *s, srv_session *ss, size_t sub);
 /// A session whose scene a loader thread builds (state SRV_LOADING, stage "queued"): in
 /// the table at once, with its id and tokens; the caller (the loader) holds a reference
 /// until srv_session_loaded. NULL with err and *http_status (429) when it cannot be had.

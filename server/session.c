@@ -196,6 +196,31 @@ static int charge_locked(srv *s, srv_session *ss, size_t bytes, char *err, size_
     return 0;
 }
 
+int srv_session_charge_more(srv *s, srv_session *ss, size_t add, char *err, size_t err_sz)
+{
+    pthread_mutex_lock(&s->lock);
+    size_t budget = budget_bytes(s);
+    int full = budget && s->bytes_in_use + add > budget;
+    if (full)
+        snprintf(err, err_sz,
+                 "memory budget: it needs %zu MiB more and sessions hold %zu of the server's "
+                 "%d MiB (--memory-budget)",
+                 (add + (1u << 20) - 1) >> 20, s->bytes_in_use >> 20, s->cfg.memory_budget_mib);
+    else
+        s->bytes_in_use += add, ss->bytes += add;
+    pthread_mutex_unlock(&s->lock);
+    return full ? 503 : 0;
+}
+
+void srv_session_refund(srv *s, srv_session *ss, size_t sub)
+{
+    pthread_mutex_lock(&s->lock);
+    sub = sub < ss->bytes ? sub : ss->bytes;
+    s->bytes_in_use -= sub;
+    ss->bytes -= sub;
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* 0, or with err: 503 when this process has no room (its table is full, or the sessions
  * hold the whole memory budget: a router tries another process), 429 when owner holds its
  * share (srv.lock held). */

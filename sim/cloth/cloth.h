@@ -59,6 +59,8 @@ typedef struct sim_cloth_model sim_cloth_model;
 sim_status sim_cloth_model_create(sim_cloth_model **out, const sim_cloth_model_options *o,
                                   char *err, size_t err_sz);
 void sim_cloth_model_destroy(sim_cloth_model *m);
+/// Bytes the model holds (its meshes, constraints and mapping tables, as allocated).
+size_t sim_cloth_model_bytes(const sim_cloth_model *m);
 int sim_cloth_model_nlod(const sim_cloth_model *m);
 /// Particles and triangles (3 indices each, counter-clockwise seen from behind the
 /// character) of one LOD.
@@ -153,6 +155,9 @@ typedef struct sim_cloth_scene sim_cloth_scene;
 sim_status sim_cloth_scene_create(sim_cloth_scene **out, const sim_cloth_model *m, sim_backend *b,
                                   int ncharacters, char *err, size_t err_sz);
 void sim_cloth_scene_destroy(sim_cloth_scene *s);
+/// Bytes the scene may hold (not its model): every character's garment at the finest LOD
+/// and, while it blends after a switch, its source too; the step's scratch; the queue.
+size_t sim_cloth_scene_bytes(const sim_cloth_scene *s);
 sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s);
 /// CPU threads for the next steps, at most the backend's (0: the backend's). Results do
 /// not depend on it.

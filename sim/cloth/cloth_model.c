@@ -406,6 +406,21 @@ void sim_cloth_model_destroy(sim_cloth_model *m)
     free(m);
 }
 
+size_t sim_cloth_model_bytes(const sim_cloth_model *m)
+{
+    size_t b = sizeof *m;
+    for (int a = 0; a < m->nlod; a++) {
+        const cloth_lod *l = &m->lod[a];
+        size_t n = (size_t)l->n, nhe = (size_t)l->ntri * 3, cap = nhe * 2;
+        b += n * 4 * sizeof(float) + nhe * sizeof(uint32_t);        /* rest, w, tri */
+        b += cap * (2 * sizeof(int32_t) + sizeof(float) + 1);       /* constraints */
+        b += (n + 1) * sizeof(int32_t) + nhe * 2 * sizeof(int32_t); /* adjacency */
+        for (int c = 0; c < m->nlod; c++)                           /* maps from it */
+            b += (size_t)m->map[a][c].n * (sizeof(int32_t) + 5 * sizeof(float));
+    }
+    return b;
+}
+
 int sim_cloth_model_nlod(const sim_cloth_model *m)
 {
     return m->nlod;

@@ -591,6 +591,20 @@ void sim_cloth_scene_destroy(sim_cloth_scene *s)
     free(s);
 }
 
+size_t sim_cloth_scene_bytes(const sim_cloth_scene *s)
+{
+    size_t n = 0, ncons = 0;
+    for (int k = 0; k < s->m->nlod; k++) {
+        n = (size_t)s->m->lod[k].n > n ? (size_t)s->m->lod[k].n : n;
+        ncons = (size_t)s->m->lod[k].ncons > ncons ? (size_t)s->m->lod[k].ncons : ncons;
+    }
+    size_t garment = n * 10 * sizeof(float) + ncons * sizeof(float); /* x, v, xp, w; lambda */
+    size_t character = sizeof(cloth_character) + 2 * garment + n * 3 * sizeof(float); /* v_last */
+    size_t scratch = sizeof(map_scratch) + n * (12 * sizeof(float) + 1);
+    return sizeof *s + (size_t)s->nchar * character + (size_t)s->be->threads * scratch +
+           CLOTH_QUEUE_CAP * sizeof(sim_cloth_event);
+}
+
 sim_cloth_params sim_cloth_get_params(const sim_cloth_scene *s)
 {
     return s->prm;

@@ -191,6 +191,17 @@ static int state_alloc(sim_softbody_state *s, const sim_softbody_model *m)
            s->grab_idx && s->grab_off;
 }
 
+size_t sim_softbody_state_bytes(const sim_softbody_model *m)
+{
+    size_t n = (size_t)m->n, f = sizeof(float);
+    size_t nl = (size_t)m->nedge + (size_t)m->ntet + 4 * (size_t)m->nbound;
+    size_t nchunk = (size_t)sb_nchunk(m->n);
+    return sizeof(sim_softbody_state) + n * (3 * 3 + 2 + 3) * f + n /* x v xp, w, grad; pinned */
+           + (size_t)m->nedge * 5 * f + (size_t)m->ntet * f + 4 * (size_t)m->nbound * f + nl * f +
+           (size_t)m->nembed * 3 * f + nchunk * 14 * f /* partial sums */
+           + n * (sizeof(int32_t) + 3 * f);            /* the grab */
+}
+
 void sim_softbody_state_destroy(sim_softbody_state *s)
 {
     if (!s)

@@ -150,6 +150,8 @@ sim_status sim_softbody_model_surface(sim_softbody_model **out, const sim_softbo
 sim_status sim_softbody_model_hybrid(sim_softbody_model **out, const sim_softbody_tets *t,
                                      char *err, size_t err_sz);
 void sim_softbody_model_destroy(sim_softbody_model *m);
+/// Bytes the model holds (its particles, constraints, tets and embedding, as allocated).
+size_t sim_softbody_model_bytes(const sim_softbody_model *m);
 sim_softbody_kind sim_softbody_model_kind(const sim_softbody_model *m);
 
 /// What a model holds, for benches and the view.
@@ -219,6 +221,8 @@ typedef struct sim_softbody_state sim_softbody_state;
 sim_status sim_softbody_state_create(sim_softbody_state **out, const sim_softbody_model *m,
                                      sim_backend *b, char *err, size_t err_sz);
 void sim_softbody_state_destroy(sim_softbody_state *s);
+/// Bytes a state of model m holds (not the model's own), as allocated.
+size_t sim_softbody_state_bytes(const sim_softbody_model *m);
 /// Back to the rest pose under the current parent; velocities zero, nothing held. Keeps the
 /// parameters, planes and pins.
 void sim_softbody_state_reset(sim_softbody_state *s);

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import WebSocket from 'ws';
 import { startServer, api, Client, wsUrl, withTimeout, rawRequest, heldPost } from './harness.mjs';
@@ -294,6 +294,41 @@ test('a memory budget for all sessions: past it a session is refused, saying so;
       await new Promise((r) => setTimeout(r, 20));
     }
     assert.equal((await api(srv.base, 'POST', '/api/sessions', { dims: [64, 64, 64] })).status, 201);
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
+
+// Cloth and soft-body sessions are charged too, by what they allocate, judged against the
+// server's resident memory (/proc: the ground truth): a 400-character crowd is charged as
+// large as it may grow (every character blending between two LODs at the finest), at least
+// what it made the server hold and at most three times it; a soft body of its own particles
+// (not the shared one) what it holds, within 0.7 to 1.5 times. Past the budget, the next is
+// refused.
+test('cloth and soft-body sessions are charged to the memory budget, against the resident memory', async () => {
+  // ASan's quarantine keeps what a build freed resident: without it, resident memory is what
+  // the sessions hold (and ASan's shadow, an eighth more).
+  const srv = await startServer(['--memory-budget', '120'], { env: { ASAN_OPTIONS: 'detect_leaks=1:abort_on_error=0:exitcode=23:quarantine_size_mb=0' } });
+  const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${srv.proc.pid}/status`, 'utf8'))[1]) * 1024;
+  const used = async () => (await api(srv.base, 'GET', '/api/health')).json.memory_in_use_bytes;
+  try {
+    const r0 = rss(), m0 = await used();
+    const crowd = await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth', characters: 400 });
+    assert.equal(crowd.status, 201, crowd.text);
+    const r1 = rss(), m1 = await used();
+    const body = await api(srv.base, 'POST', '/api/sessions', { scene: 'softbody', model: 'surface', particles: 20000 });
+    assert.equal(body.status, 201, body.text);
+    const r2 = rss(), m2 = await used();
+    console.log(`# charged: a crowd of 400 ${((m1 - m0) / 2 ** 20).toFixed(1)} MiB (resident +${((r1 - r0) / 2 ** 20).toFixed(1)}), ` +
+      `a soft body of 20000 particles ${((m2 - m1) / 2 ** 20).toFixed(1)} MiB (resident +${((r2 - r1) / 2 ** 20).toFixed(1)})`);
+    assert.ok(m1 - m0 >= r1 - r0 && m1 - m0 <= 3 * (r1 - r0), `crowd charged ${m1 - m0}, resident +${r1 - r0}`);
+    assert.ok(m2 - m1 >= 0.7 * (r2 - r1) && m2 - m1 <= 1.5 * (r2 - r1), `soft body charged ${m2 - m1}, resident +${r2 - r1}`);
+    // 120 MiB hold two crowds, not three.
+    const second = await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth', characters: 400 });
+    assert.equal(second.status, 201, second.text);
+    const third = await api(srv.base, 'POST', '/api/sessions', { scene: 'cloth', characters: 400 });
+    assert.equal(third.status, 503, third.text);
+    assert.match(third.json.detail, /memory budget: this session needs \d+ MiB/);
   } finally {
     assert.equal(await srv.stop(), 0);
   }

@@ -506,3 +506,62 @@ test('a replay\'s script and starting state are charged to the memory budget wit
     assert.equal(await srv.stop(), 0);
   }
 });
+
+// A running recording holds its starting state (uncompressed) and its records: both are
+// charged to --memory-budget with its session, the state and a first MiB of records at
+// record_start, then a MiB at a time, and given back once the file is written. With no room
+// for its state, record_start is refused; with no room for more records, the recording fills
+// (it stops itself, as at 32 MiB of records) and says why. The budget is never passed.
+test('a running recording is charged to the memory budget: refused without room, full at it, given back once written', async () => {
+  const tight = await startServer(['--dims', '24x24x16', '--memory-budget', '3']);
+  try {
+    const { s, d, v } = await plainSession(tight.base); // its session holds about 2.7 MiB
+    d.send({ type: 'record_start', seq: 1 });
+    await d.until(() => d.texts.some((t) => t.type === 'error'), 10000, 'record_start refused');
+    const no = d.texts.find((t) => t.type === 'error');
+    assert.equal(no.error, 'cannot record');
+    assert.match(no.detail, /memory budget: it needs 2 MiB more and sessions hold 2 of the server's 3 MiB \(--memory-budget\)/);
+    await d.close();
+    await v.close();
+    await api(tight.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
+  } finally {
+    assert.equal(await tight.stop(), 0);
+  }
+  const srv = await startServer(['--dims', '24x24x16', '--memory-budget', '5', '--max-events-per-s', '100000', '--rate', '120']);
+  const used = async () => (await api(srv.base, 'GET', '/api/health')).json.memory_in_use_bytes;
+  try {
+    const { s, d, v } = await plainSession(srv.base);
+    const scene = await used();
+    d.send({ type: 'record_start', seq: 1 });
+    await d.until(() => d.texts.some((t) => t.type === 'recording' && t.state === 'recording'), 10000, 'recording');
+    const started = await used();
+    d.send({ type: 'grab', seq: 2, point: [12, 12, 8], radius: 2, space: 'lattice' });
+    // Moves as fast as the session takes them (each batch, well within the inbox's 16 KiB,
+    // applied before the next is sent), until the recording fills (at most 60 s).
+    let seq = 2, peak = started;
+    const stopped = () => d.texts.find((t) => t.type === 'recording' && t.state === 'stopped');
+    for (const t0 = performance.now(); !stopped();) {
+      assert.ok(performance.now() - t0 < 60000, `the recording never filled: ${seq} moves sent`);
+      for (let i = 0; i < 128; i++)
+        d.send({ type: 'move', seq: ++seq, point: [12, 12 + Math.sin(seq / 50), 8], space: 'lattice' });
+      const last = seq;
+      await d.until(() => stopped() || d.frames.some((f) => f.lastSeq >= last), 20000, `move ${last} applied`);
+      if (seq % 4096 < 128) peak = Math.max(peak, await used());
+    }
+    const end = stopped();
+    const file = Buffer.from(await (await fetch(`${srv.base}${end.download}`, { headers: { authorization: `Bearer ${s.control_token}` } })).arrayBuffer());
+    const head = headerOf(file);
+    console.log(`# recording charged: its state ${head.start_bytes} bytes and a MiB at record_start; ` +
+      `full at ${head.records_bytes} bytes of records (${end.events} events); the most held ${peak} of ${5 << 20}`);
+    assert.equal(started - scene, head.start_bytes + (1 << 20), 'charged at record_start: its state and a MiB');
+    assert.equal(end.full, true, JSON.stringify(end));
+    assert.equal(end.full_why, "the server's memory budget (--memory-budget)");
+    assert.ok(head.records_bytes > 1 << 20 && head.records_bytes <= (5 << 20) - started + (1 << 20), `${head.records_bytes} bytes of records`);
+    assert.ok(peak <= 5 << 20, `held ${peak}, over the budget`);
+    assert.equal(await used(), scene, 'written: what it held is given back');
+    await d.close();
+    await v.close();
+  } finally {
+    assert.equal(await srv.stop(), 0);
+  }
+});
