@@ -267,10 +267,13 @@ int srv_durable_begin(srv *s, srv_session *ss)
     return 0;
 }
 
-char *srv_origin_options(const cJSON *opts)
+char *srv_origin_options(const srv_scene_i *scene, const void *data, const cJSON *opts)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "options", opts ? cJSON_Duplicate(opts, 1) : cJSON_CreateNull());
+    cJSON *def = data && scene->origin_default ? scene->origin_default(data) : NULL;
+    if (def) /* made on the server's default: which, for a restart under other flags */
+        cJSON_AddItemToObject(o, "default", def);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;
@@ -800,8 +803,12 @@ static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **dat
     char path[1024];
     if (!file) {
         const cJSON *opts = cJSON_GetObjectItemCaseSensitive(meta, "options");
+        const cJSON *def = cJSON_GetObjectItemCaseSensitive(meta, "default");
         if (opts && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) /* scenes read an object */
             return snprintf(err, err_sz, "meta.json: its options are not a JSON object"), 400;
+        if (def && scene->create_default) /* on the default it was made on, whatever it is now */
+            return scene->create_default(s->backend, cJSON_IsNull(opts) ? NULL : opts, def, 1, data,
+                                         err, err_sz);
         return scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
     }
     if (!cJSON_IsString(file) || !scene->create_file ||
@@ -817,7 +824,7 @@ static int build(srv *s, const srv_scene_i *scene, const cJSON *meta, void **dat
 static char *origin_of(const cJSON *meta)
 {
     cJSON *o = cJSON_CreateObject();
-    static const char *const keys[] = {"options", "file", "name", "kept", "recording"};
+    static const char *const keys[] = {"options", "default", "file", "name", "kept", "recording"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         const cJSON *j = cJSON_GetObjectItemCaseSensitive(meta, keys[k]);
         if (j)

@@ -277,7 +277,7 @@ static void build_job(void *arg)
     void *data = NULL;
     j->status = j->kind->create(s->backend, j->opts, &data, j->err, sizeof j->err);
     /* How to build it again after a restart (durable.c): the options it was made with. */
-    j->ss->origin = srv_origin_options(j->opts);
+    j->ss->origin = srv_origin_options(j->kind, j->status == 201 ? data : NULL, j->opts);
     cJSON_Delete(j->opts);
     j->opts = NULL;
     if (j->status != 201 && data) {

@@ -225,8 +225,11 @@ static finish_job *finish_prepare(srv *s, srv_session *ss, srv_recorder *r, uint
     cJSON_AddStringToObject(h, "session", ss->id);
     cJSON *origin = cJSON_Parse(ss->origin);
     cJSON *opts = cJSON_DetachItemFromObjectCaseSensitive(origin, "options");
+    cJSON *def = cJSON_DetachItemFromObjectCaseSensitive(origin, "default");
     cJSON_Delete(origin);
     cJSON_AddItemToObject(h, "options", opts ? opts : cJSON_CreateNull());
+    if (def) /* made on its server's default: a replay elsewhere builds that one or says why */
+        cJSON_AddItemToObject(h, "default", def);
     cJSON_AddStringToObject(h, "backend", sim_backend_name(s->backend));
     cJSON_AddNumberToObject(h, "rate_hz", s->cfg.rate_hz);
     cJSON_AddNumberToObject(h, "start_frame", (double)r->start_frame);
@@ -669,8 +672,12 @@ static int build_scene(srv *s, const rec_file *f, void **data, char *err, size_t
 {
     if (!f->source_name) {
         const cJSON *opts = cJSON_GetObjectItemCaseSensitive(f->head, "options");
+        const cJSON *def = cJSON_GetObjectItemCaseSensitive(f->head, "default");
         if (opts && !cJSON_IsNull(opts) && !cJSON_IsObject(opts)) /* scenes read an object */
             return snprintf(err, err_sz, "its options are not a JSON object"), 400;
+        if (def && f->scene->create_default) /* anyone's upload: it may not name a file */
+            return f->scene->create_default(s->backend, cJSON_IsNull(opts) ? NULL : opts, def, 0,
+                                            data, err, err_sz);
         return f->scene->create(s->backend, cJSON_IsNull(opts) ? NULL : opts, data, err, err_sz);
     }
     char path[1024];

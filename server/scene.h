@@ -141,6 +141,16 @@ struct srv_scene_i {
     int (*create_file)(sim_backend *b, const char *path, const char *name,
                        void (*stage)(void *ctx, const char *stage), void *ctx, void **scene,
                        char *err, size_t err_sz);
+    /* A scene whose sessions may be made on the server's own default (the volume's --volume
+     * or --dims), which a restart may change; NULL in the others. */
+    /// Which default the scene was made on (a JSON object, the caller's), or NULL when it
+    /// does not depend on one. Kept in its origin, and in a recording's header.
+    cJSON *(*origin_default)(const void *scene);
+    /// Build again a scene made from opts on the default def: as create on the server's
+    /// default when it is def still, else on def itself. files: def may name a file to read
+    /// (this server kept it; a recording, anyone's upload, may not).
+    int (*create_default)(sim_backend *b, const cJSON *opts, const cJSON *def, int files,
+                          void **scene, char *err, size_t err_sz);
 };
 
 #define X(name) extern const srv_scene_i srv_scene_##name;

@@ -5,6 +5,7 @@
  * Events: each is parsed once, when it arrives, into a small struct below, and applied to
  * the sim at once when the worker takes it from the inbox (sim_volume_apply_event): the
  * sim keeps no queue of the server's events and the adapter no copy of parameters. */
+#define _GNU_SOURCE /* realpath */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,56 +236,86 @@ static void phantom_info(const sim_volume *v, sim_volume_info *in)
     }
 }
 
-/* The default model: the preset's bone surface, and the classes of --volume-labels (a
- * label map of the volume as stored, taken through the loader's steps as the volume was). */
-static sim_status default_model(const sim_volume *v, char *err, size_t err_sz)
+/* What a default volume is made from: a file (--volume, --series) fitted to a budget, or the
+ * phantom of --dims; the classes of --volume-labels; the surfaces of --hu-preset. vol_start
+ * builds the server's; a session made on it keeps which (vol_origin_default), so that a
+ * restart under other flags builds that one again for it (vol_create_default). */
+typedef struct vol_source {
+    char path[512], series[65];
+    int dims[3];
+    int64_t fit; /* the elements a file is fitted to (0: refused over --max-elements) */
+    char labels[512], label_classes[512], preset[16];
+} vol_source;
+
+/* The server's default as its flags say (the paths made absolute, so that a session's record
+ * of it does not depend on the directory the server starts in). */
+static vol_source server_source(void)
 {
-    if (!g_vol.labels[0] != !g_vol.label_classes[0]) {
+    vol_source src = {.fit = vol_fit_budget()};
+    char *abs = g_vol.path[0] ? realpath(g_vol.path, NULL) : NULL;
+    snprintf(src.path, sizeof src.path, "%s", abs ? abs : g_vol.path);
+    free(abs);
+    abs = g_vol.labels[0] ? realpath(g_vol.labels, NULL) : NULL;
+    snprintf(src.labels, sizeof src.labels, "%s", abs ? abs : g_vol.labels);
+    free(abs);
+    strcpy(src.series, g_vol.series);
+    memcpy(src.dims, g_vol.dims, sizeof src.dims);
+    strcpy(src.label_classes, g_vol.label_classes);
+    strcpy(src.preset, g_vol.preset);
+    return src;
+}
+
+/* A default's model and facts: the file read (logged when log) or the phantom made, its label
+ * map's classes, the preset's surfaces. */
+static sim_status source_model(const vol_source *src, int log, sim_volume_model **model,
+                               sim_volume_info *info, char *err, size_t err_sz)
+{
+    sim_volume v;
+    sim_status st;
+    if (!src->labels[0] != !src->label_classes[0]) {
         snprintf(err, err_sz, "--volume-labels and --volume-label-classes go together");
         return SIM_ERR_ARG;
     }
+    if (src->path[0]) {
+        sim_volume_load_opts lo = sim_default_volume_load_opts();
+        lo.fit_elements = (size_t)src->fit;
+        if (src->fit == 0)
+            lo.limits.max_elements = (size_t)g_vol.max_elements;
+        lo.series_uid = src->series; /* the operator's pick, for --volume alone */
+        st = sim_volume_load_file(&v, src->path, &lo, info, err, err_sz);
+        if (st == SIM_OK && log)
+            vol_log_loaded(src->path, &v, info, src->fit);
+    } else {
+        st = sim_volume_phantom(&v, src->dims[0], src->dims[1], src->dims[2], err, err_sz);
+        if (st == SIM_OK)
+            phantom_info(&v, info);
+    }
+    if (st != SIM_OK)
+        return st;
     uint8_t *ov = NULL;
-    sim_status st = SIM_OK;
-    if (g_vol.labels[0])
-        st = sim_volume_label_classes(&ov, g_vol.labels, g_vol.label_classes, v, &g_vol.info, NULL,
-                                      err, err_sz);
-    if (st == SIM_OK && ov)
-        fprintf(stderr, "softcast-server: classes from %s (%s), the other labels by HU\n",
-                g_vol.labels, g_vol.label_classes);
+    if ((int64_t)v.nx * v.ny * v.nz > g_vol.max_elements) {
+        snprintf(err, err_sz, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
+                 v.nz, (long long)g_vol.max_elements);
+        st = SIM_ERR_LIMIT;
+    } else if (src->labels[0]) {
+        st = sim_volume_label_classes(&ov, src->labels, src->label_classes, &v, info, NULL, err,
+                                      err_sz);
+        if (st == SIM_OK && log)
+            fprintf(stderr, "softcast-server: classes from %s (%s), the other labels by HU\n",
+                    src->labels, src->label_classes);
+    }
     if (st == SIM_OK)
-        st = preset_model(&g_vol.model, v, g_vol.preset, ov, err, err_sz);
+        st = preset_model(model, &v, src->preset, ov, err, err_sz);
     free(ov);
+    sim_volume_free(&v);
     return st;
 }
 
 static int vol_start(sim_backend *b, char *err, size_t err_sz)
 {
     (void)b;
-    sim_volume v;
-    sim_status st;
-    int64_t fit = vol_fit_budget();
-    if (g_vol.path[0]) {
-        sim_volume_load_opts lo = vol_load_opts();
-        lo.series_uid = g_vol.series; /* the operator's pick, for --volume alone */
-        st = sim_volume_load_file(&v, g_vol.path, &lo, &g_vol.info, err, err_sz);
-        if (st == SIM_OK)
-            vol_log_loaded(g_vol.path, &v, &g_vol.info, fit);
-    } else {
-        st = sim_volume_phantom(&v, g_vol.dims[0], g_vol.dims[1], g_vol.dims[2], err, err_sz);
-        if (st == SIM_OK)
-            phantom_info(&v, &g_vol.info);
-    }
-    if (st == SIM_OK && (int64_t)v.nx * v.ny * v.nz > g_vol.max_elements) {
-        snprintf(err, err_sz, "default volume %dx%dx%d is over --max-elements %lld", v.nx, v.ny,
-                 v.nz, (long long)g_vol.max_elements);
-        st = SIM_ERR_LIMIT;
-        sim_volume_free(&v);
-    }
-    if (st == SIM_OK) {
-        st = default_model(&v, err, err_sz);
-        sim_volume_free(&v);
-    }
-    return st == SIM_OK ? 0 : -1;
+    vol_source src = server_source();
+    return source_model(&src, 1, &g_vol.model, &g_vol.info, err, err_sz) == SIM_OK ? 0 : -1;
 }
 
 static void vol_stop(void)
@@ -382,6 +413,7 @@ static int parse_dims(const cJSON *dj, int dims[3], char *err, size_t err_sz)
 }
 
 static int vol_finish(sim_backend *b, vol_scene *v, char *err, size_t err_sz);
+static int vol_status(sim_status st);
 static void probe_view(vol_scene *v, const sim_volume_metrics *mt, uint64_t frame, double period_s);
 
 static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, size_t err_sz)
@@ -418,6 +450,118 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
             return 500;
         v->own_model = 1;
     }
+    return vol_finish(b, v, err, err_sz);
+}
+
+/* A default as kept in a session's origin: {"file", "series", "fit"} or {"phantom": dims},
+ * with "labels", "label_classes" when set, and "preset". */
+static cJSON *source_json(const vol_source *src)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (src->path[0]) {
+        cJSON_AddStringToObject(j, "file", src->path);
+        cJSON_AddStringToObject(j, "series", src->series);
+        cJSON_AddNumberToObject(j, "fit", (double)src->fit);
+    } else {
+        cJSON_AddItemToObject(j, "phantom", cJSON_CreateIntArray(src->dims, 3));
+    }
+    if (src->labels[0]) {
+        cJSON_AddStringToObject(j, "labels", src->labels);
+        cJSON_AddStringToObject(j, "label_classes", src->label_classes);
+    }
+    cJSON_AddStringToObject(j, "preset", src->preset);
+    return j;
+}
+
+static int json_text(const cJSON *j, const char *key, char *out, size_t n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!v) {
+        out[0] = 0;
+        return 0;
+    }
+    return cJSON_IsString(v) && strlen(v->valuestring) < n ? (strcpy(out, v->valuestring), 0) : -1;
+}
+
+/* source_json's object read back: 0, or -1 when it is not one. */
+static int source_of_json(const cJSON *j, vol_source *src)
+{
+    memset(src, 0, sizeof *src);
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(j, "phantom");
+    const cJSON *fit = cJSON_GetObjectItemCaseSensitive(j, "fit");
+    if (json_text(j, "file", src->path, sizeof src->path) ||
+        json_text(j, "series", src->series, sizeof src->series) ||
+        json_text(j, "labels", src->labels, sizeof src->labels) ||
+        json_text(j, "label_classes", src->label_classes, sizeof src->label_classes) ||
+        json_text(j, "preset", src->preset, sizeof src->preset) || !src->preset[0])
+        return -1;
+    if (src->path[0])
+        return srv_json_int_in(fit, 0, 1e15) ? (src->fit = (int64_t)fit->valuedouble, 0) : -1;
+    if (!cJSON_IsArray(ph) || cJSON_GetArraySize(ph) != 3)
+        return -1;
+    for (int k = 0; k < 3; k++) {
+        const cJSON *e = cJSON_GetArrayItem(ph, k);
+        if (!srv_json_int_in(e, 8, 4096))
+            return -1;
+        src->dims[k] = (int)e->valuedouble;
+    }
+    return 0;
+}
+
+/* A session on the server's default: which one, for its origin (durable.c). */
+static cJSON *vol_origin_default(const void *scene)
+{
+    if (strcmp(((const vol_scene *)scene)->source, "default"))
+        return NULL; /* a phantom of its own dims, or a user's file: its options or file say */
+    vol_source now = server_source();
+    return source_json(&now);
+}
+
+/* A session made on a default built again: as vol_create on the server's default when it is
+ * that one still; else on the one it was made on, its own model now. files: whether a file it
+ * names may be read (a session kept by this server); a recording's (anyone's upload) may
+ * only name a phantom or the server's own default. */
+static int vol_create_default(sim_backend *b, const cJSON *opts, const cJSON *def, int files,
+                              void **out, char *err, size_t err_sz)
+{
+    vol_source was, now = server_source();
+    if (source_of_json(def, &was) != 0) {
+        snprintf(err, err_sz, "its default volume is not told as this server tells one");
+        return 400;
+    }
+    cJSON *a = source_json(&was), *c = source_json(&now);
+    int same = cJSON_Compare(a, c, 1);
+    cJSON_Delete(a);
+    cJSON_Delete(c);
+    if (same)
+        return vol_create(b, opts, out, err, err_sz);
+    if (was.path[0] && !files) {
+        snprintf(err, err_sz,
+                 "it was made on another server's default volume (%.300s), which this server "
+                 "does not have",
+                 was.path);
+        return 400;
+    }
+    static const char *const known[] = {"preset", NULL};
+    int status = srv_create_fields(opts, "volume", known, err, err_sz);
+    char preset[16];
+    if (status == 201)
+        status = cJSON_GetObjectItemCaseSensitive(opts, "preset")
+                     ? parse_preset(opts, preset, err, err_sz)
+                     : (strcpy(preset, was.preset), 201);
+    vol_scene *v = status == 201 ? calloc(1, sizeof *v) : NULL;
+    if (!v)
+        return status == 201 ? (snprintf(err, err_sz, "out of memory"), 500) : status;
+    *out = v;
+    strcpy(v->preset, preset);
+    v->source = was.path[0] ? "file" : "phantom";
+    sim_status st = source_model(&was, 0, &v->model, &v->info, err, err_sz);
+    if (st != SIM_OK) {
+        size_t at = strlen(err);
+        snprintf(err + at, err_sz - at, " (the default volume it was made on)");
+        return vol_status(st);
+    }
+    v->own_model = 1;
     return vol_finish(b, v, err, err_sz);
 }
 
@@ -1108,4 +1252,6 @@ const srv_scene_i srv_scene_volume = {
     .describe = vol_describe,
     .check_file = vol_check_file,
     .create_file = vol_create_file,
+    .origin_default = vol_origin_default,
+    .create_default = vol_create_default,
 };

@@ -510,8 +510,9 @@ void srv_stage_ignore(void *ctx, const char *stage);
 const char *srv_durable_dir(const srv_session *ss);
 /// At shutdown, the workers stopped: snapshot every ready kept session, forget the closing.
 void srv_durable_save_all(srv *s);
-/// A session's origin made with these options (NULL: none), malloc'd: {"options": ...}.
-char *srv_origin_options(const struct cJSON *opts);
+/// A session's origin, malloc'd: {"options": the options it was made with (null: none)}, and
+/// "default" when its scene (data, as made) was built on the server's default (origin_default).
+char *srv_origin_options(const srv_scene_i *scene, const void *data, const struct cJSON *opts);
 /// A session's origin read from a file (loader thread, before it is ready), malloc'd:
 /// {"file", "name", "kept"}. An upload (temp: removed once read) is kept while its session
 /// lives, so that a restart and a recording read it again: in DIR/files with --state-dir,

@@ -368,7 +368,7 @@ srv_session *srv_session_create(srv *s, const srv_scene_i *scene, const struct c
         snprintf(err, err_sz, "out of memory");
         goto fail;
     }
-    ss->origin = srv_origin_options(opts);
+    ss->origin = srv_origin_options(scene, ss->scene_data, opts);
     ss->load_state = SRV_LOADING; /* no worker takes it until it is kept (durable.c) */
     *http_status = session_insert(s, ss, 0, err, err_sz);
     if (*http_status == 201) {

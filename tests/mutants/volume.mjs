@@ -533,8 +533,8 @@ export default [
   {
     name: 'volume: --series ignored (the largest series read whatever the UID)',
     file: 'server/scene_volume.c',
-    find: 'lo.series_uid = g_vol.series;',
-    replace: '(void)lo;',
+    find: '        lo.series_uid = src->series; /* the operator\'s pick, for --volume alone */',
+    replace: '        (void)lo;',
     build: ['$BUILD/test/softcast-server'], test: 'node --test tests/server/volume_dicom.test.mjs', caught_by: 'volume_dicom.test.mjs: a DICOM folder as --volume, ... another by --series',
   },
   {
@@ -675,8 +675,8 @@ export default [
   {
     name: 'volume: --volume-labels read but not given to the model',
     file: 'server/scene_volume.c',
-    find: 'st = preset_model(&g_vol.model, v, g_vol.preset, ov, err, err_sz);',
-    replace: 'st = preset_model(&g_vol.model, v, g_vol.preset, NULL, err, err_sz);',
+    find: '        st = preset_model(model, &v, src->preset, ov, err, err_sz);',
+    replace: '        st = preset_model(model, &v, src->preset, NULL, err, err_sz);',
     build: ['$BUILD/test/softcast-server'], test: 'node --test tests/server/volume_labels.test.mjs', caught_by: 'volume_labels.test.mjs: a block of the phantom mapped to bone moves as one piece',
   },
   {

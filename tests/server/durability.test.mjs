@@ -282,23 +282,72 @@ test('every scene comes back: the cloth and the soft body too, moving, at the st
   }
 });
 
-// A session made on the server's default volume, and a restart with another --dims: it cannot
-// come back on that volume, and the reason names the flags to start the server with.
-test('a restart with another default volume sets its sessions aside, naming the flags', async () => {
+// A session made on the server's default volume, and restarts with another default: it comes
+// back on the one it was made on, as its own (the phantom of its dims, or the file, read again
+// from where it was), with the state it was saved with; while the others' new sessions are
+// made on the new default. A default file that is gone sets it aside, saying which file. A
+// session kept before sessions kept their default (its meta.json without one) is set aside,
+// naming the flags to start the server with.
+test('a restart with another default volume builds the one each session was made on again', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  const ct = join(mkdtempSync(join(tmpdir(), 'softcast-ct-')), 'ct.nii');
+  writeNifti1(ct, {
+    dims: [20, 20, 12], spacing: [2, 2, 3], type: 'int16', sform: true,
+    voxel: (x, y) => (Math.hypot(x - 10, y - 10) < 7 ? 40 : -1000), // a soft cylinder in air
+  });
+  const made = async (srv) => {
+    const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+    const d = await new Client(wsUrl(s, s.control_token)).open();
+    await d.until(() => d.frames.length > 0, 10000, 'first frame');
+    d.send({ type: 'grab', seq: 1, point: [10, 16, 6], radius: 2, space: 'lattice' });
+    d.send({ type: 'move', seq: 2, point: [10, 18, 6], space: 'lattice' });
+    await d.until(() => d.frames.some((f) => f.lastSeq >= 2), 10000, 'the pull framed');
+    await d.close();
+    return s;
+  };
+  const dimsOf = async (srv, s) => (await api(srv.base, 'GET', `/api/sessions/${s.id}`)).json.dims;
   try {
     const a = await startServer([...DIMS, '--state-dir', dir]);
-    const s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+    const onPhantom = await made(a), older = await made(a);
     assert.equal(await a.stop(), 0, a.stderr());
-    const b = await startServer(['--dims', '32x32x16', '--state-dir', dir]);
+    const metaFile = join(dir, 'sessions', older.id, 'meta.json');
+    const meta = JSON.parse(readFileSync(metaFile, 'utf8'));
+    assert.deepEqual(meta.default, { phantom: [24, 24, 16], preset: 'default' });
+    delete meta.default;
+    writeFileSync(metaFile, JSON.stringify(meta));
+    const b = await startServer(['--volume', ct, '--state-dir', dir]);
+    let onFile, fileDims;
     try {
-      assert.match(b.stderr(), new RegExp(`session ${s.id} cannot come back: snapshot: a 24x24x16 volume's state, for a 32x32x16 volume \\(the session was made on the server's default volume, which --volume, --dims and --fit-elements set: start the server with those it had\\)`));
-      assert.equal((await api(b.base, 'GET', `/api/sessions/${s.id}`)).status, 404);
+      assert.equal(logged(b, onPhantom.id, 'restored').hash, logged(a, onPhantom.id, 'saved').hash);
+      assert.deepEqual(await dimsOf(b, onPhantom), [24, 24, 16], 'its own phantom, as it was made');
+      assert.match(b.stderr(), new RegExp(`session ${older.id} cannot come back: snapshot: .*\\(the session was made on the server's default volume, which --volume, --dims and --fit-elements set: start the server with those it had\\)`));
+      onFile = await made(b);
+      fileDims = await dimsOf(b, onFile);
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${onFile.id}`)).json.dataset.format, 'nifti', 'a new session is on the new default');
     } finally {
       assert.equal(await b.stop(), 0, b.stderr());
     }
-    assert.deepEqual(readdirSync(join(dir, 'failed')), [s.id]);
+    const c = await startServer(['--dims', '32x32x16', '--state-dir', dir]);
+    try {
+      for (const s of [onPhantom, onFile])
+        assert.equal(logged(c, s.id, 'restored').hash, logged(b, s.id, 'saved').hash, `session ${s.id}`);
+      assert.deepEqual(await dimsOf(c, onFile), fileDims, 'the file it was made on, read again');
+      assert.equal((await api(c.base, 'GET', `/api/sessions/${onFile.id}`)).json.dataset.format, 'nifti');
+    } finally {
+      assert.equal(await c.stop(), 0, c.stderr());
+    }
+    rmSync(ct);
+    const e = await startServer(['--dims', '32x32x16', '--state-dir', dir]);
+    try {
+      logged(e, onPhantom.id, 'restored');
+      assert.match(e.stderr(), new RegExp(`session ${onFile.id} cannot come back: .*ct\\.nii.*\\(the default volume it was made on\\)`));
+      assert.equal((await api(e.base, 'GET', `/api/sessions/${onFile.id}`)).status, 404);
+    } finally {
+      assert.equal(await e.stop(), 0, e.stderr());
+    }
+    assert.deepEqual(readdirSync(join(dir, 'failed')).sort(), [older.id, onFile.id].sort());
   } finally {
     rmSync(dir, { recursive: true, force: true });
+    rmSync(join(ct, '..'), { recursive: true, force: true });
   }
 });

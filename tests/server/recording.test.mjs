@@ -565,3 +565,52 @@ test('a running recording is charged to the memory budget: refused without room,
     assert.equal(await srv.stop(), 0);
   }
 });
+
+// Until a replay's build ends: its session's state (polled, at most 20 s).
+async function built(base, id) {
+  for (const t0 = Date.now(); ; await tick(50)) {
+    const st = (await api(base, 'GET', `/api/sessions/${id}`)).json;
+    if (st.state !== 'loading' || Date.now() - t0 > 20000) return st;
+  }
+}
+
+// A recording of a session on its server's default volume keeps which default (its header's
+// "default"): on a server with another default, the replay is made on the phantom the
+// original was, and ends at the recorded state. A default file it names is never read (a
+// recording is anyone's upload): unless it is this server's own default, the build fails,
+// saying so.
+test('a recording made on the default volume replays on a server with another default', async () => {
+  const a = await startServer(['--dims', '24x24x16']);
+  let file;
+  try {
+    const { s, d, v } = await plainSession(a.base);
+    [, file] = await recordDrag(a.base, s, d, v, [12, 20, 8], 8);
+    await d.close();
+    await v.close();
+  } finally {
+    assert.equal(await a.stop(), 0);
+  }
+  assert.deepEqual(headerOf(file).default, { phantom: [24, 24, 16], preset: 'default' });
+  const b = await startServer(['--dims', '32x32x16']);
+  try {
+    const up = await upload(b.base, file);
+    assert.equal(up.status, 202, up.text);
+    const r = JSON.parse(up.text);
+    assert.deepEqual((await waitReady(b.base, r.id)).dims, [24, 24, 16], 'the phantom it was made on');
+    const d2 = await new Client(wsUrl(r, r.control_token)).open();
+    await d2.until(() => stateOf(d2), 10000, 'the replay\'s state');
+    d2.send({ type: 'resume', seq: 1 });
+    await d2.until(() => stateOf(d2)?.replay?.ended, 20000, 'the replay\'s end');
+    assert.equal(stateOf(d2).replay.same_state, true, 'the replay ended at another state');
+    await d2.close();
+    const named = await upload(b.base, craft(file, (h) => {
+      h.default = { file: '/etc/passwd', series: '', fit: 4194304, preset: 'default' };
+    }));
+    assert.equal(named.status, 202, named.text);
+    const st = await built(b.base, JSON.parse(named.text).id);
+    assert.equal(st.state, 'failed', JSON.stringify(st));
+    assert.match(st.error, /made on another server's default volume \(\/etc\/passwd\), which this server does not have/);
+  } finally {
+    assert.equal(await b.stop(), 0);
+  }
+});
