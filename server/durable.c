@@ -863,6 +863,9 @@ static srv_session *adopt_kept(srv *s, const char *dir, const cJSON *meta, const
     }
     ss->durable = d;
     ss->origin = origin_of(meta);
+    /* An upload kept, or a replay (its recording may carry one): named by a user. */
+    ss->user_named = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "kept")) ||
+                     cJSON_GetObjectItemCaseSensitive(meta, "recording") != NULL;
     return ss;
 }
 

@@ -107,7 +107,10 @@ static void load_json(srv_session *ss, cJSON *j)
         ss->scene->describe(ss->scene_data, j);
 }
 
-static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
+/* A session as the API tells it: with its tokens and links to its maker (with_tokens); to
+ * anyone else without the name a user gave its dataset, nor why that failed to load, unless
+ * reveal (the asker holds one of its tokens, or the operator's key). */
+static cJSON *session_json(srv *s, srv_session *ss, int with_tokens, int reveal)
 {
     cJSON *j = cJSON_CreateObject();
     char buf[512];
@@ -129,6 +132,15 @@ static cJSON *session_json(srv *s, srv_session *ss, int with_tokens)
     srv_link_bases(s, http, sizeof http, ws, sizeof ws);
     snprintf(buf, sizeof buf, "%s/?session=%s", ws, ss->id);
     cJSON_AddStringToObject(j, "ws_url", buf);
+    if (ss->user_named && !with_tokens && !reveal) { /* a file name may name the patient */
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "dataset");
+        if (cJSON_GetObjectItemCaseSensitive(d, "name"))
+            cJSON_ReplaceItemInObjectCaseSensitive(d, "name", cJSON_CreateString("an upload"));
+        if (cJSON_GetObjectItemCaseSensitive(j, "error"))
+            cJSON_ReplaceItemInObjectCaseSensitive(
+                j, "error",
+                cJSON_CreateString("the upload could not be read: its session's token tells why"));
+    }
     if (with_tokens) {
         cJSON_AddStringToObject(j, "control_token", ss->control_token);
         cJSON_AddStringToObject(j, "view_token", ss->view_token);
@@ -194,6 +206,21 @@ static int operator_ok(srv *s, struct MHD_Connection *conn)
     return auth && !strncmp(auth, "Bearer ", 7) && srv_token_equal(auth + 7, s->cfg.api_key);
 }
 
+/* Whether the request carries the operator's key (never so on a server without one). */
+static int holds_operator_key(srv *s, struct MHD_Connection *conn)
+{
+    return s->cfg.api_key[0] && operator_ok(s, conn);
+}
+
+/* A token sent as Authorization: Bearer, or as ?token= (NULL: none). */
+static const char *bearer_or_query_token(struct MHD_Connection *conn)
+{
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    return auth && !strncmp(auth, "Bearer ", 7)
+               ? auth + 7
+               : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
+}
+
 static enum MHD_Result refuse_operator(struct MHD_Connection *conn)
 {
     return send_error(conn, 401, "operator key required",
@@ -255,7 +282,7 @@ static enum MHD_Result volume_session(srv *s, struct MHD_Connection *conn, const
     srv_session *ss = srv_volume_session(s, vol->valuestring, owner, &status, err, sizeof err);
     if (!ss)
         return send_error(conn, (unsigned)status, status_error(status), err);
-    return send_json(conn, 202, session_json(s, ss, 1));
+    return send_json(conn, 202, session_json(s, ss, 1, 1));
 }
 
 static const char *create_error(int status)
@@ -324,7 +351,7 @@ static enum MHD_Result start_build(srv *s, struct MHD_Connection *conn, request 
     *j = (create_job){.s = s, .ss = ss, .kind = kind, .opts = body};
     const char *prefer = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Prefer");
     if (prefer && strstr(prefer, "respond-async")) {
-        cJSON *answer = session_json(s, ss, 1); /* before the builder may free ss */
+        cJSON *answer = session_json(s, ss, 1, 1); /* before the builder may free ss */
         if (srv_build_submit(s, build_job, j) != 0) {
             cJSON_Delete(answer);
             cJSON_Delete(body);
@@ -359,7 +386,7 @@ static enum MHD_Result finish_build(srv *s, struct MHD_Connection *conn, request
         return MHD_YES; /* not resumed by its builder yet */
     rq->job = NULL;
     enum MHD_Result r =
-        j->status == 201 ? send_json(conn, 201, session_json(s, j->ss, 1))
+        j->status == 201 ? send_json(conn, 201, session_json(s, j->ss, 1, 1))
                          : send_error(conn, (unsigned)j->status, create_error(j->status), j->err);
     srv_session_put(s, j->ss);
     free(j);
@@ -600,6 +627,7 @@ static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char 
     if (strcmp(method, "GET"))
         return send_error(conn, 405, "method not allowed", method);
     cJSON *arr = cJSON_CreateArray();
+    int key = holds_operator_key(s, conn); /* the operator sees the names users gave */
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < s->cfg.max_sessions; i++) {
         srv_session *ss = s->slots[i];
@@ -609,7 +637,7 @@ static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char 
         int closing = ss->closing; /* deleted: gone for callers, freed soon */
         pthread_mutex_unlock(&ss->lock);
         if (!closing)
-            cJSON_AddItemToArray(arr, session_json(s, ss, 0));
+            cJSON_AddItemToArray(arr, session_json(s, ss, 0, key));
     }
     pthread_mutex_unlock(&s->lock);
     cJSON *j = cJSON_CreateObject();
@@ -673,7 +701,7 @@ static enum MHD_Result upload_recording(srv *s, struct MHD_Connection *conn, req
     if (!ss)
         return send_error(conn, (unsigned)status,
                           status == 400 ? "bad recording" : status_error(status), err);
-    cJSON *j = session_json(s, ss, 1);
+    cJSON *j = session_json(s, ss, 1, 1);
     srv_session_put(s, ss);
     return send_json(conn, 202, j);
 }
@@ -690,11 +718,7 @@ static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const ch
         return download_recording(s, conn, sid);
     }
     if (!strcmp(method, "DELETE")) {
-        const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-        const char *tok = auth && !strncmp(auth, "Bearer ", 7)
-                              ? auth + 7
-                              : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
-        int rc = srv_session_delete(s, id, tok);
+        int rc = srv_session_delete(s, id, bearer_or_query_token(conn));
         if (rc == 204)
             return send_body(conn, 204, "application/json", "", 0);
         return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
@@ -705,7 +729,11 @@ static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const ch
     srv_session *ss = srv_session_get(s, id);
     if (!ss)
         return send_error(conn, 404, "unknown session", id);
-    cJSON *j = session_json(s, ss, 0);
+    const char *tok = bearer_or_query_token(conn);
+    int reveal =
+        holds_operator_key(s, conn) ||
+        (tok && (srv_token_equal(tok, ss->control_token) || srv_token_equal(tok, ss->view_token)));
+    cJSON *j = session_json(s, ss, 0, reveal);
     srv_session_put(s, ss);
     return send_json(conn, 200, j);
 }
@@ -780,7 +808,7 @@ static enum MHD_Result upload_step(srv *s, struct MHD_Connection *conn, request 
         rq->refused = (unsigned)status;
         return send_error(conn, (unsigned)status, status_error(status), err);
     }
-    return send_json(conn, 202, session_json(s, ss, 1));
+    return send_json(conn, 202, session_json(s, ss, 1, 1));
 }
 
 /* GET /api/cluster: this process's name and the cluster's (--peers; itself when alone),

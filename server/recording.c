@@ -810,6 +810,7 @@ srv_session *srv_replay_create(srv *s, uint8_t *file, size_t n, const char *owne
         free(j);
         return NULL;
     }
+    ss->user_named = j->f.source_name != NULL; /* the file it carries has its user's name */
     j->s = s;
     j->ss = ss;
     j->file = file;

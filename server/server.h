@@ -199,7 +199,11 @@ typedef struct srv_session {
     char id[SRV_ID_LEN];
     char control_token[SRV_TOKEN_LEN], view_token[SRV_TOKEN_LEN];
     char owner[48]; /* the address that made it (per-address quota; "" the operator's) */
-    int keep;       /* the operator's (--default-session): never expires */
+    /* Its dataset was named by a user (an upload, a replay carrying one): the name (a file
+     * name may name the patient) and a failed load's reason go only to its token holders
+     * and the operator, never to the public list. Set when made, before it is ready. */
+    int user_named;
+    int keep; /* the operator's (--default-session): never expires */
     const srv_scene_i *scene;
     /* The scene's own (scene_*.c); its state is the worker's. Set at creation, or by the
      * loader under lock (load_state then turns SRV_READY): read it once ready. */

@@ -283,6 +283,8 @@ static srv_session *start_load(srv *s, const srv_scene_i *scene, const char *pat
 {
     uploads *g = s->uploads;
     srv_session *ss = srv_session_create_loading(s, scene, owner, err, err_sz, status);
+    if (ss)
+        ss->user_named = temp; /* an upload's name is the user's; a library file's is public */
     pthread_mutex_lock(&g->lock);
     loader *l = NULL;
     for (int i = 0; ss && i < MAX_INFLIGHT && !l; i++)

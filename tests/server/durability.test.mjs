@@ -181,9 +181,10 @@ test('an uploaded CT comes back after a restart, read again from the copy kept f
     const b = await restart(a, dir);
     try {
       assert.equal(logged(b, s.id, 'restored').hash, saved.hash);
-      const again = (await api(b.base, 'GET', `/api/sessions/${s.id}`)).json;
+      const again = (await api(b.base, 'GET', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.view_token}` })).json;
       assert.equal(again.state, 'ready');
-      assert.equal(again.dataset.name, 'cylinder.nii');
+      assert.equal(again.dataset.name, 'cylinder.nii', 'its name, to a token holder');
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${s.id}`)).json.dataset.name, 'an upload', 'an upload still');
       assert.deepEqual(again.dims, s.dims);
       const del = await api(b.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
       assert.equal(del.status, 204);

@@ -431,9 +431,9 @@ test('a replay under --state-dir comes back after a restart with its id and toke
     try {
       const up = await upload(c.base, file);
       assert.equal(up.status, 202, up.text);
-      const id = JSON.parse(up.text).id;
+      const { id, control_token: token } = JSON.parse(up.text);
       let st;
-      for (let k = 0; k < 400 && (st = (await api(c.base, 'GET', `/api/sessions/${id}`)).json)?.state === 'loading'; k++) await tick(25);
+      for (let k = 0; k < 400 && (st = (await api(c.base, 'GET', `/api/sessions/${id}?token=${token}`)).json)?.state === 'loading'; k++) await tick(25);
       assert.equal(st?.state, 'failed', JSON.stringify(st));
       assert.match(st.error, /1000/);
       assert.equal((await api(c.base, 'GET', '/api/health')).status, 200);

@@ -34,15 +34,19 @@ async function upload(base, name, body, type = 'application/octet-stream') {
   const text = await r.text();
   let json = null;
   try { json = JSON.parse(text); } catch { /* not JSON */ }
+  if (json?.id) tokens.set(json.id, json.control_token);
   return { status: r.status, json, text };
 }
+const tokens = new Map(); // session id -> its control token, from the upload's answer
 
-// Poll the session until it leaves "loading"; the stages seen on the way.
+// Poll the session until it leaves "loading" (asked with its token, as its maker's page does:
+// the name and a failure's reason are told to its token holders only); the stages seen.
 async function settle(base, id, ms = 60000) {
   const stages = [];
   const deadline = Date.now() + ms;
   for (;;) {
-    const r = await api(base, 'GET', `/api/sessions/${id}`);
+    const r = await api(base, 'GET', `/api/sessions/${id}`, undefined,
+      tokens.has(id) ? { authorization: `Bearer ${tokens.get(id)}` } : {});
     assert.equal(r.status, 200, r.text);
     if (r.json.state !== 'loading') return { ...r.json, stages };
     if (stages.at(-1) !== r.json.stage) stages.push(r.json.stage);
@@ -81,11 +85,13 @@ test('upload: a NIfTI becomes a session, loading then ready, told as it is, its 
     assert.equal(kept.length, 1, `one file kept for the session: ${kept}`);
     assert.ok(kept[0].startsWith(`${r.json.id}-`) && kept[0].endsWith('.nii'), kept[0]);
     assert.equal(fs.statSync(path.join(dir, kept[0])).size, body.length);
-    // The lobby's list says the same, and the session drives like any other.
+    // The lobby's public list says the same but its name (its maker's: a file name may name
+    // the patient), and the session drives like any other.
     const list = await api(srv.base, 'GET', '/api/sessions');
     const mine = list.json.sessions.find((x) => x.id === r.json.id);
     assert.equal(mine.state, 'ready');
-    assert.equal(mine.dataset.name, 'abdomen_ct.nii');
+    assert.equal(mine.dataset.name, 'an upload');
+    assert.deepEqual(mine.dataset.stored_dims, [96, 96, 40]);
     const c = await new Client(`${r.json.ws_url}&token=${r.json.control_token}`).open();
     await c.until(() => c.frames.length > 0, 20000, 'a frame');
     assert.equal(c.texts.find((t) => t.type === 'state')?.dataset?.name, 'abdomen_ct.nii');
@@ -117,6 +123,7 @@ test('upload: a file sent without its extension, or under a long name, is read a
         ? await fetch(`${srv.base}/api/volumes`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body })
           .then(async (x) => ({ status: x.status, text: await x.text() })).then((x) => ({ ...x, json: JSON.parse(x.text) }))
         : await upload(srv.base, name, body);
+      if (r.json?.id) tokens.set(r.json.id, r.json.control_token);
       const label = `${name === null ? 'no name' : name.slice(0, 12)} (${body.length} bytes)`;
       assert.equal(r.status, 202, `${label}: ${r.text}`);
       const st = await settle(srv.base, r.json.id);
@@ -443,5 +450,51 @@ test('upload: failed sessions count against the address until freed, and the ref
     assert.equal(r.status, 202, r.text);
   } finally {
     assert.equal(await srv.stop(), 0);
+  }
+});
+
+// A file's name may name the patient ("Doe_Jane_1961-04-02.nii"): the public list and a
+// look at the session without its token say "an upload", and a failed load's reason stays
+// with its maker too. Its token holders (Bearer or ?token=) and the operator's key see
+// them; a file of --volume-dir (the operator's library, listed publicly) keeps its name.
+test('an upload\'s name and its failure are told to its token holders and the operator only', async () => {
+  const dir = tmp('softcast-key-');
+  const keyFile = path.join(dir, 'key');
+  fs.writeFileSync(keyFile, 'k'.repeat(32) + '\n', { mode: 0o600 });
+  const srv = await startServer(['--dims', '16x16x8', '--api-key-file', keyFile]);
+  const operator = { authorization: `Bearer ${'k'.repeat(32)}` };
+  const send = (name, body) => fetch(`${srv.base}/api/volumes?name=${encodeURIComponent(name)}`, {
+    method: 'POST', headers: { 'content-type': 'application/octet-stream', ...operator }, body,
+  }).then(async (r) => ({ status: r.status, json: await r.json() }));
+  try {
+    const up = await send('Doe_Jane_1961-04-02.nii', ctNifti([24, 24, 12], [1, 1, 2]));
+    assert.equal(up.status, 202, JSON.stringify(up.json));
+    const gz = zlib.gzipSync(ctNifti([24, 24, 12], [1, 1, 2])); // cut short: its load fails
+    const bad = await send('Roe_Richard_1950.nii.gz', gz.subarray(0, gz.length >> 1));
+    assert.equal(bad.status, 202, JSON.stringify(bad.json));
+    for (const [u, state] of [[up, 'ready'], [bad, 'failed']]) {
+      tokens.set(u.json.id, u.json.control_token);
+      assert.equal((await settle(srv.base, u.json.id)).state, state);
+    }
+    const one = (u, headers = {}, q = '') => api(srv.base, 'GET', `/api/sessions/${u.json.id}${q}`, undefined, headers).then((r) => r.json);
+    const list = (headers = {}) => api(srv.base, 'GET', '/api/sessions', undefined, headers).then((r) => r.text);
+    const publicList = await list();
+    assert.doesNotMatch(publicList, /Doe|Jane|1961|Roe|Richard/, publicList);
+    assert.equal((await one(up)).dataset.name, 'an upload');
+    const failed = await one(bad);
+    assert.doesNotMatch(JSON.stringify(failed), /Roe|Richard/);
+    assert.match(failed.error, /its session's token tells why/);
+    // Its token holders, the viewer's too, and the operator see them.
+    assert.equal((await one(up, { authorization: `Bearer ${up.json.view_token}` })).dataset.name, 'Doe_Jane_1961-04-02.nii');
+    assert.equal((await one(up, {}, `?token=${up.json.control_token}`)).dataset.name, 'Doe_Jane_1961-04-02.nii');
+    assert.doesNotMatch((await one(bad, {}, `?token=${bad.json.control_token}`)).error, /token tells why/);
+    assert.equal((await one(up, { authorization: `Bearer ${bad.json.control_token}` })).dataset.name, 'an upload', 'another session\'s token');
+    assert.match(await list(operator), /Doe_Jane_1961-04-02\.nii/);
+    // A phantom's name is no user's.
+    const ph = await api(srv.base, 'POST', '/api/sessions', { dims: [16, 16, 8] }, operator);
+    assert.equal((await one(ph)).dataset.name, 'phantom');
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

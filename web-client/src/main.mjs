@@ -120,7 +120,7 @@ async function lobby() {
     const s = await r.json().catch(() => null);
     if (!r.ok) { status.textContent = s?.detail ?? `HTTP ${r.status}`; return; }
     for (let st = s; ; await new Promise((res) => setTimeout(res, 200))) {
-      st = await api('GET', `/api/sessions/${s.id}`);
+      st = await api('GET', `/api/sessions/${s.id}?token=${encodeURIComponent(s.control_token)}`); // its reason too
       if (st.state === 'ready') break;
       if (st.state === 'failed') { status.textContent = st.error; return; }
       status.textContent = `building the replay: ${st.stage}`;

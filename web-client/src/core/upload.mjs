@@ -151,7 +151,9 @@ export function uploadCard(root, { api, open }) {
   const follow = async (s) => {
     // The server's answer to the upload says where the loading is already (queued, or a
     // stage): shown at once, since a small volume may be ready by the first poll.
-    for (let cur = s; ; cur = await api('GET', `/api/sessions/${encodeURIComponent(s.id)}`)) {
+    // With its token: the server tells the name and a failure's reason to its holders only.
+    const url = `/api/sessions/${encodeURIComponent(s.id)}?token=${encodeURIComponent(s.control_token)}`;
+    for (let cur = s; ; cur = await api('GET', url)) {
       if (cur.state === 'ready') {
         const d = cur.dataset ?? {};
         show('ready', `Ready: ${d.name ?? ''} ${cur.dims?.join(' x ') ?? ''}`, 1);
