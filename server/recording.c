@@ -178,17 +178,19 @@ void srv_record_note(srv_session *ss, const srv_item *h, const void *payload)
     if (!r || (h->flags & SRV_EV_QUERY) ||
         (h->kind != SRV_ITEM_PAUSE && h->kind != SRV_ITEM_RESUME && h->kind < SRV_ITEM_SCENE))
         return; /* a query changes nothing; a recording's own start and stop are not in it */
-    if (r->records.n > REC_MAX_RECORDS) {
-        r->full = 1; /* record_stop's at the end of this take */
+    if (r->full || r->records.n > REC_MAX_RECORDS) {
+        r->full = 1; /* record_stop's at the end of this take; no event after a missed one */
         return;
     }
     char err[256];
-    if (r->start.n + r->records.n + sizeof(srv_record) + h->size > r->charged) {
-        if (srv_session_charge_more(r->s, ss, REC_CHARGE_STEP, err, sizeof err) != 0) {
+    size_t need = r->start.n + r->records.n + sizeof(srv_record) + h->size + 8 /* its sum */;
+    if (need > r->charged) {
+        size_t more = need - r->charged > REC_CHARGE_STEP ? need - r->charged : REC_CHARGE_STEP;
+        if (srv_session_charge_more(r->s, ss, more, err, sizeof err) != 0) {
             r->full = r->over_budget = 1; /* it stops taking events, as when full */
             return;
         }
-        r->charged += REC_CHARGE_STEP;
+        r->charged += more;
     }
     srv_record rec = {0, h->size, r->lsn++, ss->frame_no, h->kind, h->flags, h->client, h->seq};
     srv_record_put(&r->records, &rec, payload);

@@ -247,22 +247,33 @@ typedef struct vol_source {
     char labels[512], label_classes[512], preset[16];
 } vol_source;
 
-/* The server's default as its flags say (the paths made absolute, so that a session's record
- * of it does not depend on the directory the server starts in). */
-static vol_source server_source(void)
+/* A path made absolute (as given when it cannot be): 0, or -1 when it does not fit. */
+static int absolute(const char *path, char *out, size_t n)
 {
-    vol_source src = {.fit = vol_fit_budget()};
-    char *abs = g_vol.path[0] ? realpath(g_vol.path, NULL) : NULL;
-    snprintf(src.path, sizeof src.path, "%s", abs ? abs : g_vol.path);
+    char *abs = path[0] ? realpath(path, NULL) : NULL;
+    int fits = snprintf(out, n, "%s", abs ? abs : path) < (int)n;
     free(abs);
-    abs = g_vol.labels[0] ? realpath(g_vol.labels, NULL) : NULL;
-    snprintf(src.labels, sizeof src.labels, "%s", abs ? abs : g_vol.labels);
-    free(abs);
-    strcpy(src.series, g_vol.series);
-    memcpy(src.dims, g_vol.dims, sizeof src.dims);
-    strcpy(src.label_classes, g_vol.label_classes);
-    strcpy(src.preset, g_vol.preset);
-    return src;
+    return fits ? 0 : -1;
+}
+
+/* The server's default as its flags say, once, at start (the paths made absolute, so that a
+ * session's record of it does not depend on the directory the server starts in, nor on
+ * where a link points later): 0, or -1 with err. */
+static int server_source(vol_source *src, char *err, size_t err_sz)
+{
+    memset(src, 0, sizeof *src);
+    src->fit = vol_fit_budget();
+    if (absolute(g_vol.path, src->path, sizeof src->path) != 0 ||
+        absolute(g_vol.labels, src->labels, sizeof src->labels) != 0) {
+        snprintf(err, err_sz, "--volume or --volume-labels: its absolute path is over %zu bytes",
+                 sizeof src->path - 1);
+        return -1;
+    }
+    strcpy(src->series, g_vol.series);
+    memcpy(src->dims, g_vol.dims, sizeof src->dims);
+    strcpy(src->label_classes, g_vol.label_classes);
+    strcpy(src->preset, g_vol.preset);
+    return 0;
 }
 
 /* A default's model and facts: the file read (logged when log) or the phantom made, its label
@@ -311,11 +322,14 @@ static sim_status source_model(const vol_source *src, int log, sim_volume_model 
     return st;
 }
 
+static vol_source g_source; /* the server's default as vol_start built it */
+
 static int vol_start(sim_backend *b, char *err, size_t err_sz)
 {
     (void)b;
-    vol_source src = server_source();
-    return source_model(&src, 1, &g_vol.model, &g_vol.info, err, err_sz) == SIM_OK ? 0 : -1;
+    if (server_source(&g_source, err, err_sz) != 0)
+        return -1;
+    return source_model(&g_source, 1, &g_vol.model, &g_vol.info, err, err_sz) == SIM_OK ? 0 : -1;
 }
 
 static void vol_stop(void)
@@ -495,6 +509,10 @@ static int source_of_json(const cJSON *j, vol_source *src)
         json_text(j, "label_classes", src->label_classes, sizeof src->label_classes) ||
         json_text(j, "preset", src->preset, sizeof src->preset) || !src->preset[0])
         return -1;
+    sim_volume_params p;
+    char why[128];
+    if (preset_params(src->preset, &p, why, sizeof why) < 0)
+        return -1;
     if (src->path[0])
         return srv_json_int_in(fit, 0, 1e15) ? (src->fit = (int64_t)fit->valuedouble, 0) : -1;
     if (!cJSON_IsArray(ph) || cJSON_GetArraySize(ph) != 3)
@@ -505,7 +523,8 @@ static int source_of_json(const cJSON *j, vol_source *src)
             return -1;
         src->dims[k] = (int)e->valuedouble;
     }
-    return 0;
+    /* Before a phantom of them is made (a recording is anyone's upload). */
+    return (int64_t)src->dims[0] * src->dims[1] * src->dims[2] <= g_vol.max_elements ? 0 : -1;
 }
 
 /* A session on the server's default: which one, for its origin (durable.c). */
@@ -513,8 +532,7 @@ static cJSON *vol_origin_default(const void *scene)
 {
     if (strcmp(((const vol_scene *)scene)->source, "default"))
         return NULL; /* a phantom of its own dims, or a user's file: its options or file say */
-    vol_source now = server_source();
-    return source_json(&now);
+    return source_json(&g_source);
 }
 
 /* A session made on a default built again: as vol_create on the server's default when it is
@@ -524,22 +542,24 @@ static cJSON *vol_origin_default(const void *scene)
 static int vol_create_default(sim_backend *b, const cJSON *opts, const cJSON *def, int files,
                               void **out, char *err, size_t err_sz)
 {
-    vol_source was, now = server_source();
+    vol_source was;
     if (source_of_json(def, &was) != 0) {
-        snprintf(err, err_sz, "its default volume is not told as this server tells one");
+        snprintf(err, err_sz,
+                 "its default volume is not told as this server tells one, or is "
+                 "over --max-elements");
         return 400;
     }
-    cJSON *a = source_json(&was), *c = source_json(&now);
+    cJSON *a = source_json(&was), *c = source_json(&g_source);
     int same = cJSON_Compare(a, c, 1);
     cJSON_Delete(a);
     cJSON_Delete(c);
     if (same)
         return vol_create(b, opts, out, err, err_sz);
-    if (was.path[0] && !files) {
+    if ((was.path[0] || was.labels[0]) && !files) { /* only a plain phantom is made again */
         snprintf(err, err_sz,
                  "it was made on another server's default volume (%.300s), which this server "
                  "does not have",
-                 was.path);
+                 was.path[0] ? was.path : was.labels);
         return 400;
     }
     static const char *const known[] = {"preset", NULL};

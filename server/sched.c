@@ -339,13 +339,14 @@ static int frame_end(srv *s, frame_job *j)
 
 /* One frame of each session of the group (n of them, all of one scene when n > 1): those that
  * may, stepped together by the scene's step_many, the others alone. news[k]: session k's
- * clients have news. */
-static void run_sessions(srv *s, worker *wk, srv_session **group, int n, int *news)
+ * clients have news; awake[k]: it stepped (not asleep, nobody watching). Returns how many
+ * stepped. */
+static int run_sessions(srv *s, worker *wk, srv_session **group, int n, int *news, int *awake)
 {
     frame_job *jobs = wk->jobs;
     srv_scene_ctx *ctx[SRV_STEP_BATCH_MAX];
     void *scenes[SRV_STEP_BATCH_MAX];
-    int changed[SRV_STEP_BATCH_MAX], awake[SRV_STEP_BATCH_MAX], which[SRV_STEP_BATCH_MAX];
+    int changed[SRV_STEP_BATCH_MAX], which[SRV_STEP_BATCH_MAX], nawake = 0;
     double ms[SRV_STEP_BATCH_MAX];
     int m = 0;
     for (int k = 0; k < n; k++) {
@@ -354,6 +355,7 @@ static void run_sessions(srv *s, worker *wk, srv_session **group, int n, int *ne
         awake[k] = frame_begin(s, wk, &jobs[k]);
         if (!awake[k])
             continue;
+        nawake++;
         if (n > 1 && frame_batches(&jobs[k])) {
             ctx[m] = &jobs[k].c.pub;
             scenes[m] = group[k]->scene_data;
@@ -377,6 +379,7 @@ static void run_sessions(srv *s, worker *wk, srv_session **group, int n, int *ne
     }
     for (int k = 0; k < n; k++)
         news[k] = awake[k] && frame_end(s, &jobs[k]);
+    return nawake;
 }
 
 void srv_worker_poke(srv *s, uint32_t slot)
@@ -406,16 +409,17 @@ static void wait_until(sched *sc, srv *s, double until_ms)
 
 /* The live session in slot i with a reference held, and whether events wait that apply
  * now; NULL when none, closing or not loaded. */
-static srv_session *hold_slot(srv *s, int i, int *pending)
+static srv_session *hold_slot(srv *s, int i, int *pending, int *watched)
 {
     pthread_mutex_lock(&s->lock);
     srv_session *ss = s->slots[i];
     int closing = 1;
-    *pending = 0;
+    *pending = *watched = 0;
     if (ss) {
         pthread_mutex_lock(&ss->lock);
         closing = ss->closing || ss->load_state != SRV_READY; /* nothing to step yet */
         *pending = ss->inbox.count > ss->inbox.held || ss->nquery > 0;
+        *watched = ss->nclients > 0;
         pthread_mutex_unlock(&ss->lock);
         if (!closing)
             s->refs[i]++; /* the worker holds it while it steps it */
@@ -433,45 +437,50 @@ static double wants_step_at(const srv_session *ss, int pending, double period)
     return pending && early < ss->due_ms ? early : ss->due_ms;
 }
 
-/* Whether a session's frames at the full rate take no more than its share of the workers
- * (the workers' time over the live sessions, at the last look): a light session. */
-static int within_share(const sched *sc, const srv_session *ss, double period)
+/* Whether a session goes before the others when due: its frames at the rate it asks for
+ * take no more than its share of the workers (their time over the live sessions at the last
+ * look; a session stepped early for events waiting asks for two frames a beat): a light
+ * session; or it has waited past what its turn among them takes (a session starved by light
+ * ones comes first all the same). */
+static int goes_first(const sched *sc, const srv_session *ss, double at, double now, double period)
 {
     int live = atomic_load(&sc->live);
-    return ss->frame_cost_ms * (live > 1 ? live : 1) <= sc->n * period;
+    double turn = ss->frame_cost_ms * (live > 1 ? live : 1);
+    return turn * (at < ss->due_ms ? 2 : 1) <= sc->n * period || now - at > turn + 2 * period;
 }
 
 /* The session to step now (claimed, a reference held); NULL when none is due, *wake_at then
- * when the first will be (sc->lock held). Of the due sessions nobody steps, a light one
- * (within_share) before the others, and of those alike the most overdue. So a light session
- * beside heavy ones keeps its rate (it waits for a worker, not for each heavy one in turn),
- * and sessions that want more than their share take turns, each one frame, slowing together
- * (their shares in frames, not in time: a volume dragged more often costs less a frame, so
- * shares in time drift apart, the sessions stepped most getting ever cheaper). */
+ * when the first will be (sc->lock held). Of the due sessions nobody steps, one that goes
+ * first (goes_first) before the others, and of those alike the most overdue. So a light
+ * session beside heavy ones keeps its rate (it waits for a worker, not for each heavy one in
+ * turn), and sessions that want more than their share take turns, each one frame, slowing
+ * together (their shares in frames, not in time: a volume dragged more often costs less a
+ * frame, so shares in time drift apart, the sessions stepped most getting ever cheaper).
+ * Live: the ready sessions watched or with events waiting. */
 static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now, double period,
                                  double *wake_at)
 {
     srv_session *pick = NULL;
     double pick_at = 0;
-    int pick_light = 0, live = 0;
+    int pick_first = 0, live = 0;
     (void)wk; /* every worker looks at every session */
     *wake_at = now + period;
     for (int i = 0; i < s->cfg.max_sessions; i++) {
-        int pending;
-        srv_session *ss = hold_slot(s, i, &pending);
+        int pending, watched;
+        srv_session *ss = hold_slot(s, i, &pending, &watched);
         if (!ss)
             continue;
-        live++;
+        live += watched || pending;
         if (ss->stepping) { /* another worker's; its beat is the stepper's to write */
             srv_session_put(s, ss);
             continue;
         }
         double at = wants_step_at(ss, pending, period);
-        int light = within_share(sc, ss, period);
-        if (at <= now && (!pick || light > pick_light || (light == pick_light && at < pick_at))) {
+        int first = at <= now && goes_first(sc, ss, at, now, period);
+        if (at <= now && (!pick || first > pick_first || (first == pick_first && at < pick_at))) {
             if (pick)
                 srv_session_put(s, pick);
-            pick = ss, pick_at = at, pick_light = light;
+            pick = ss, pick_at = at, pick_first = first;
             continue;
         }
         if (at > now && at < *wake_at)
@@ -495,8 +504,8 @@ static int pick_group(srv *s, sched *sc, double now, double period, srv_session 
         return 1;
     int n = 1;
     for (int i = 0; i < s->cfg.max_sessions && n < sc->batch_max; i++) {
-        int pending;
-        srv_session *ss = hold_slot(s, i, &pending);
+        int pending, watched;
+        srv_session *ss = hold_slot(s, i, &pending, &watched);
         if (!ss)
             continue;
         if (ss->stepping || ss->scene != scene || ss->replay ||
@@ -508,13 +517,6 @@ static int pick_group(srv *s, sched *sc, double now, double period, srv_session 
         group[n++] = ss;
     }
     return n;
-}
-
-static double thread_cpu_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 /* Every worker steps every session, one at a time each (the stepping flag): a session
@@ -544,9 +546,12 @@ static void *worker_main(void *arg)
         }
         int n = pick_group(s, sc, now, period, group), news[SRV_STEP_BATCH_MAX];
         pthread_mutex_unlock(&sc->lock);
-        double began = thread_cpu_ms();
-        run_sessions(s, wk, group, n, news);
-        double cpu_ms = (thread_cpu_ms() - began) / n; /* a batch's time, shared alike */
+        /* What the frames held the worker (wall time: what a share of the workers is, its
+         * writes to the disk and its helper threads' time included), shared alike by the
+         * sessions that stepped; one asleep cost nothing. */
+        double began = srv_now_ms();
+        int awake[SRV_STEP_BATCH_MAX], nawake = run_sessions(s, wk, group, n, news, awake);
+        double held_ms = nawake ? (srv_now_ms() - began) / nawake : 0.0;
         for (int k = 0; k < n; k++) {
             srv_session *ss = group[k];
             if (news[k])
@@ -558,8 +563,8 @@ static void *worker_main(void *arg)
         }
         pthread_mutex_lock(&sc->lock);
         for (int k = 0; k < n; k++) {
-            double *cost = &group[k]->frame_cost_ms;
-            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * cpu_ms : cpu_ms;
+            double *cost = &group[k]->frame_cost_ms, ms = awake[k] ? held_ms : 0.0;
+            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;
             group[k]->stepping = 0;
             srv_session_put(s, group[k]);
         }

@@ -73,11 +73,12 @@ size_t sim_softbody_model_bytes(const sim_softbody_model *m)
     size_t n = (size_t)m->n, ne = (size_t)m->nedge, nt = (size_t)m->ntet, nb = (size_t)m->nbound;
     size_t f = sizeof(float), i = sizeof(int32_t);
     size_t b = sizeof *m + n * 3 * f + (size_t)m->ntri * 3 * sizeof(uint32_t) + ne * (2 * i + f) +
-               ((size_t)m->ecol.n + 1) * sizeof(int);
+               (ne + 2) * sizeof(int); /* colours: sized by the edges */
     b += m->evol ? ne * SIM_SOFTBODY_NREGION * f : 0;
     b += m->q ? n * 3 * f : 0;
     b += m->vt_start ? (n + 1) * i + (size_t)m->ntri * 6 * i : 0;
-    b += nt * (4 * i + 1 + f + 4 * i + 1 + i) + ((size_t)m->tcol.n + 1) * sizeof(int); /* tets */
+    b += nt * (4 * i + 1 + f + 4 * i + 1 + i) +
+         (m->tcol.start ? (nt + 2) * sizeof(int) : 0);           /* tets */
     b += nb * (1 + 4 * f + i) + (size_t)m->nembed * (i + 4 * f); /* springs, embedding */
     return b;
 }

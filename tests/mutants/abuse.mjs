@@ -126,8 +126,8 @@ export default [
   {
     name: 'sessions dealt to workers by slot again (a heavy session stalls its worker\'s others)',
     file: 'server/sched.c',
-    find: '    for (int i = 0; i < s->cfg.max_sessions; i++) {\n        int pending;\n        srv_session *ss = hold_slot(s, i, &pending);\n        if (!ss)\n            continue;\n        live++;',
-    replace: '    for (int i = wk->index; i < s->cfg.max_sessions; i += sc->n) {\n        int pending;\n        srv_session *ss = hold_slot(s, i, &pending);\n        if (!ss)\n            continue;\n        live++;',
+    find: '    for (int i = 0; i < s->cfg.max_sessions; i++) {\n        int pending, watched;\n        srv_session *ss = hold_slot(s, i, &pending, &watched);\n        if (!ss)\n            continue;\n        live += watched || pending;',
+    replace: '    for (int i = wk->index; i < s->cfg.max_sessions; i += sc->n) {\n        int pending, watched;\n        srv_session *ss = hold_slot(s, i, &pending, &watched);\n        if (!ss)\n            continue;\n        live += watched || pending;',
     build: server,
     test: node('fairness'),
     caught_by: 'fairness: a heavy session beside a small one: ...',
@@ -297,8 +297,8 @@ export default [
   {
     name: 'GET /api/sessions/ID keeps the session\'s reference (it can never be freed)',
     file: 'server/http.c',
-    find: '    cJSON *j = session_json(s, ss, 0);\n    srv_session_put(s, ss);',
-    replace: '    cJSON *j = session_json(s, ss, 0);',
+    find: '    cJSON *j = session_json(s, ss, 0, reveal);\n    srv_session_put(s, ss);',
+    replace: '    cJSON *j = session_json(s, ss, 0, reveal);',
     build: ['$BUILD/fuzz/fuzz_http'],
     test: '$BUILD/fuzz/fuzz_http -runs=2000 -seed=1 tests/fuzz/corpus/http',
     caught_by: 'fuzz_http (make fuzz-smoke): every reference a request takes is given back',

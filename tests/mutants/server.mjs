@@ -142,8 +142,8 @@ export default [
   {
     name: 'scheduler takes the first due session in slot order, not the most overdue',
     file: 'server/sched.c',
-    find: '(!pick || light > pick_light || (light == pick_light && at < pick_at))) {',
-    replace: '(!pick || light > pick_light || (light == pick_light && at < pick_at && 0))) {',
+    find: '(!pick || first > pick_first || (first == pick_first && at < pick_at))) {',
+    replace: '(!pick || first > pick_first || (first == pick_first && at < pick_at && 0))) {',
     build: server,
     test: node('fairness', '16 busy sessions'),
     caught_by: 'fairness: 16 busy sessions: every session gets a frame rate within 25% of the others',
@@ -151,8 +151,8 @@ export default [
   {
     name: 'scheduler takes the most overdue session, light or not (a light one waits for each heavy one in turn)',
     file: 'server/sched.c',
-    find: '(!pick || light > pick_light || (light == pick_light && at < pick_at))) {',
-    replace: '(!pick || at < pick_at || (light > pick_light && 0))) {',
+    find: '(!pick || first > pick_first || (first == pick_first && at < pick_at))) {',
+    replace: '(!pick || at < pick_at || (first > pick_first && 0))) {',
     build: server,
     test: node('fairness', 'one worker'),
     caught_by: 'fairness: one worker, two heavy sessions and a small one: the small one steps after every heavy step',
@@ -160,8 +160,8 @@ export default [
   {
     name: 'a frame\'s cost never measured (every session looks light)',
     file: 'server/sched.c',
-    find: '            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * cpu_ms : cpu_ms;',
-    replace: '            *cost = 0 * cpu_ms;',
+    find: '            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;',
+    replace: '            *cost = 0 * ms;',
     build: server,
     test: node('fairness', 'one worker'),
     caught_by: 'fairness: one worker, two heavy sessions and a small one: the small one steps after every heavy step',

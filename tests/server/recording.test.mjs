@@ -603,13 +603,20 @@ test('a recording made on the default volume replays on a server with another de
     await d2.until(() => stateOf(d2)?.replay?.ended, 20000, 'the replay\'s end');
     assert.equal(stateOf(d2).replay.same_state, true, 'the replay ended at another state');
     await d2.close();
-    const named = await upload(b.base, craft(file, (h) => {
-      h.default = { file: '/etc/passwd', series: '', fit: 4194304, preset: 'default' };
-    }));
-    assert.equal(named.status, 202, named.text);
-    const st = await built(b.base, JSON.parse(named.text).id);
-    assert.equal(st.state, 'failed', JSON.stringify(st));
-    assert.match(st.error, /made on another server's default volume \(\/etc\/passwd\), which this server does not have/);
+    // Defaults a recording may not have this server make: a file, a label map (each would be
+    // read), a phantom over --max-elements (made before any check), a preset it does not know.
+    for (const [def, why] of [
+      [{ file: '/etc/passwd', series: '', fit: 4194304, preset: 'default' }, /made on another server's default volume \(\/etc\/passwd\), which this server does not have/],
+      [{ phantom: [24, 24, 16], labels: '/etc/passwd', label_classes: '1=bone', preset: 'default' }, /made on another server's default volume \(\/etc\/passwd\)/],
+      [{ phantom: [4096, 4096, 4096], preset: 'default' }, /not told as this server tells one, or is over --max-elements/],
+      [{ phantom: [24, 24, 16], preset: 'bogus' }, /not told as this server tells one/],
+    ]) {
+      const named = await upload(b.base, craft(file, (h) => { h.default = def; }));
+      assert.equal(named.status, 202, named.text);
+      const st = await built(b.base, JSON.parse(named.text).id);
+      assert.equal(st.state, 'failed', JSON.stringify(st));
+      assert.match(st.error, why, JSON.stringify(def));
+    }
   } finally {
     assert.equal(await b.stop(), 0);
   }
