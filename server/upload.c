@@ -9,9 +9,10 @@
  * dims against the limits) before the rest is taken and before anything big is allocated.
  * Once whole, the session is made at once in state "loading" and a loader thread of its own
  * builds the scene (reading, fitting, body, surfaces), so no HTTP thread ever waits on a
- * volume; the session turns "ready", or "failed" with the reader's words. An uploaded file
- * lives until it is read (unless kept in --volume-dir): refused, failed, read, or the
- * request cut off, it is removed.
+ * volume; the session turns "ready", or "failed" with the reader's words. Refused, failed,
+ * or the request cut off, an uploaded file is removed; read, it is kept while its session
+ * lives (restarts, recordings). Our directory goes when the server stops; one a crashed
+ * server left is removed by the next server to start (sweep_crashed).
  *
  * Threads: the srv_upload_* calls run on HTTP threads, one request at a time each; the
  * loaders on their own threads. g->lock guards the loader table and the in-flight count. */
@@ -23,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scene.h"
@@ -52,6 +55,7 @@ typedef struct loader {
 
 typedef struct uploads {
     char tmpdir[512]; /* ours, 0700 */
+    int alive_fd;     /* tmpdir/.alive, locked while we run (sweep_crashed) */
     pthread_mutex_t lock;
     int inflight; /* uploads arriving + loaders running */
     loader loaders[MAX_INFLIGHT];
@@ -580,6 +584,43 @@ srv_session *srv_volume_session(srv *s, const char *name, const char *owner, int
 
 /* ------------------------------------------------------------ start, stop */
 
+static void empty_dir(const char *dir);
+
+/* Upload directories (softcast-uploads-*) that a server of ours left when it crashed: their
+ * .alive lock is free (a running server holds its own for its life). Removed, with what they
+ * held (its users' files, kept while their sessions lived). A directory with no .alive is
+ * another server's being made, or one from before the lock: left alone until an hour old. */
+static void sweep_crashed(const char *base, const char *ours)
+{
+    DIR *d = opendir(base);
+    struct dirent *e;
+    char dir[1024], alive[1100];
+    while (d && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (strncmp(e->d_name, "softcast-uploads-", 17) ||
+            snprintf(dir, sizeof dir, "%s/%s", base, e->d_name) >= (int)sizeof dir ||
+            !strcmp(dir, ours) || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        snprintf(alive, sizeof alive, "%s/.alive", dir);
+        int fd = open(alive, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int crashed = fd >= 0 ? flock(fd, LOCK_EX | LOCK_NB) == 0
+                              : errno == ENOENT && time(NULL) - st.st_mtime > 3600;
+        if (crashed) {
+            empty_dir(dir);
+            if (rmdir(dir) == 0)
+                fprintf(stderr,
+                        "softcast-server: removed %s, the uploads of a server that stopped "
+                        "without removing them (a crash)\n",
+                        dir);
+        }
+        if (fd >= 0)
+            close(fd); /* and with it the lock */
+    }
+    if (d)
+        closedir(d);
+}
+
 int srv_uploads_init(srv *s, char *err, size_t err_sz)
 {
     uploads *g = calloc(1, sizeof *g);
@@ -596,13 +637,27 @@ int srv_uploads_init(srv *s, char *err, size_t err_sz)
         free(g);
         return -1;
     }
+    char alive[600];
+    snprintf(alive, sizeof alive, "%s/.alive", g->tmpdir);
+    g->alive_fd = open(alive, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (g->alive_fd < 0 || flock(g->alive_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, err_sz, "cannot lock %s: %s", alive, strerror(errno));
+        if (g->alive_fd >= 0)
+            close(g->alive_fd), unlink(alive);
+        rmdir(g->tmpdir);
+        free(g);
+        return -1;
+    }
+    sweep_crashed(tmp && tmp[0] && strlen(tmp) < 400 ? tmp : "/tmp", g->tmpdir);
     if (s->cfg.volume_dir[0]) {
         struct stat st;
         if (stat(s->cfg.volume_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
             access(s->cfg.volume_dir, W_OK | X_OK) != 0) {
             snprintf(err, err_sz, "--volume-dir %s: not a directory this server can write to",
                      s->cfg.volume_dir);
+            empty_dir(g->tmpdir);
             rmdir(g->tmpdir);
+            close(g->alive_fd);
             free(g);
             return -1;
         }
@@ -656,6 +711,7 @@ void srv_uploads_fini(srv *s)
             pthread_join(g->loaders[i].thread, NULL);
     empty_dir(g->tmpdir);
     rmdir(g->tmpdir);
+    close(g->alive_fd);
     pthread_mutex_destroy(&g->lock);
     free(g);
     s->uploads = NULL;

@@ -186,13 +186,28 @@ static sim_status extract_entry(zip_t *z, zip_int64_t i, const char *root, const
     return SIM_OK;
 }
 
+/* Why a .zip did not open, in words: above all a file of another kind given a .zip name. */
+static sim_status open_failed(const char *path, int code, char *err, size_t err_sz)
+{
+    if (code == ZIP_ER_NOZIP)
+        return sc_fail(err, err_sz, SIM_ERR_FORMAT,
+                       "%s: not a zip archive, though named .zip (a NIfTI or DICOM file is read "
+                       "under its own extension: .nii, .nii.gz, .dcm)",
+                       path);
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, code);
+    sim_status st = sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: not a readable .zip: %s", path,
+                            zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return st;
+}
+
 sim_status vol_zip_check(const char *path, uint64_t max_bytes, char *err, size_t err_sz)
 {
     int code = 0;
     zip_t *z = zip_open(path, ZIP_RDONLY, &code);
     if (!z)
-        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: not a readable .zip (libzip error %d)",
-                       path, code);
+        return open_failed(path, code, err, err_sz);
     sim_status st = check_entries(z, path, max_bytes ? max_bytes : VZ_DEFAULT_MAX, err, err_sz);
     zip_discard(z);
     return st;
@@ -205,8 +220,7 @@ sim_status vol_unzip(const char *path, uint64_t max_bytes, char *dir, size_t dir
     dir[0] = 0;
     zip_t *z = zip_open(path, ZIP_RDONLY, &code);
     if (!z)
-        return sc_fail(err, err_sz, SIM_ERR_FORMAT, "%s: not a readable .zip (libzip error %d)",
-                       path, code);
+        return open_failed(path, code, err, err_sz);
     sim_status st = check_entries(z, path, max_bytes ? max_bytes : VZ_DEFAULT_MAX, err, err_sz);
     const char *tmp = getenv("TMPDIR");
     if (st == SIM_OK && (snprintf(dir, dir_sz, "%s/softcast-zip-XXXXXX",

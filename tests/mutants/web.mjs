@@ -17,6 +17,15 @@ const capeGrab = 'node --test --test-name-pattern "cloth crowd|press on a cape" 
 
 export default [
   {
+    name: 'the panel labels an array\'s elements by their index alone ("0 (HU)")',
+    file: 'web-client/src/core/panel.mjs',
+    find: '    return (/^\\d+$/.test(rest) && k > 0 ? ',
+    replace: '    return (0 && /^\\d+$/.test(rest) && k > 0 ? ',
+    build: [],
+    test: 'node --test tests/e2e/labels.test.mjs',
+    caught_by: 'labels: the panel labels rows by what differs, an array\'s elements with its name',
+  },
+  {
     name: 'frames decoded on the page\'s main thread (the wire module in the page, no Worker)',
     file: 'web-client/src/core/connection.mjs',
     find: "this.worker = new Worker(new URL('./wire.js', import.meta.url), { type: 'module' });",

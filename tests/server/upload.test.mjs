@@ -498,3 +498,32 @@ test('an upload\'s name and its failure are told to its token holders and the op
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// A server killed outright (no clean-up) leaves its upload directory, and in it the files
+// kept for its sessions: its users' scans. The next server started on the same TMPDIR
+// removes it (its lock is free) and says so; a running server's directory is left alone.
+test('a crashed server\'s uploads are removed by the next server to start; a running one\'s are kept', async () => {
+  const tmpdir = tmp('softcast-crash-');
+  const servers = [];
+  const start = async () => { const x = await startServer([], { env: { TMPDIR: tmpdir } }); servers.push(x); return x; };
+  try {
+    const a = await start();
+    const r = await upload(a.base, 'Doe_Jane.nii', ctNifti([24, 24, 16], [1, 1, 2]));
+    assert.equal(r.status, 202, r.text);
+    assert.equal((await settle(a.base, r.json.id)).state, 'ready');
+    const crashed = a.info.upload_dir;
+    assert.ok(fs.readdirSync(crashed).some((f) => f.startsWith(r.json.id) && f.endsWith('.nii')), 'the scan kept while its session lives');
+    a.proc.kill('SIGKILL');
+    await withTimeout(new Promise((res) => a.proc.once('exit', res)), 10000, 'the kill');
+    servers.shift();
+    assert.ok(fs.existsSync(crashed), 'a killed server cleans nothing up');
+    const b = await start();
+    assert.ok(!fs.existsSync(crashed), 'the crashed server\'s uploads are still there');
+    assert.match(b.stderr(), new RegExp(`removed ${crashed.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, the uploads of a server that stopped without removing them`));
+    await start();
+    assert.ok(fs.existsSync(b.info.upload_dir), 'a running server\'s uploads were removed');
+  } finally {
+    for (const x of servers) assert.equal(await x.stop(), 0, x.stderr());
+    fs.rmSync(tmpdir, { recursive: true, force: true });
+  }
+});

@@ -664,6 +664,17 @@ TEST(dicom_zip_read_as_its_folder_traversal_links_and_bombs_refused)
         CHECKF(count_entries(tmp) == 0, "%s: %d left in the temporary folder", bad[b].e.name,
                count_entries(tmp));
     }
+    /* A file of another kind named .zip (a NIfTI's first bytes): said in words, not by
+     * libzip's error number. */
+    FILE *f = fopen(zp, "wb");
+    REQUIRE(f != NULL);
+    unsigned char nifti_start[512] = {0x5c, 0x01}; /* sizeof_hdr 348, little-endian */
+    fwrite(nifti_start, 1, sizeof nifti_start, f);
+    fclose(f);
+    st = sim_volume_load_file(&v, zp, &o, &info, err, sizeof err);
+    CHECKF(st == SIM_ERR_FORMAT && strstr(err, "not a zip archive, though named .zip") &&
+               !strstr(err, "libzip error"),
+           "err: %s", err);
     /* Past the caller's total: refused from the headers. */
     REQUIRE(zip_folder(dir, zp, NULL, 0));
     o.zip_max_bytes = 1000;

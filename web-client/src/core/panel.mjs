@@ -21,12 +21,16 @@ const show = (v) => String(Number(v.toPrecision(6)));
 
 /** Labels inside a group: the part after the dotted prefix every name of the group
  *  shares ("a.b.x", "a.b.y" -> "x", "y"); underscores read as spaces. */
-function labels(names) {
+export function paramLabels(names) {
   const parts = names.map((n) => n.split('.'));
   let k = 0;
   if (names.length > 1)
     while (parts.every((p) => p.length > k + 1 && p[k] === parts[0][k])) k++;
-  return parts.map((p) => p.slice(k).join('.').replaceAll('_', ' '));
+  return parts.map((p) => {
+    const rest = p.slice(k).join('.');
+    // An array's element alone ("0 (HU)") says nothing: it keeps its array's name.
+    return (/^\d+$/.test(rest) && k > 0 ? `${p[k - 1]} ${rest}` : rest).replaceAll('_', ' ');
+  });
 }
 
 export class ParamPanel {
@@ -53,7 +57,7 @@ export class ParamPanel {
       groups.get(p.group).push(p);
     }
     const sections = [...groups].map(([group, ps]) => {
-      const names = labels(ps.map((p) => p.name));
+      const names = paramLabels(ps.map((p) => p.name));
       return h('details', { class: 'param-group', open: true, dataset: { group } },
         h('summary', {}, group || 'parameters'),
         ps.map((p, i) => this.row(p, names[i])));
