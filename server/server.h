@@ -225,6 +225,10 @@ typedef struct srv_session {
     uint32_t epoch;      /* bumped when frame numbers start again lower (srv_session_rewind) */
     int nclients;
     int ndrive_conns; /* of them, on the control token (SRV_DRIVER_CONNS at most) */
+    /* The driver closed control (set_control open false): with nobody driving, a viewer's
+     * request_control is refused; only the control token, or a driver's handover, gives
+     * control (a class whose instructor's connection drops stays the instructor's). */
+    int control_closed;
     uint32_t driver;  /* client id holding control (0: none) */
     int paused;
     char *params_json;      /* current parameters, a JSON object (state messages) */

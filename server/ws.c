@@ -295,6 +295,7 @@ static char *state_text(const ws_ctx *w, srv_client *c)
     }
     cJSON_AddNumberToObject(j, "clients", ss->nclients);
     cJSON_AddBoolToObject(j, "paused", ss->paused);
+    cJSON_AddBoolToObject(j, "control_open", !ss->control_closed);
     cJSON_AddNumberToObject(j, "rate_hz", w->s->cfg.rate_hz); /* frame f is at f / rate_hz s */
     srv_replay_describe(ss, j);
     if (ss->driver == c->id) /* the driver may share the viewer link */
@@ -395,16 +396,22 @@ static void on_ping(ws_ctx *w, srv_client *c, const proto_envelope *env)
     queue_text(c, text);
 }
 
-/* Nobody drives: the asker does. Otherwise the driver is asked and decides. */
+/* Nobody drives: the asker does, unless the driver closed control. Otherwise the driver is
+ * asked and decides. */
 static void on_request_control(ws_ctx *w, srv_client *c, const proto_envelope *env)
 {
     pthread_mutex_lock(&c->ss->lock);
     uint32_t d = c->ss->driver;
-    if (!d)
+    int closed = !d && c->ss->control_closed;
+    if (!d && !closed)
         c->ss->driver = c->id;
     pthread_mutex_unlock(&c->ss->lock);
     srv_client *dc = d ? find_client(w, c->ss, d) : NULL;
-    if (!d) {
+    if (closed) {
+        queue_error(w, c, env->seq, "control closed",
+                    "the driver keeps control of this session: its control link takes it, "
+                    "or a driver hands it over");
+    } else if (!d) {
         send_role(c, "role");
         state_changed(w, c->ss);
     } else if (d == c->id) {
@@ -437,6 +444,20 @@ static void on_handover(ws_ctx *w, srv_client *c, const proto_envelope *env)
     state_changed(w, c->ss);
 }
 
+/* The driver opens or closes control to viewers while nobody drives ({"open": bool}). */
+static void on_set_control(ws_ctx *w, srv_client *c, const proto_envelope *env)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(env->msg, "open");
+    if (!cJSON_IsBool(o)) {
+        queue_error(w, c, env->seq, "bad message", "\"open\" must be true or false");
+        return;
+    }
+    pthread_mutex_lock(&c->ss->lock);
+    c->ss->control_closed = cJSON_IsFalse(o);
+    pthread_mutex_unlock(&c->ss->lock);
+    state_changed(w, c->ss);
+}
+
 static const struct {
     const char *name;
     int driver_only;
@@ -445,6 +466,7 @@ static const struct {
     {"ping", 0, on_ping},
     {"request_control", 0, on_request_control},
     {"handover", 1, on_handover},
+    {"set_control", 1, on_set_control},
     {"pause", 1, on_pause},
     {"resume", 1, on_resume},
     {"record_start", 1, on_record_start},

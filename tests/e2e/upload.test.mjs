@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { OUT, openPage, closePage } from './browser.mjs';
-import { writeNifti1 } from '../server/harness.mjs';
+import { writeNifti1, uploadsIn } from '../server/harness.mjs';
 import { storedZip, crc32 } from '../../web-client/src/core/upload.mjs';
 
 let srv, browser, dir;
@@ -76,7 +76,7 @@ test('a NIfTI dropped on the lobby: upload and loading progress, then a session 
   assert.ok((await page.evaluate(() => window.softcast.pixels3d())).lit > 1000, 'the body is drawn');
   await page.screenshot({ path: `${OUT}/upload.png` });
   // Kept, as one file named for its session, while the session lives (restarts, recordings).
-  const kept = fs.readdirSync(srv.info.upload_dir);
+  const kept = uploadsIn(srv.info.upload_dir);
   assert.ok(kept.length === 1 && /^s\d+-\d+-[0-9a-f]+-.*\.nii$/.test(kept[0]), `kept: ${kept}`);
   await ctx.close();
 });

@@ -7,6 +7,24 @@ const node = (file, pattern) =>
 
 export default [
   {
+    name: 'closed control ignored (a student takes control while the instructor is away)',
+    file: 'server/ws.c',
+    find: '    int closed = !d && c->ss->control_closed;',
+    replace: '    int closed = !d && c->ss->control_closed && 0;',
+    build: server,
+    test: node('classroom', 'closes control'),
+    caught_by: 'classroom: the driver closes control: while nobody drives a student cannot take it, the control token can',
+  },
+  {
+    name: 'set_control taken from a viewer (a student opens control for itself)',
+    file: 'server/ws.c',
+    find: '    {"set_control", 1, on_set_control},',
+    replace: '    {"set_control", 0, on_set_control},',
+    build: server,
+    test: node('classroom', 'closes control'),
+    caught_by: 'classroom: the driver closes control: while nobody drives a student cannot take it, the control token can',
+  },
+  {
     name: 'the control token holds any number of connections (exempt from the address cap, it is a way round it)',
     file: 'server/ws.c',
     find: '    else if (driver && ss->ndrive_conns >= SRV_DRIVER_CONNS) /* (the text says 8) */',

@@ -59,6 +59,39 @@ test('request control: the driver is asked and hands over; with no driver the as
   await d.close();
 });
 
+// An instructor whose connection drops must not find a student driving: the driver may close
+// control (set_control, open false). With nobody driving, a viewer's request is then refused
+// saying so, and the control token still takes control; opened again, the next viewer to ask
+// gets it. Every client's state says which; only the driver may set it.
+test('the driver closes control: while nobody drives a student cannot take it, the control token can', async () => {
+  const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
+  const d = await new Client(wsUrl(s, s.control_token)).open();
+  const v = await new Client(wsUrl(s, s.view_token)).open();
+  await v.until(() => lastState(v)?.clients === 2, 5000, 'viewer state');
+  assert.equal(lastState(v).control_open, true, 'open unless closed');
+  v.send({ type: 'set_control', seq: 1, open: false });
+  await v.until(() => v.texts.some((t) => t.error === 'not the driver'), 5000, 'a viewer may not close it');
+  d.send({ type: 'set_control', seq: 1, open: false });
+  await v.until(() => lastState(v)?.control_open === false, 5000, 'closed, told to all');
+  await d.close();
+  await v.until(() => lastState(v)?.driver === null, 5000, 'nobody drives');
+  v.send({ type: 'request_control', seq: 2 });
+  await v.until(() => v.texts.some((t) => t.type === 'error' && t.error === 'control closed'), 5000, 'refused');
+  assert.match(v.texts.find((t) => t.error === 'control closed').detail, /its control link takes it/);
+  assert.equal(lastState(v).role, 'viewer');
+  const d2 = await new Client(wsUrl(s, s.control_token)).open();
+  await d2.until(() => lastState(d2)?.role === 'driver', 5000, 'the control token drives');
+  d2.send({ type: 'set_control', seq: 1, open: 'no' });
+  await d2.until(() => d2.texts.some((t) => t.error === 'bad message' && /open/.test(t.detail)), 5000, 'a bad value');
+  d2.send({ type: 'set_control', seq: 2, open: true });
+  await v.until(() => lastState(v)?.control_open === true, 5000, 'opened');
+  await d2.close();
+  await v.until(() => lastState(v)?.driver === null, 5000, 'nobody drives again');
+  v.send({ type: 'request_control', seq: 3 });
+  await v.until(() => lastState(v)?.role === 'driver', 5000, 'the student drives (control open)');
+  await v.close();
+});
+
 // The instructor's page reloads while a student drives: the control token takes control
 // again at once, and the student is told so (its role, as well as the next state).
 test('the control token joining takes control back; the driver it displaced is told its role', async () => {

@@ -334,3 +334,9 @@ export function ctNifti([nx, ny, nz], spacing) {
   fs.rmSync(dir, { recursive: true, force: true });
   return b;
 }
+
+// What a server's upload directory holds: users' files (kept, or arriving as .file-*), not
+// the lock a running server holds there (.alive: upload.c's sweep of crashed servers' ones).
+export function uploadsIn(dir) {
+  return fs.readdirSync(dir).filter((f) => f !== '.alive');
+}

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { startServer, api, withTimeout, Client, ctNifti, wsUrl, heldPost } from './harness.mjs';
+import { startServer, api, withTimeout, Client, ctNifti, wsUrl, heldPost, uploadsIn } from './harness.mjs';
 
 const tmp = (p) => fs.mkdtempSync(path.join(os.tmpdir(), p));
 const DATA = process.env.SOFTCAST_DATA ?? new URL('../../build/data', import.meta.url).pathname;
@@ -55,7 +55,7 @@ async function settle(base, id, ms = 60000) {
   }
 }
 
-const leftIn = (dir) => fs.readdirSync(dir);
+const leftIn = uploadsIn; // users' files left, not a running server's lock
 
 
 test('upload: a NIfTI becomes a session, loading then ready, told as it is, its file kept while the session lives', async () => {

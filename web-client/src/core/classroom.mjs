@@ -2,7 +2,8 @@
 // control and handing it over) and the session's own buttons (reset, pause), the same in
 // every scene. Values come from the server's state messages; viewers see them disabled.
 // The markup is index.html's #panel (#role, #viewers, #copy-link, #request-control,
-// #requests, #reset, #pause, #record, #download-recording, and #replay in a replay session).
+// #control-open, #requests, #reset, #pause, #record, #download-recording, and #replay in a
+// replay session).
 import { h } from './dom.mjs';
 
 export class Classroom {
@@ -25,6 +26,9 @@ export class Classroom {
       this.requestBtn.disabled = true;
     });
     this.requests = root.querySelector('#requests');
+    // The driver's: whether a viewer may take control while nobody drives.
+    this.controlOpen = root.querySelector('#control-open');
+    this.controlOpen.addEventListener('change', () => this.conn.send('set_control', { open: this.controlOpen.checked }));
     // Recording: the driver starts and stops it; the file comes with the control token.
     this.recording = false;
     this.recordBtn = root.querySelector('#record');
@@ -85,12 +89,14 @@ export class Classroom {
         : this.replay.same_state ? 'ended: the same state as the recording' : 'ended: the state differs from the recording';
     }
     this.requestBtn.hidden = this.driver;
-    if (this.driver) {
-      this.requestBtn.textContent = 'Request control';
-      this.requestBtn.disabled = false;
-    } else {
-      this.requests.replaceChildren();
+    this.controlOpen.checked = st.control_open !== false;
+    this.root.querySelector('#control-open-row').hidden = !this.driver;
+    const closed = !st.driver && st.control_open === false;
+    if (this.driver || closed || this.requestBtn.textContent === 'Control is closed') {
+      this.requestBtn.textContent = closed ? 'Control is closed' : 'Request control';
+      this.requestBtn.disabled = closed;
     }
+    if (!this.driver) this.requests.replaceChildren();
   }
 
   /** A viewer asked the driver for control. */
