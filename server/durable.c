@@ -62,9 +62,12 @@ struct srv_durable {
 typedef struct snap_head {
     char magic[8];
     uint64_t next_lsn, frame;
-    uint32_t paused, last_seq;
+    uint32_t flags, last_seq; /* SNAP_PAUSED, SNAP_CONTROL_CLOSED */
     uint64_t raw_bytes, z_bytes, hash;
 } snap_head;
+
+#define SNAP_PAUSED         1u /* the session was paused */
+#define SNAP_CONTROL_CLOSED 2u /* its driver closed control (set_control: ws.c) */
 
 static int g_lock_fd = -1; /* DIR/lock, held while the server runs (one server per DIR) */
 
@@ -519,8 +522,9 @@ int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash)
         h.next_lsn = d->next_lsn;
         h.frame = ss->frame_no;
         pthread_mutex_lock(&ss->lock);
-        h.paused = (uint32_t)ss->paused;
+        h.flags = (ss->paused ? SNAP_PAUSED : 0) | (ss->control_closed ? SNAP_CONTROL_CLOSED : 0);
         h.last_seq = ss->last_seq;
+        ss->snapshot_soon = 0;
         pthread_mutex_unlock(&ss->lock);
         h.raw_bytes = raw.n;
         h.z_bytes = zn;
@@ -547,8 +551,11 @@ int srv_durable_snapshot(srv *s, srv_session *ss, uint64_t *hash)
 void srv_durable_after_step(srv *s, srv_session *ss)
 {
     srv_durable *d = ss->durable;
+    pthread_mutex_lock(&ss->lock);
+    int soon = ss->snapshot_soon; /* a setting the log does not hold changed (set_control) */
+    pthread_mutex_unlock(&ss->lock);
     if (d && !d->broken && !ss->replay && ss->frame_no != d->snapshot_frame &&
-        srv_now_ms() - d->snapshot_ms >= 1000.0 * s->cfg.snapshot_interval_s)
+        (soon || srv_now_ms() - d->snapshot_ms >= 1000.0 * s->cfg.snapshot_interval_s))
         (void)srv_durable_snapshot(s, ss, NULL);
 }
 
@@ -634,7 +641,7 @@ typedef struct replay {
     const srv_scene_i *scene;
     void *data;
     uint64_t frame;
-    int paused;
+    int paused, control_closed;
     uint32_t last_seq;
     uint64_t next_lsn;  /* the first record not yet in the state */
     int events, ticks;  /* replayed */
@@ -773,7 +780,8 @@ static int restore_snapshot(replay *r, const char *dir, char *err, size_t err_sz
         goto out;
     }
     r->frame = h.frame;
-    r->paused = (int)h.paused;
+    r->paused = (h.flags & SNAP_PAUSED) != 0;
+    r->control_closed = (h.flags & SNAP_CONTROL_CLOSED) != 0;
     r->last_seq = h.last_seq;
     r->next_lsn = h.next_lsn;
     rc = 0;
@@ -936,6 +944,7 @@ static int restore_one(srv *s, const char *dir, const cJSON *meta, char *err, si
         adopt_kept(s, dir, meta, scene, r.data, r.paused, r.frame, r.last_seq, 0, err, err_sz);
     if (!ss)
         return -1;
+    ss->control_closed = r.control_closed; /* before any client joins */
     srv_durable *d = ss->durable;
     if (ftruncate(d->log_fd, (off_t)r.valid_bytes) != 0 && r.valid_bytes < n)
         fprintf(stderr, "softcast-server: session %s: cannot cut its log's torn end\n", id);

@@ -229,7 +229,8 @@ typedef struct srv_session {
      * request_control is refused; only the control token, or a driver's handover, gives
      * control (a class whose instructor's connection drops stays the instructor's). */
     int control_closed;
-    uint32_t driver; /* client id holding control (0: none) */
+    int snapshot_soon; /* kept under --state-dir: snapshot at the next frame (durable.c) */
+    uint32_t driver;   /* client id holding control (0: none) */
     int paused;
     char *params_json;      /* current parameters, a JSON object (state messages) */
     uint32_t state_version; /* bumped when clients, driver, pause or parameters change */

@@ -454,6 +454,7 @@ static void on_set_control(ws_ctx *w, srv_client *c, const proto_envelope *env)
     }
     pthread_mutex_lock(&c->ss->lock);
     c->ss->control_closed = cJSON_IsFalse(o);
+    c->ss->snapshot_soon = 1; /* kept across a restart by the next snapshot (durable.c) */
     pthread_mutex_unlock(&c->ss->lock);
     state_changed(w, c->ss);
 }

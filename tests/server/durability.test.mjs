@@ -85,6 +85,44 @@ test('SIGTERM mid-drag: the session comes back with the same state, links and to
   }
 });
 
+// A class's closed control (set_control) survives the server: it is in the snapshot taken
+// at the next frame (the log holds events, not settings), so a crash right after still keeps
+// it, and a student cannot take the session while the instructor reconnects.
+test('closed control comes back after a crash: a student cannot take the session meanwhile', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
+  try {
+    const a = await startServer([...DIMS, '--state-dir', dir]);
+    let s;
+    try {
+      s = (await api(a.base, 'POST', '/api/sessions', {})).json;
+      const d = await new Client(wsUrl(s, s.control_token)).open();
+      await d.until(() => d.frames.length > 0, 10000, 'first frame');
+      const snap = join(dir, 'sessions', s.id, 'snapshot');
+      const before = existsSync(snap) ? readFileSync(snap) : Buffer.alloc(0);
+      d.send({ type: 'set_control', seq: 1, open: false });
+      await d.until(() => d.texts.filter((t) => t.type === 'state').at(-1)?.control_open === false, 5000, 'closed');
+      for (const t0 = Date.now(); !existsSync(snap) || readFileSync(snap).equals(before); await tick(20))
+        assert.ok(Date.now() - t0 < 10000, 'no snapshot after the setting changed');
+    } finally {
+      a.proc.kill('SIGKILL'); // the crash, or the end of a failed test
+      await withTimeout(once(a.proc, 'exit'), 10000, 'killed');
+    }
+    const b = await restart(a, dir);
+    try {
+      const v = await new Client(wsUrl(s, s.view_token)).open();
+      await v.until(() => v.texts.some((t) => t.type === 'state'), 10000, 'state');
+      assert.equal(v.texts.filter((t) => t.type === 'state').at(-1).control_open, false);
+      v.send({ type: 'request_control', seq: 1 });
+      await v.until(() => v.texts.some((t) => t.error === 'control closed'), 5000, 'refused');
+      await v.close();
+    } finally {
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('SIGKILL: every acknowledged event comes back from the log; a deleted session does not', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'softcast-state-'));
   try {
