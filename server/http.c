@@ -212,8 +212,8 @@ static int holds_operator_key(srv *s, struct MHD_Connection *conn)
     return s->cfg.api_key[0] && operator_ok(s, conn);
 }
 
-/* A token sent as Authorization: Bearer, or as ?token= (NULL: none). */
-static const char *bearer_or_query_token(struct MHD_Connection *conn)
+/* The bearer token of a request (or its ?token=); NULL: none. */
+static const char *bearer(struct MHD_Connection *conn)
 {
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     return auth && !strncmp(auth, "Bearer ", 7)
@@ -645,15 +645,6 @@ static enum MHD_Result sessions(srv *s, struct MHD_Connection *conn, const char 
     return send_json(conn, 200, j);
 }
 
-/* The bearer token of a request (or its ?token=). */
-static const char *bearer(struct MHD_Connection *conn)
-{
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    return auth && !strncmp(auth, "Bearer ", 7)
-               ? auth + 7
-               : MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
-}
-
 /* GET /api/sessions/{id}/recording: the last recording's file, for the control token. */
 static enum MHD_Result download_recording(srv *s, struct MHD_Connection *conn, const char *id)
 {
@@ -718,7 +709,7 @@ static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const ch
         return download_recording(s, conn, sid);
     }
     if (!strcmp(method, "DELETE")) {
-        int rc = srv_session_delete(s, id, bearer_or_query_token(conn));
+        int rc = srv_session_delete(s, id, bearer(conn));
         if (rc == 204)
             return send_body(conn, 204, "application/json", "", 0);
         return send_error(conn, (unsigned)rc, rc == 404 ? "unknown session" : "forbidden",
@@ -729,10 +720,9 @@ static enum MHD_Result one_session(srv *s, struct MHD_Connection *conn, const ch
     srv_session *ss = srv_session_get(s, id);
     if (!ss)
         return send_error(conn, 404, "unknown session", id);
-    const char *tok = bearer_or_query_token(conn);
-    int reveal =
-        holds_operator_key(s, conn) ||
-        (tok && (srv_token_equal(tok, ss->control_token) || srv_token_equal(tok, ss->view_token)));
+    const char *tok = bearer(conn);
+    int reveal = holds_operator_key(s, conn) || srv_token_equal(tok, ss->control_token) ||
+                 srv_token_equal(tok, ss->view_token);
     cJSON *j = session_json(s, ss, 0, reveal);
     srv_session_put(s, ss);
     return send_json(conn, 200, j);

@@ -208,16 +208,21 @@ static int64_t vol_fit_budget(void)
     return fit > g_vol.max_elements ? g_vol.max_elements : fit;
 }
 
-/* How a user's file is read: fitted to the budget, or (--fit-elements 0) refused when over
+/* How a file is read: fitted to fit elements, or (fit 0: --fit-elements 0) refused when over
  * --max-elements by its stored dims. */
-static sim_volume_load_opts vol_load_opts(void)
+static sim_volume_load_opts load_opts_fitted(int64_t fit)
 {
     sim_volume_load_opts lo = sim_default_volume_load_opts();
-    int64_t fit = vol_fit_budget();
     lo.fit_elements = (size_t)fit;
     if (fit == 0)
         lo.limits.max_elements = (size_t)g_vol.max_elements;
     return lo;
+}
+
+/* A user's file: fitted to the server's budget. */
+static sim_volume_load_opts vol_load_opts(void)
+{
+    return load_opts_fitted(vol_fit_budget());
 }
 
 /* A phantom's facts, as a file's would be told. */
@@ -288,10 +293,7 @@ static sim_status source_model(const vol_source *src, int log, sim_volume_model 
         return SIM_ERR_ARG;
     }
     if (src->path[0]) {
-        sim_volume_load_opts lo = sim_default_volume_load_opts();
-        lo.fit_elements = (size_t)src->fit;
-        if (src->fit == 0)
-            lo.limits.max_elements = (size_t)g_vol.max_elements;
+        sim_volume_load_opts lo = load_opts_fitted(src->fit);
         lo.series_uid = src->series; /* the operator's pick, for --volume alone */
         st = sim_volume_load_file(&v, src->path, &lo, info, err, err_sz);
         if (st == SIM_OK && log)
@@ -515,16 +517,9 @@ static int source_of_json(const cJSON *j, vol_source *src)
         return -1;
     if (src->path[0])
         return srv_json_int_in(fit, 0, 1e15) ? (src->fit = (int64_t)fit->valuedouble, 0) : -1;
-    if (!cJSON_IsArray(ph) || cJSON_GetArraySize(ph) != 3)
-        return -1;
-    for (int k = 0; k < 3; k++) {
-        const cJSON *e = cJSON_GetArrayItem(ph, k);
-        if (!srv_json_int_in(e, 8, 4096))
-            return -1;
-        src->dims[k] = (int)e->valuedouble;
-    }
-    /* Before a phantom of them is made (a recording is anyone's upload). */
-    return (int64_t)src->dims[0] * src->dims[1] * src->dims[2] <= g_vol.max_elements ? 0 : -1;
+    /* As a session's "dims" are: within --max-elements before a phantom of them is made (a
+     * recording is anyone's upload). */
+    return parse_dims(ph, src->dims, why, sizeof why) == 201 ? 0 : -1;
 }
 
 /* A session on the server's default: which one, for its origin (durable.c). */

@@ -99,8 +99,8 @@ export default [
   {
     name: 'a recording\'s default phantom made whatever its size',
     file: 'server/scene_volume.c',
-    find: '    return (int64_t)src->dims[0] * src->dims[1] * src->dims[2] <= g_vol.max_elements ? 0 : -1;',
-    replace: '    return (int64_t)src->dims[0] * src->dims[1] * src->dims[2] <= g_vol.max_elements ? 0 : 0;',
+    find: '    return parse_dims(ph, src->dims, why, sizeof why) == 201 ? 0 : -1;',
+    replace: '    return parse_dims(ph, src->dims, why, sizeof why) != 400 ? 0 : -1;',
     build: server,
     test: 'node --test --test-name-pattern "made on the default volume replays" tests/server/recording.test.mjs',
     caught_by: 'recording: a recording made on the default volume replays on a server with another default',
@@ -126,8 +126,8 @@ export default [
   {
     name: 'a session\'s own tokens not looked at (its maker\'s page sees "an upload")',
     file: 'server/http.c',
-    find: '        (tok && (srv_token_equal(tok, ss->control_token) || srv_token_equal(tok, ss->view_token)));',
-    replace: '        (tok && 0 && (srv_token_equal(tok, ss->control_token) || srv_token_equal(tok, ss->view_token)));',
+    find: '    int reveal = holds_operator_key(s, conn) || srv_token_equal(tok, ss->control_token) ||\n                 srv_token_equal(tok, ss->view_token);',
+    replace: '    int reveal = holds_operator_key(s, conn) || (0 && srv_token_equal(tok, ss->control_token)) ||\n                 (0 && srv_token_equal(tok, ss->view_token));',
     build: server,
     test: 'node --test --test-name-pattern "token holders and the operator" tests/server/upload.test.mjs',
     caught_by: 'upload: an upload\'s name and its failure are told to its token holders and the operator only',

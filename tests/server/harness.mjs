@@ -70,6 +70,19 @@ export function withTimeout(p, ms, what) {
   ]);
 }
 
+// A response read whole: { status, json (null when not JSON), text }.
+function bodyOf(res) {
+  return new Promise((resolve) => {
+    let text = '';
+    res.on('data', (d) => { text += d; });
+    res.on('end', () => {
+      let json = null;
+      try { json = JSON.parse(text); } catch { /* not JSON */ }
+      resolve({ status: res.statusCode, json, text });
+    });
+  });
+}
+
 // A POST whose body the test sends by hand (req.write, req.end, or its headers alone with
 // req.flushHeaders()): `response` resolves on the answer ({ status, json, text }) even while
 // the body is unsent, `closed` when the socket closes. localAddress picks the client's
@@ -81,17 +94,7 @@ export function heldPost(base, path, headers = {}, { localAddress } = {}) {
     headers: { 'content-type': 'application/octet-stream', ...headers },
   });
   req.on('error', () => {}); // the server may close the socket once it answered
-  const response = new Promise((resolve) => {
-    req.on('response', (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json = null;
-        try { json = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode, json, text });
-      });
-    });
-  });
+  const response = new Promise((resolve) => req.on('response', (res) => resolve(bodyOf(res))));
   const closed = new Promise((resolve) => req.on('close', resolve));
   return { req, response, closed };
 }
@@ -101,15 +104,8 @@ export function heldPost(base, path, headers = {}, { localAddress } = {}) {
 export function rawRequest(url, { method, body, headers = {}, ...opts }) {
   const mod = url.startsWith('https:') ? https : http;
   return new Promise((resolve, reject) => {
-    const r = mod.request(url, { method, headers: { 'content-type': 'application/json', ...headers }, ...opts }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json = null;
-        try { json = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode, json, text });
-      });
-    });
+    const r = mod.request(url, { method, headers: { 'content-type': 'application/json', ...headers }, ...opts },
+      (res) => resolve(bodyOf(res)));
     r.on('error', reject);
     r.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
   });
