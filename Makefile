@@ -86,13 +86,13 @@ TEST_C   := $(filter-out tests/fuzz/fuzz_ws.c tests/fuzz/fuzz_http.c,$(wildcard 
 TEST_CPP := $(wildcard tests/sim/*.cpp)
 BENCH_C  := $(wildcard tests/bench/*.c tests/scenes/*.c)
 
-# The bench's peer for the cloth: Bullet's soft bodies, when installed (bench only).
-BULLET_H := $(wildcard /usr/include/bullet/btBulletDynamicsCommon.h)
-ifneq ($(BULLET_H),)
-  BENCH_CXX_O  = $(patsubst %.cpp,$(REL)/%.cpp.o,$(wildcard tests/bench/*.cpp))
-  BENCH_DEFS   = -DSOFTCAST_HAVE_BULLET=1
-  BULLET_LIBS  = -lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++
-endif
+# The bench's peers for the cloth and the soft body: Bullet's soft bodies, when installed
+# (bench only). Looked for at recipe time like NIfTI: on a fresh machine `deps` installs it
+# during the same make. The .cpp peers are always compiled (empty without Bullet).
+BULLET_H = $(wildcard /usr/include/bullet/btBulletDynamicsCommon.h)
+BENCH_CXX_O = $(patsubst %.cpp,$(REL)/%.cpp.o,$(wildcard tests/bench/*.cpp))
+BENCH_DEFS = $(if $(BULLET_H),-DSOFTCAST_HAVE_BULLET=1)
+BULLET_LIBS = $(if $(BULLET_H),-lBulletSoftBody -lBulletDynamics -lBulletCollision -lLinearMath -lstdc++)
 
 LIBS = $(NIFTI_LIBS) $(DICOM_LIBS) $(CHOLMOD_LIBS) $(MESHOPT_LIBS) $(CUDA_LIBS) -lm
 # The protocol (and later the server) need these; the sim and the bench do not.
@@ -153,9 +153,10 @@ $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libso
 	$(CC) $(OPENMP) -o $@ $^ $(BULLET_LIBS) $(LIBS)
 
 $(REL)/tests/bench/bench_cloth.o $(REL)/tests/bench/bench_softbody_peer.o: REL_CFLAGS += $(BENCH_DEFS)
-$(REL)/%.cpp.o: %.cpp
+$(REL)/tests/bench/%.cpp.o: tests/bench/%.cpp $(BUILD)/rel.flags
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -isystem /usr/include/bullet -MMD -MP -c -o $@ $<
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror $(if $(BULLET_H),$(BENCH_DEFS) -isystem /usr/include/bullet) \
+	    -MMD -MP -c -o $@ $<
 
 bench-bin: $(BUILD)/softcast-bench
 
@@ -276,7 +277,7 @@ $(BUILD)/softcast-protogen: $(REL)/tests/protocol/gen_vectors.o $(PROTO_C:%.c=$(
 $(BUILD)/rel.flags $(BUILD)/test.flags: $(BUILD)/%.flags: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(FLAGS_$*)' | cmp -s - $@ 2>/dev/null || printf '%s\n' '$(FLAGS_$*)' >$@
-FLAGS_rel = $(CC) $(REL_CFLAGS) $(CXX) $(REL_CXXFLAGS) $(LIBS)
+FLAGS_rel = $(CC) $(REL_CFLAGS) $(CXX) $(REL_CXXFLAGS) $(LIBS) $(BENCH_DEFS)
 FLAGS_test = $(CC) $(TST_CFLAGS) $(CXX) $(TST_CXXFLAGS) $(LIBS)
 
 $(REL)/%.o: %.c $(BUILD)/rel.flags

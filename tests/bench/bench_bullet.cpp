@@ -7,6 +7,7 @@
 // generateBendingConstraints(2) would add every distance-2 pair instead, 2.7 times as
 // many). Stiffness and damping come from the caller (bench_cloth.c), converted from ours.
 // Linked into the bench only, when Bullet is installed.
+#if SOFTCAST_HAVE_BULLET
 #include <BulletSoftBody/btSoftBodyHelpers.h>
 #include <BulletSoftBody/btSoftBodyRigidBodyCollisionConfiguration.h>
 #include <BulletSoftBody/btSoftRigidDynamicsWorld.h>
@@ -101,3 +102,5 @@ extern "C" int bench_bullet_hanging(bench_bullet_sheet *s)
     delete sheet;
     return 0;
 }
+
+#endif /* SOFTCAST_HAVE_BULLET */

@@ -6,6 +6,7 @@
 // appended too, but Bullet's solver does not constrain them (volume is kept by the links
 // alone: it has no per-tet volume constraint). Linked into the bench only, when Bullet is
 // installed.
+#if SOFTCAST_HAVE_BULLET
 #include <BulletSoftBody/btSoftBodyHelpers.h>
 #include <BulletSoftBody/btSoftBodyRigidBodyCollisionConfiguration.h>
 #include <BulletSoftBody/btSoftRigidDynamicsWorld.h>
@@ -92,3 +93,5 @@ extern "C" int bench_bullet_tet_box(bench_bullet_tets *t)
     world.removeRigidBody(&floor_body);
     return 0;
 }
+
+#endif /* SOFTCAST_HAVE_BULLET */

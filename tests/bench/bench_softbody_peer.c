@@ -11,6 +11,7 @@
 #include "tests/bench/bench_softbody.h"
 #include "tests/scenes/softbody_scenes.h"
 
+#if SOFTCAST_HAVE_BULLET
 /* Bullet's kLST per region: one XPBD iteration from a zero multiplier moves an edge's ends by
  * w / (w + alpha / h^2) of its error (w: the two inverse masses), a PBD link by kLST: the
  * mean of the first over the region's edges (an edge goes to the region lending it the most
@@ -32,6 +33,8 @@ static void peer_klst(const sim_softbody_model *m, const sim_softbody_state *s, 
     for (int r = 0; r < SIM_SOFTBODY_NREGION; r++)
         klst[r] = cnt[r] > 0.0 ? sum[r] / cnt[r] : 1.0;
 }
+
+#endif
 
 void bench_softbody_peer(const sim_softbody_model *m, const sim_softbody_state *s, int frames,
                          const bench_sb_figures *full, const bench_sb_figures *edges_only)
