@@ -14,6 +14,8 @@ const upload = (pattern) => `node --test --test-name-pattern "${pattern}" tests/
 const radview = 'node --test --test-name-pattern "radiological convention" tests/e2e/radview.test.mjs';
 const radviewPlot = 'node --test --test-name-pattern "plot after a release" tests/e2e/radview.test.mjs';
 const capeGrab = 'node --test --test-name-pattern "cloth crowd|press on a cape" tests/e2e/client.test.mjs';
+const controlOpen = 'node --test tests/e2e/controlopen.test.mjs';
+const controlOpenBy = 'e2e controlopen "the driver closes control from its checkbox: a viewer cannot take it while nobody drives; checked again, it can"';
 
 export default [
   {
@@ -302,5 +304,33 @@ export default [
     find: 'regrab = !!at && !(this.restAt && at.every((x, b) => x === this.restAt[b]));',
     replace: 'regrab = !!at;',
     build, test: radviewPlot, caught_by: 'e2e radview "the plot after a release under condition B ..." (frames missing from the plot, under --keyframe-every 5)',
+  },
+  {
+    name: 'the control-open box sends open: true whatever it shows (the driver cannot close control)',
+    file: 'web-client/src/core/classroom.mjs',
+    find: "this.conn.send('set_control', { open: this.controlOpen.checked })",
+    replace: "this.conn.send('set_control', { open: true })",
+    build, test: controlOpen, caught_by: `${controlOpenBy} (control_open false never in the server's state)`,
+  },
+  {
+    name: 'the control-open row shown to viewers',
+    file: 'web-client/src/core/classroom.mjs',
+    find: "this.root.querySelector('#control-open-row').hidden = !this.driver;",
+    replace: "this.root.querySelector('#control-open-row').hidden = false;",
+    build, test: controlOpen, caught_by: `${controlOpenBy} (the row visible on the viewer's page)`,
+  },
+  {
+    name: 'closed control not shown to a viewer while nobody drives (its button still offers "Request control")',
+    file: 'web-client/src/core/classroom.mjs',
+    find: 'const closed = !st.driver && st.control_open === false;',
+    replace: 'const closed = false && !st.driver && st.control_open === false;',
+    build, test: controlOpen, caught_by: `${controlOpenBy} (no "Control is closed")`,
+  },
+  {
+    name: 'the control-open box not set from the state (a returning driver sees it checked while closed)',
+    file: 'web-client/src/core/classroom.mjs',
+    find: 'this.controlOpen.checked = st.control_open !== false;',
+    replace: 'void st.control_open;',
+    build, test: controlOpen, caught_by: `${controlOpenBy} (the returning driver's box checked)`,
   },
 ];
