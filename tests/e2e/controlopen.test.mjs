@@ -119,6 +119,14 @@ test('the driver closes control from its checkbox: a viewer cannot take it while
       await until(viewer, () => window.softcast.st.state.control_open === true, null, 'the viewer\'s page told control is open');
       assert.equal(await driver2.locator('#control-open').isChecked(), true);
 
+      // The viewer asks this driver, which does not answer: the button waits. Then the
+      // driver leaves: the request is moot and the button may be used again.
+      await viewer.click('#request-control');
+      await until(driver2, () => document.querySelectorAll('#requests [data-from]').length === 1, null,
+        'the driver shown the viewer\'s request');
+      v = await shows(viewer);
+      assert.deepEqual(v.request, { hidden: false, text: 'Asked the driver', disabled: true });
+
       // The driver leaves again: with control open the viewer asks and drives at once, and
       // now its own page shows the row, checked.
       await driver2.context().close();

@@ -333,4 +333,11 @@ export default [
     replace: 'void st.control_open;',
     build, test: controlOpen, caught_by: `${controlOpenBy} (the returning driver's box checked)`,
   },
+  {
+    name: 'a viewer\'s request waits for ever (its driver gone, the button still says "Asked the driver")',
+    file: 'web-client/src/core/classroom.mjs',
+    find: 'if (this.driver || closed || !st.driver || st.driver !== this.askedOf) this.askedOf = undefined;',
+    replace: 'if (this.driver || closed) this.askedOf = undefined;',
+    build, test: controlOpen, caught_by: `${controlOpenBy} (the button still "Asked the driver" once nobody drives)`,
+  },
 ];

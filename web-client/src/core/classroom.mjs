@@ -6,11 +6,16 @@
 // replay session).
 import { h } from './dom.mjs';
 
+// A request the driver has not answered in this long may be made again.
+const ASK_AGAIN_MS = 20000;
+
 export class Classroom {
   constructor(root, conn, { viewerLink }) {
     this.root = root;
     this.conn = conn;
     this.driver = false;
+    this.drivenBy = null; // the driver's name, from the last state
+    this.askedOf = undefined; // the driver this page asked for control, while it waits
     root.querySelector('#reset').addEventListener('click', () => this.conn.send('reset'));
     this.pauseBtn = root.querySelector('#pause');
     this.pauseBtn.addEventListener('click', () => this.conn.send(this.paused ? 'resume' : 'pause'));
@@ -22,8 +27,17 @@ export class Classroom {
     this.requestBtn = root.querySelector('#request-control');
     this.requestBtn.addEventListener('click', () => {
       this.conn.send('request_control');
+      this.askedOf = this.drivenBy; // pending while that driver drives
       this.requestBtn.textContent = 'Asked the driver';
       this.requestBtn.disabled = true;
+      // The driver may ignore a request, and nothing says so: the page may ask again later.
+      clearTimeout(this.askAgain);
+      this.askAgain = setTimeout(() => {
+        if (this.askedOf === undefined || this.driver) return;
+        this.askedOf = undefined;
+        this.requestBtn.textContent = 'Ask again';
+        this.requestBtn.disabled = false;
+      }, ASK_AGAIN_MS);
     });
     this.requests = root.querySelector('#requests');
     // The driver's: whether a viewer may take control while nobody drives.
@@ -91,11 +105,15 @@ export class Classroom {
     this.requestBtn.hidden = this.driver;
     this.controlOpen.checked = st.control_open !== false;
     this.root.querySelector('#control-open-row').hidden = !this.driver;
+    // The request button follows the state: closed with nobody driving; waiting while the
+    // driver asked still drives (it may hand over or ignore us); else free to ask again.
+    this.drivenBy = st.driver ?? null;
     const closed = !st.driver && st.control_open === false;
-    if (this.driver || closed || this.requestBtn.textContent === 'Control is closed') {
-      this.requestBtn.textContent = closed ? 'Control is closed' : 'Request control';
-      this.requestBtn.disabled = closed;
-    }
+    if (this.driver || closed || !st.driver || st.driver !== this.askedOf) this.askedOf = undefined;
+    const waiting = this.askedOf !== undefined;
+    const again = this.requestBtn.textContent === 'Ask again' && st.driver;
+    this.requestBtn.textContent = closed ? 'Control is closed' : waiting ? 'Asked the driver' : again ? 'Ask again' : 'Request control';
+    this.requestBtn.disabled = closed || waiting;
     if (!this.driver) this.requests.replaceChildren();
   }
 
