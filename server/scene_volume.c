@@ -375,6 +375,8 @@ typedef struct vol_scene {
     int clamp_noticed;    /* the driver was told that this pull stops at the box */
     sim_volume_info info; /* the dataset, as the lobby and the session show it */
     const char *source;   /* "default", "phantom" or "file" */
+    vol_source made_on;   /* "default": the default it was made on (this server's or, built
+                           * again after a restart under other flags, the one it had) */
     /* The probe after the last step: the grabbed region's mean rest and present positions
      * (world mm), a segment between them, its speed (mm/s) at both ends. */
     float probe_pos[VOL_PROBE_NVERT * 3], probe_speed[VOL_PROBE_NVERT], probe_at[3];
@@ -454,6 +456,7 @@ static int vol_create(sim_backend *b, const cJSON *opts, void **out, char *err, 
     v->model = g_vol.model;
     v->info = g_vol.info;
     v->source = "default";
+    v->made_on = g_source;
     if (dj) {
         sim_volume vol;
         if (sim_volume_phantom(&vol, dims[0], dims[1], dims[2], err, err_sz) != SIM_OK)
@@ -525,9 +528,10 @@ static int source_of_json(const cJSON *j, vol_source *src)
 /* A session on the server's default: which one, for its origin (durable.c). */
 static cJSON *vol_origin_default(const void *scene)
 {
-    if (strcmp(((const vol_scene *)scene)->source, "default"))
+    const vol_scene *v = scene;
+    if (strcmp(v->source, "default"))
         return NULL; /* a phantom of its own dims, or a user's file: its options or file say */
-    return source_json(&g_source);
+    return source_json(&v->made_on);
 }
 
 /* A session made on a default built again: as vol_create on the server's default when it is
@@ -569,7 +573,8 @@ static int vol_create_default(sim_backend *b, const cJSON *opts, const cJSON *de
         return status == 201 ? (snprintf(err, err_sz, "out of memory"), 500) : status;
     *out = v;
     strcpy(v->preset, preset);
-    v->source = was.path[0] ? "file" : "phantom";
+    v->source = "default"; /* still the one it was made on: a later restart builds it again */
+    v->made_on = was;
     sim_status st = source_model(&was, 0, &v->model, &v->info, err, err_sz);
     if (st != SIM_OK) {
         size_t at = strlen(err);

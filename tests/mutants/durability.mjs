@@ -16,6 +16,15 @@ export default [
     caught_by: 'durability: a restart with another default volume builds the one each session was made on again (one kept without its default: set aside, naming the flags)',
   },
   {
+    name: 'a session built again on the default it was made on says it is a phantom or a file of its own',
+    file: 'server/scene_volume.c',
+    find: '    v->source = "default"; /* still the one it was made on: a later restart builds it again */',
+    replace: '    v->source = was.path[0] ? "file" : "phantom";',
+    build: server,
+    test: node('another default volume builds'),
+    caught_by: 'durability: a restart with another default volume builds the one each session was made on again (its dataset.source)',
+  },
+  {
     name: 'a kept file found at the path meta.json wrote (a copied state directory reads and deletes the original\'s)',
     file: 'server/durable.c',
     find: '    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(origin, "kept")))',

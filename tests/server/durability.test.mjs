@@ -359,6 +359,8 @@ test('a restart with another default volume builds the one each session was made
     try {
       assert.equal(logged(b, onPhantom.id, 'restored').hash, logged(a, onPhantom.id, 'saved').hash);
       assert.deepEqual(await dimsOf(b, onPhantom), [24, 24, 16], 'its own phantom, as it was made');
+      assert.equal((await api(b.base, 'GET', `/api/sessions/${onPhantom.id}`)).json.dataset.source, 'default',
+        'still the default it was made on');
       assert.match(b.stderr(), new RegExp(`session ${older.id} cannot come back: snapshot: .*\\(the session was made on the server's default volume, which --volume, --dims and --fit-elements set: start the server with those it had\\)`));
       onFile = await made(b);
       fileDims = await dimsOf(b, onFile);
@@ -371,7 +373,9 @@ test('a restart with another default volume builds the one each session was made
       for (const s of [onPhantom, onFile])
         assert.equal(logged(c, s.id, 'restored').hash, logged(b, s.id, 'saved').hash, `session ${s.id}`);
       assert.deepEqual(await dimsOf(c, onFile), fileDims, 'the file it was made on, read again');
-      assert.equal((await api(c.base, 'GET', `/api/sessions/${onFile.id}`)).json.dataset.format, 'nifti');
+      const again = (await api(c.base, 'GET', `/api/sessions/${onFile.id}`)).json.dataset;
+      assert.equal(again.format, 'nifti');
+      assert.equal(again.source, 'default', 'still the default it was made on');
     } finally {
       assert.equal(await c.stop(), 0, c.stderr());
     }
