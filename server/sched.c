@@ -437,16 +437,23 @@ static double wants_step_at(const srv_session *ss, int pending, double period)
     return pending && early < ss->due_ms ? early : ss->due_ms;
 }
 
-/* Whether a session goes before the others when due: its frames at the rate it asks for
- * take no more than its share of the workers (their time over the live sessions at the last
- * look; a session stepped early for events waiting asks for two frames a beat): a light
- * session; or it has waited past what its turn among them takes (a session starved by light
- * ones comes first all the same). */
+/* Whether a session is light: its frames at the rate it asks for take no more than its share
+ * of the workers (their time over the live sessions at the last look; a session stepped early
+ * for events waiting asks for two frames a beat). */
+static int is_light(const sched *sc, const srv_session *ss, double at, double period)
+{
+    int live = atomic_load(&sc->live);
+    double turn = ss->frame_cost_ms * (live > 1 ? live : 1);
+    return turn * (at < ss->due_ms ? 2 : 1) <= sc->n * period;
+}
+
+/* Whether a due session goes before the others: a light one; or one that has waited past
+ * what its turn among them takes (a session starved by light ones comes first all the same). */
 static int goes_first(const sched *sc, const srv_session *ss, double at, double now, double period)
 {
     int live = atomic_load(&sc->live);
     double turn = ss->frame_cost_ms * (live > 1 ? live : 1);
-    return turn * (at < ss->due_ms ? 2 : 1) <= sc->n * period || now - at > turn + 2 * period;
+    return is_light(sc, ss, at, period) || now - at > turn + 2 * period;
 }
 
 /* The session to step now (claimed, a reference held); NULL when none is due, *wake_at then
@@ -458,7 +465,7 @@ static int goes_first(const sched *sc, const srv_session *ss, double at, double 
  * frame, so shares in time drift apart, the sessions stepped most getting ever cheaper).
  * Live: the ready sessions watched or with events waiting. */
 static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now, double period,
-                                 double *wake_at)
+                                 double *wake_at, int *light)
 {
     srv_session *pick = NULL;
     double pick_at = 0;
@@ -488,16 +495,20 @@ static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now
         srv_session_put(s, ss);
     }
     atomic_store(&sc->live, live);
-    if (pick)
+    if (pick) {
         pick->stepping = 1;
+        *light = is_light(sc, pick, pick_at, period);
+    }
     return pick;
 }
 
 /* With the picked session (group[0]), the other sessions of its scene due within half a
  * period that nobody steps, claimed, up to sc->batch_max in all: the backend steps them in one
  * batch (on CUDA one set of launches and read-backs for all), and stepping a session a little
- * early lines its beat up with the others'. Returns the group's size (sc->lock held). */
-static int pick_group(srv *s, sched *sc, double now, double period, srv_session **group)
+ * early lines its beat up with the others'. Light sessions batch with light ones only, heavy
+ * with heavy (is_light): a batch's frames end together, so a light session batched with a
+ * heavy one would wait for it. Returns the group's size (sc->lock held). */
+static int pick_group(srv *s, sched *sc, double now, double period, int light, srv_session **group)
 {
     const srv_scene_i *scene = group[0]->scene;
     if (sc->batch_max < 2 || !scene->step_many || group[0]->replay)
@@ -508,8 +519,10 @@ static int pick_group(srv *s, sched *sc, double now, double period, srv_session 
         srv_session *ss = hold_slot(s, i, &pending, &watched);
         if (!ss)
             continue;
-        if (ss->stepping || ss->scene != scene || ss->replay ||
-            wants_step_at(ss, pending, period) > now + 0.5 * period) {
+        double at = ss->stepping || ss->scene != scene || ss->replay
+                        ? now + period /* not to be taken */
+                        : wants_step_at(ss, pending, period);
+        if (at > now + 0.5 * period || is_light(sc, ss, at, period) != light) {
             srv_session_put(s, ss);
             continue;
         }
@@ -539,12 +552,13 @@ static void *worker_main(void *arg)
         }
         double now = srv_now_ms(), wake_at;
         srv_session *group[SRV_STEP_BATCH_MAX];
-        group[0] = pick_session(s, sc, wk, now, period, &wake_at);
+        int light = 0;
+        group[0] = pick_session(s, sc, wk, now, period, &wake_at, &light);
         if (!group[0]) {
             wait_until(sc, s, wake_at);
             continue;
         }
-        int n = pick_group(s, sc, now, period, group), news[SRV_STEP_BATCH_MAX];
+        int n = pick_group(s, sc, now, period, light, group), news[SRV_STEP_BATCH_MAX];
         pthread_mutex_unlock(&sc->lock);
         /* What the frames held the worker (wall time: what a share of the workers is, its
          * writes to the disk and its helper threads' time included), shared alike by the

@@ -185,6 +185,15 @@ export default [
     caught_by: 'fairness: one worker, two heavy sessions and a small one: the small one steps after every heavy step',
   },
   {
+    name: 'a batch takes due sessions of its scene light or heavy (a light one waits for the heavy ones\' steps)',
+    file: 'server/sched.c',
+    find: '        if (at > now + 0.5 * period || is_light(sc, ss, at, period) != light) {',
+    replace: '        if (at > now + 0.5 * period || (light && 0)) {',
+    build: server,
+    test: node('fairness', 'stepped together'),
+    caught_by: 'fairness: one worker, sessions stepped together: the small one is not batched with the heavy ones',
+  },
+  {
     name: 'softcast-load (C) leaves the sessions it made behind when a run fails',
     file: 'deploy/load/softcast-load.c',
     find: '    delete_sessions(&g_run);\n    exit(1);',

@@ -120,9 +120,10 @@ test('a heavy session beside a small one: the small one keeps its frame rate and
 // waited for both heavy ones in turn (half as many frames). Counted in steps, so the
 // machine's speed does not matter: the small session's frames at least 3/4 of the heavy ones'
 // together.
-test('one worker, two heavy sessions and a small one: the small one steps after every heavy step', { timeout: 180000 }, async () => {
-  const one = await startServer(['--workers', '1', '--rate', String(RATE), '--max-elements', '2000000']);
+async function oneWorker(more) {
+  const one = await startServer(['--workers', '1', '--rate', String(RATE), '--max-elements', '2000000', ...more]);
   const frames = async (s) => metric(one.base, 'softcast_session_frames_total', s.id);
+  const batched = async (s) => metric(one.base, 'softcast_session_batched_steps_total', s.id);
   try {
     const dims = [64, 64, 40];
     const heavy = [await make({ dims }, one.base), await make({ dims }, one.base)];
@@ -134,22 +135,40 @@ test('one worker, two heavy sessions and a small one: the small one steps after 
         await d.client.until(() => d.client.frames.length >= 2, 60000, 'the heavy sessions stepping');
       const stepMs = Math.max(...await Promise.all(heavy.map((s) => metric(one.base, 'softcast_session_step_ms', s.id))));
       const before = await Promise.all([...heavy, small].map(frames));
+      const batchedBefore = await Promise.all([...heavy, small].map(batched));
       // Long enough for about 16 heavy steps (at least 3 s, at most 60).
       const dragged = await drag(small, Math.min(60000, Math.max(3000, 16 * stepMs)));
       const after = await Promise.all([...heavy, small].map(frames));
       const d = after.map((n, k) => n - before[k]);
-      r = { stepMs, heavy: d[0] + d[1], small: d[2], fps: dragged.fps };
+      const b = (await Promise.all([...heavy, small].map(batched))).map((n, k) => n - batchedBefore[k]);
+      r = { stepMs, heavy: d[0] + d[1], small: d[2], fps: dragged.fps, heavyBatched: b[0] + b[1], smallBatched: b[2] };
     } finally {
       for (const d of drivers) await d.stop();
     }
-    console.log(`# one worker: heavy steps ${r.stepMs.toFixed(0)} ms; in the small session's drag the heavy ones stepped ${r.heavy} times and the small ` +
+    console.log(`# one worker${more.length ? ` (${more.join(' ')})` : ''}: heavy steps ${r.stepMs.toFixed(0)} ms; in the small session's drag the heavy ones stepped ${r.heavy} times and the small ` +
       `one ${r.small} (${r.fps.toFixed(1)} frames/s)`);
     assert.ok(r.stepMs > 2 * PERIOD_MS, `the heavy sessions are not heavy: ${r.stepMs} ms a step`);
     assert.ok(r.heavy >= 10, `too few heavy steps to judge: ${JSON.stringify(r)}`);
-    assert.ok(r.small >= 0.75 * r.heavy, `the small session waited for both heavy ones: ${JSON.stringify(r)}`);
+    return r;
   } finally {
     assert.equal(await one.stop(), 0, one.stderr());
   }
+}
+
+test('one worker, two heavy sessions and a small one: the small one steps after every heavy step', { timeout: 180000 }, async () => {
+  const r = await oneWorker([]);
+  assert.ok(r.small >= 0.75 * r.heavy, `the small session waited for both heavy ones: ${JSON.stringify(r)}`);
+});
+
+// The same with sessions stepped together (--step-batch, CUDA's default): a batch's frames
+// end together, so the small session is batched with light sessions only (here none), never
+// with the heavy ones it would wait for, which are stepped together. It steps after every
+// batch of them (two heavy steps).
+test('one worker, sessions stepped together: the small one is not batched with the heavy ones', { timeout: 180000 }, async () => {
+  const r = await oneWorker(['--step-batch', '4']);
+  assert.ok(r.heavyBatched >= 10, `the heavy sessions were not stepped together: ${JSON.stringify(r)}`);
+  assert.equal(r.smallBatched, 0, `the small session was batched with the heavy ones: ${JSON.stringify(r)}`);
+  assert.ok(r.small >= 0.75 * r.heavy / 2, `the small session waited for more than one batch: ${JSON.stringify(r)}`);
 });
 
 // Many busy sessions (issue 14, item 2): 16 sessions dragged at once on two workers, asked
