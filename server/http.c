@@ -515,6 +515,10 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
       (unsigned long long)atomic_load(&s->batched_steps));
     M("# TYPE softcast_step_batches_total counter\nsoftcast_step_batches_total %llu\n",
       (unsigned long long)atomic_load(&s->step_batches));
+    M("# HELP softcast_express_steps_total Light sessions' steps taken by the express worker "
+      "while every worker was stepping.\n# TYPE softcast_express_steps_total counter\n"
+      "softcast_express_steps_total %llu\n",
+      (unsigned long long)atomic_load(&s->express_steps));
     M("# TYPE softcast_uptime_seconds gauge\nsoftcast_uptime_seconds %.1f\n",
       (srv_now_ms() - (double)s->started_ms) / 1000.0);
 #undef M

@@ -25,6 +25,10 @@ static const char k_usage[] =
     "  --step-batch N                sessions of a scene a worker steps together, 1 to 64\n"
     "                                (default: 64 on CUDA, one batch of launches for all;\n"
     "                                1 on the CPU, where the workers share the sessions)\n"
+    "  --express-worker 0|1          1: one more thread steps the light sessions whose frames\n"
+    "                                are short while every worker is stepping (a step is\n"
+    "                                not preempted: else they wait for the heavy steps;\n"
+    "                                default 1)\n"
     "  --max-sessions N              sessions per server (default 64)\n"
     "  --max-clients-per-session N   (default 256)\n"
     "  --max-message-bytes N         largest client message (default 65536)\n"
@@ -257,6 +261,7 @@ static int set_option(srv_config *c, const char *name, const char *val, char *er
     INT_OPT("threads", threads, 0, 1024)
     INT_OPT("workers", workers, 1, 64)
     INT_OPT("step-batch", step_batch, 1, SRV_STEP_BATCH_MAX)
+    INT_OPT("express-worker", express_worker, 0, 1)
     INT_OPT("max-sessions", max_sessions, 1, 100000)
     INT_OPT("max-clients-per-session", max_clients_per_session, SRV_DRIVER_RESERVE + 1, 100000)
     INT_OPT("max-message-bytes", max_message_bytes, 64, 16 << 20)

@@ -1,5 +1,6 @@
 /* sched.c: the simulation workers. They share every session, each at its own beat: a worker
- * takes a due session that no other worker steps (a light one first, then the most overdue),
+ * takes a due session that no other worker steps (a light one first, then the most overdue;
+ * while every worker is stepping, the express worker takes the short light ones),
  * takes what applies now from the
  * session's inbox and applies it straight to the scene (the frame boundary: the inbox is the only
  * queue), steps the scene (scene.h), encodes one object frame for all its clients (the encoder
@@ -20,6 +21,7 @@
 typedef struct worker {
     srv *s;
     int index;
+    int express; /* the express worker (below) */
     pthread_t thread;
     /* One take from a session's inbox and its viewers' queries (the worker's own: nothing
      * big on its stack). */
@@ -28,19 +30,31 @@ typedef struct worker {
     struct frame_job *jobs; /* SRV_STEP_BATCH_MAX: the frames of the group it steps */
 } worker;
 
+/* The express worker, beside the --workers ones: while every worker is stepping, it steps the
+ * due light sessions whose frames are short (measured at EXPRESS_COST of a period at most),
+ * one at a time, on one thread. A step is not preempted, so without it a light session waited
+ * for a heavy step to end (a cloth crowd's: 100 ms and more); with it the cores are shared with
+ * the heavy steps for the length of a short one (the operating system's time slices do the
+ * preempting). It sleeps while a worker is free, so it adds nothing to a server whose
+ * sessions all take their share alike, and its steps take one thread. */
+#define EXPRESS_COST 0.25
+
 /* The workers share every session: each takes a due session that no other worker is
  * stepping (pick_session). A session whose step is heavy holds one worker while the others keep
  * its neighbours' beats; with static slot-to-worker shares, as before, it stalled every
  * session that shared its worker. Lock order: sched.lock, then srv.lock, then a session's
  * lock; nobody takes sched.lock holding either of the others. */
 typedef struct sched {
-    int n;
+    int n;  /* workers (--workers) */
+    int nw; /* threads: the workers and the express worker */
     worker *w;
     pthread_mutex_t lock; /* guards poked and every session's stepping flag */
     pthread_cond_t cond;  /* CLOCK_MONOTONIC; a poke or a session stepped */
     int poked;
-    atomic_int live; /* ready sessions with clients or events, at the last look */
-    int batch_max;   /* sessions a worker steps together at most (--step-batch resolved) */
+    int busy;          /* workers stepping now (not counting the express worker) */
+    int express_poked; /* every worker became busy: the express worker looks */
+    atomic_int live;   /* ready sessions with clients or events, at the last look */
+    int batch_max;     /* sessions a worker steps together at most (--step-batch resolved) */
 } sched;
 
 /* CPU threads a step may use now: the cores shared among the sessions that step at once
@@ -278,6 +292,8 @@ static int frame_begin(srv *s, worker *wk, frame_job *j)
         return 0;                  /* nobody watches: the session sleeps */
     }
     ctx_init(&j->c, s, ss, driver);
+    if (wk->express)
+        j->c.pub.threads = 1; /* beside the workers' steps: no more threads than its own */
     apply_taken(&j->c, wk->batch, j->n, &j->t);
     /* In the log before any frame that acknowledges them goes out. */
     srv_durable_commit(s, ss);
@@ -407,6 +423,22 @@ static void wait_until(sched *sc, srv *s, double until_ms)
     sc->poked = 0;
 }
 
+/* The express worker's wait (sc->lock held): until `until_ms`, its own poke (every worker
+ * became busy) or, while every worker is busy, anyone's. A poke while a worker is free is
+ * that worker's: the express worker leaves it. */
+static void wait_express(sched *sc, srv *s, double until_ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(until_ms / 1000.0);
+    ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
+    while (!sc->express_poked && !(sc->poked && sc->busy == sc->n) && !atomic_load(&s->stop))
+        if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
+            break;
+    sc->express_poked = 0;
+    if (sc->busy == sc->n)
+        sc->poked = 0;
+}
+
 /* The live session in slot i with a reference held, and whether events wait that apply
  * now; NULL when none, closing or not loaded. */
 static srv_session *hold_slot(srv *s, int i, int *pending, int *watched)
@@ -456,6 +488,13 @@ static int goes_first(const sched *sc, const srv_session *ss, double at, double 
     return is_light(sc, ss, at, period) || now - at > turn + 2 * period;
 }
 
+/* Whether the express worker may step a session: a light one whose frames measured short. */
+static int express_takes(const sched *sc, const srv_session *ss, double at, double period)
+{
+    return ss->frame_cost_ms > 0 && ss->frame_cost_ms <= EXPRESS_COST * period &&
+           is_light(sc, ss, at, period);
+}
+
 /* The session to step now (claimed, a reference held); NULL when none is due, *wake_at then
  * when the first will be (sc->lock held). Of the due sessions nobody steps, one that goes
  * first (goes_first) before the others, and of those alike the most overdue. So a light
@@ -470,7 +509,6 @@ static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now
     srv_session *pick = NULL;
     double pick_at = 0;
     int pick_first = 0, live = 0;
-    (void)wk; /* every worker looks at every session */
     *wake_at = now + period;
     for (int i = 0; i < s->cfg.max_sessions; i++) {
         int pending, watched;
@@ -483,6 +521,10 @@ static srv_session *pick_session(srv *s, sched *sc, const worker *wk, double now
             continue;
         }
         double at = wants_step_at(ss, pending, period);
+        if (wk->express && !express_takes(sc, ss, at, period)) {
+            srv_session_put(s, ss);
+            continue;
+        }
         int first = at <= now && goes_first(sc, ss, at, now, period);
         if (at <= now && (!pick || first > pick_first || (first == pick_first && at < pick_at))) {
             if (pick)
@@ -551,14 +593,28 @@ static void *worker_main(void *arg)
             pthread_mutex_lock(&sc->lock);
         }
         double now = srv_now_ms(), wake_at;
+        if (wk->express && sc->busy < sc->n) { /* a worker is free: it takes what is due */
+            wait_express(sc, s, now + period);
+            continue;
+        }
         srv_session *group[SRV_STEP_BATCH_MAX];
         int light = 0;
         group[0] = pick_session(s, sc, wk, now, period, &wake_at, &light);
         if (!group[0]) {
-            wait_until(sc, s, wake_at);
+            if (wk->express)
+                wait_express(sc, s, wake_at);
+            else
+                wait_until(sc, s, wake_at);
             continue;
         }
-        int n = pick_group(s, sc, now, period, light, group), news[SRV_STEP_BATCH_MAX];
+        int n = wk->express ? 1 : pick_group(s, sc, now, period, light, group),
+            news[SRV_STEP_BATCH_MAX];
+        if (wk->express)
+            atomic_fetch_add(&s->express_steps, 1ull);
+        else if (++sc->busy == sc->n) { /* every worker busy: the express worker looks */
+            sc->express_poked = 1;
+            pthread_cond_broadcast(&sc->cond);
+        }
         pthread_mutex_unlock(&sc->lock);
         /* What the frames held the worker (wall time: what a share of the workers is, its
          * writes to the disk and its helper threads' time included), shared alike by the
@@ -576,6 +632,7 @@ static void *worker_main(void *arg)
             ss->due_ms = early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
         }
         pthread_mutex_lock(&sc->lock);
+        sc->busy -= !wk->express;
         for (int k = 0; k < n; k++) {
             double *cost = &group[k]->frame_cost_ms, ms = awake[k] ? held_ms : 0.0;
             *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;
@@ -589,9 +646,9 @@ static void *worker_main(void *arg)
 
 int srv_worker_start(srv *s)
 {
-    int n = s->cfg.workers;
+    int n = s->cfg.workers, nw = n + (s->cfg.express_worker != 0); /* and the express worker */
     sched *sc = calloc(1, sizeof *sc);
-    worker *w = sc ? calloc((size_t)n, sizeof *w) : NULL;
+    worker *w = sc ? calloc((size_t)nw, sizeof *w) : NULL;
     if (!w) {
         free(sc);
         return -1;
@@ -603,9 +660,10 @@ int srv_worker_start(srv *s)
     pthread_cond_init(&sc->cond, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&sc->lock, NULL);
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < nw; k++) {
         w[k].s = s;
         w[k].index = k;
+        w[k].express = k == n;
         w[k].jobs = calloc(SRV_STEP_BATCH_MAX, sizeof *w[k].jobs);
         if (!w[k].jobs) {
             for (int j = 0; j < k; j++)
@@ -619,18 +677,19 @@ int srv_worker_start(srv *s)
     sc->batch_max = s->cfg.step_batch                 ? s->cfg.step_batch
                     : sim_backend_batches(s->backend) ? SRV_STEP_BATCH_MAX
                                                       : 1;
+    sc->nw = nw;
     s->sched = sc;
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < nw; k++)
         if (pthread_create(&w[k].thread, NULL, worker_main, &w[k]) != 0) {
             atomic_store(&s->stop, 1);
             srv_worker_poke(s, 0);
             for (int j = 0; j < k; j++)
                 pthread_join(w[j].thread, NULL);
-            for (int j = 0; j < n; j++) {
+            for (int j = 0; j < nw; j++) {
                 free(w[j].jobs);
                 w[j].jobs = NULL;
             }
-            sc->n = 0;
+            sc->n = sc->nw = 0;
             return -1;
         }
     return 0;
@@ -641,7 +700,7 @@ void srv_worker_stop(srv *s)
     sched *sc = s->sched;
     atomic_store(&s->stop, 1);
     srv_worker_poke(s, 0);
-    for (int k = 0; sc && k < sc->n; k++)
+    for (int k = 0; sc && k < sc->nw; k++)
         pthread_join(sc->w[k].thread, NULL);
 }
 
@@ -653,7 +712,7 @@ void srv_worker_free(srv *s)
         return;
     pthread_cond_destroy(&sc->cond);
     pthread_mutex_destroy(&sc->lock);
-    for (int k = 0; k < sc->n; k++)
+    for (int k = 0; k < sc->nw; k++)
         free(sc->w[k].jobs);
     free(sc->w);
     free(sc);

@@ -43,6 +43,9 @@ typedef struct srv_config {
     /// half a period. 0: automatic (SRV_STEP_BATCH_MAX where the backend batches, CUDA; 1 on
     /// the CPU, where the workers' parallelism is worth more).
     int step_batch;
+    /// 1: an express worker steps the short light sessions while every worker is stepping
+    /// (sched.c); 0: none, light sessions wait for a worker to come free.
+    int express_worker;
     int max_sessions;
     int max_clients_per_session;
     int max_message_bytes;     ///< largest text message a client may send
@@ -413,6 +416,7 @@ struct srv {
     atomic_ullong total_frames_sent, total_bytes_sent, total_clients, total_errors;
     /* Steps taken in batches of two or more (scene step_many), and those batches. */
     atomic_ullong batched_steps, step_batches;
+    atomic_ullong express_steps; /* steps the express worker took (sched.c) */
 };
 
 /* sched.c */

@@ -172,7 +172,7 @@ export default [
     find: '(!pick || first > pick_first || (first == pick_first && at < pick_at))) {',
     replace: '(!pick || at < pick_at || (first > pick_first && 0))) {',
     build: server,
-    test: node('fairness', 'one worker'),
+    test: node('fairness', 'one worker, two heavy'),
     caught_by: 'fairness: one worker, two heavy sessions and a small one: the small one steps after every heavy step',
   },
   {
@@ -181,7 +181,7 @@ export default [
     find: '            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;',
     replace: '            *cost = 0 * ms;',
     build: server,
-    test: node('fairness', 'one worker'),
+    test: node('fairness', 'one worker, two heavy'),
     caught_by: 'fairness: one worker, two heavy sessions and a small one: the small one steps after every heavy step',
   },
   {
@@ -192,6 +192,15 @@ export default [
     build: server,
     test: node('fairness', 'stepped together'),
     caught_by: 'fairness: one worker, sessions stepped together: the small one is not batched with the heavy ones',
+  },
+  {
+    name: 'the express worker never steps a session (a light one waits for the heavy steps)',
+    file: 'server/sched.c',
+    find: '    return ss->frame_cost_ms > 0 && ss->frame_cost_ms <= EXPRESS_COST * period &&',
+    replace: '    return 0 && ss->frame_cost_ms > 0 && ss->frame_cost_ms <= EXPRESS_COST * period &&',
+    build: server,
+    test: node('fairness', 'express worker: the small one'),
+    caught_by: 'fairness: one worker and the express worker: the small one keeps its beat beside the heavy steps',
   },
   {
     name: 'softcast-load (C) leaves the sessions it made behind when a run fails',

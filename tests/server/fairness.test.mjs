@@ -141,7 +141,8 @@ async function oneWorker(more) {
       const after = await Promise.all([...heavy, small].map(frames));
       const d = after.map((n, k) => n - before[k]);
       const b = (await Promise.all([...heavy, small].map(batched))).map((n, k) => n - batchedBefore[k]);
-      r = { stepMs, heavy: d[0] + d[1], small: d[2], fps: dragged.fps, heavyBatched: b[0] + b[1], smallBatched: b[2] };
+      const express = Number(/^softcast_express_steps_total (\d+)$/m.exec((await api(one.base, 'GET', '/metrics')).text)?.[1]);
+      r = { stepMs, heavy: d[0] + d[1], small: d[2], fps: dragged.fps, heavyBatched: b[0] + b[1], smallBatched: b[2], express };
     } finally {
       for (const d of drivers) await d.stop();
     }
@@ -156,8 +157,19 @@ async function oneWorker(more) {
 }
 
 test('one worker, two heavy sessions and a small one: the small one steps after every heavy step', { timeout: 180000 }, async () => {
-  const r = await oneWorker([]);
+  const r = await oneWorker(['--express-worker', '0']);
   assert.ok(r.small >= 0.75 * r.heavy, `the small session waited for both heavy ones: ${JSON.stringify(r)}`);
+});
+
+// With the express worker (the default): while the worker steps the heavy sessions, the small
+// one is stepped beside them, at its own beat: a heavy step takes over two periods, so the
+// heavy ones together step at most half as often as the small one asks (RATE); the small one
+// is asked to step at least 1.5 times as often as both (it stepped once per heavy step
+// without the express worker).
+test('one worker and the express worker: the small one keeps its beat beside the heavy steps', { timeout: 180000 }, async () => {
+  const r = await oneWorker([]);
+  assert.ok(r.express > 0, `the express worker stepped nothing: ${JSON.stringify(r)}`);
+  assert.ok(r.small >= 1.5 * r.heavy, `the small session waited for the heavy steps: ${JSON.stringify(r)}`);
 });
 
 // The same with sessions stepped together (--step-batch, CUDA's default): a batch's frames
@@ -165,7 +177,7 @@ test('one worker, two heavy sessions and a small one: the small one steps after 
 // with the heavy ones it would wait for, which are stepped together. It steps after every
 // batch of them (two heavy steps).
 test('one worker, sessions stepped together: the small one is not batched with the heavy ones', { timeout: 180000 }, async () => {
-  const r = await oneWorker(['--step-batch', '4']);
+  const r = await oneWorker(['--step-batch', '4', '--express-worker', '0']);
   assert.ok(r.heavyBatched >= 10, `the heavy sessions were not stepped together: ${JSON.stringify(r)}`);
   assert.equal(r.smallBatched, 0, `the small session was batched with the heavy ones: ${JSON.stringify(r)}`);
   assert.ok(r.small >= 0.75 * r.heavy / 2, `the small session waited for more than one batch: ${JSON.stringify(r)}`);
