@@ -22,7 +22,7 @@ srv_config srv_default_config(void)
      * view token cannot flood the session's worker with queries. */
     c.max_view_events_per_s = 2400;
     c.rate_hz = 60.0;
-    c.express_worker = 1; /* sched.c: light sessions keep their beat beside heavy steps */
+    c.express_worker = -1; /* sched.c: light sessions keep their beat beside heavy steps */
     /* 1 min at 60 Hz. Deltas of local dents stay small however old the key, joiners get a
      * snapshot anyway, and an object whose delta would cost more than its key re-keys; so
      * the periodic key is only a backstop (0 turns it off). */

@@ -21,14 +21,15 @@ static const char k_usage[] =
     "  --backend auto|cpu|cuda       simulation backend (default auto)\n"
     "  --threads N                   CPU threads per simulation step (default: the cores\n"
     "                                shared among the sessions stepping at that moment)\n"
-    "  --workers N                   simulation worker threads (default: one per core)\n"
+    "  --workers N                   simulation worker threads (default: one per core),\n"
+    "                                and the express worker when it is on (below)\n"
     "  --step-batch N                sessions of a scene a worker steps together, 1 to 64\n"
     "                                (default: 64 on CUDA, one batch of launches for all;\n"
     "                                1 on the CPU, where the workers share the sessions)\n"
     "  --express-worker 0|1          1: one more thread steps the light sessions whose frames\n"
-    "                                are short while every worker is stepping (a step is\n"
-    "                                not preempted: else they wait for the heavy steps;\n"
-    "                                default 1)\n"
+    "                                are short while every worker is on a heavy step (a step\n"
+    "                                is not preempted: else they wait for the heavy steps;\n"
+    "                                default: 1 where the workers do not batch, the CPU)\n"
     "  --max-sessions N              sessions per server (default 64)\n"
     "  --max-clients-per-session N   (default 256)\n"
     "  --max-message-bytes N         largest client message (default 65536)\n"
@@ -500,9 +501,10 @@ int main(int argc, char **argv)
     char http[300], ws[300];
     srv_link_bases(&s, http, sizeof http, ws, sizeof ws);
     printf("{\"event\":\"listening\",\"http_port\":%d,\"ws_port\":%d,\"bind\":\"%s\","
-           "\"backend\":\"%s\",\"workers\":%d,\"threads\":%d,\"url\":\"%s/\"",
+           "\"backend\":\"%s\",\"workers\":%d,\"express_worker\":%s,\"threads\":%d,"
+           "\"url\":\"%s/\"",
            s.http_port, s.ws_port, s.cfg.bind, sim_backend_name(s.backend), s.cfg.workers,
-           sim_backend_threads(s.backend), http);
+           srv_express_worker_on(&s) ? "true" : "false", sim_backend_threads(s.backend), http);
     char dir[1100];
     srv_json_string(dir, sizeof dir, srv_uploads_dir(&s));
     printf(",\"upload_dir\":\"%s\"", dir);

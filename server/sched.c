@@ -30,13 +30,15 @@ typedef struct worker {
     struct frame_job *jobs; /* SRV_STEP_BATCH_MAX: the frames of the group it steps */
 } worker;
 
-/* The express worker, beside the --workers ones: while every worker is stepping, it steps the
- * due light sessions whose frames are short (measured at EXPRESS_COST of a period at most),
- * one at a time, on one thread. A step is not preempted, so without it a light session waited
- * for a heavy step to end (a cloth crowd's: 100 ms and more); with it the cores are shared with
- * the heavy steps for the length of a short one (the operating system's time slices do the
- * preempting). It sleeps while a worker is free, so it adds nothing to a server whose
- * sessions all take their share alike, and its steps take one thread. */
+/* The express worker, beside the --workers ones: while every worker is stepping a session
+ * that is not light, it steps the due light sessions whose frames measured short
+ * (EXPRESS_COST of a period at most), one at a time. A step is not preempted, so without it a
+ * light session waited for a heavy step to end (a cloth crowd's: 100 ms and more); with it the
+ * cores are shared with the heavy steps for the length of a short one (the operating system's
+ * time slices do the preempting). It steps nothing while a worker may take the light
+ * sessions. Its pick rests on past cost: a light session whose next step is long (a sudden
+ * big drag) holds it as a heavy step holds a worker. Off by default where the workers batch
+ * (srv_express_worker_on). */
 #define EXPRESS_COST 0.25
 
 /* The workers share every session: each takes a due session that no other worker is
@@ -51,8 +53,8 @@ typedef struct sched {
     pthread_mutex_t lock; /* guards poked and every session's stepping flag */
     pthread_cond_t cond;  /* CLOCK_MONOTONIC; a poke or a session stepped */
     int poked;
-    int busy;          /* workers stepping now (not counting the express worker) */
-    int express_poked; /* every worker became busy: the express worker looks */
+    int heavy_busy;    /* workers stepping a session that is not light (is_light) now */
+    int express_poked; /* every worker became busy with one: the express worker looks */
     atomic_int live;   /* ready sessions with clients or events, at the last look */
     int batch_max;     /* sessions a worker steps together at most (--step-batch resolved) */
 } sched;
@@ -292,8 +294,10 @@ static int frame_begin(srv *s, worker *wk, frame_job *j)
         return 0;                  /* nobody watches: the session sleeps */
     }
     ctx_init(&j->c, s, ss, driver);
+    /* Beside the workers' heavy steps, which have the cores: its own thread only (its light
+     * sessions are small; more threads would take the cores from the heavy steps for longer). */
     if (wk->express)
-        j->c.pub.threads = 1; /* beside the workers' steps: no more threads than its own */
+        j->c.pub.threads = 1;
     apply_taken(&j->c, wk->batch, j->n, &j->t);
     /* In the log before any frame that acknowledges them goes out. */
     srv_durable_commit(s, ss);
@@ -424,18 +428,18 @@ static void wait_until(sched *sc, srv *s, double until_ms)
 }
 
 /* The express worker's wait (sc->lock held): until `until_ms`, its own poke (every worker
- * became busy) or, while every worker is busy, anyone's. A poke while a worker is free is
- * that worker's: the express worker leaves it. */
+ * became busy with a heavy session) or, while they are, anyone's. A poke while a worker may
+ * take it is that worker's: the express worker leaves it. */
 static void wait_express(sched *sc, srv *s, double until_ms)
 {
     struct timespec ts;
     ts.tv_sec = (time_t)(until_ms / 1000.0);
     ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
-    while (!sc->express_poked && !(sc->poked && sc->busy == sc->n) && !atomic_load(&s->stop))
+    while (!sc->express_poked && !(sc->poked && sc->heavy_busy == sc->n) && !atomic_load(&s->stop))
         if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
             break;
     sc->express_poked = 0;
-    if (sc->busy == sc->n)
+    if (sc->heavy_busy == sc->n)
         sc->poked = 0;
 }
 
@@ -593,7 +597,7 @@ static void *worker_main(void *arg)
             pthread_mutex_lock(&sc->lock);
         }
         double now = srv_now_ms(), wake_at;
-        if (wk->express && sc->busy < sc->n) { /* a worker is free: it takes what is due */
+        if (wk->express && sc->heavy_busy < sc->n) { /* a worker may take what is due */
             wait_express(sc, s, now + period);
             continue;
         }
@@ -608,10 +612,9 @@ static void *worker_main(void *arg)
             continue;
         }
         int n = wk->express ? 1 : pick_group(s, sc, now, period, light, group),
-            news[SRV_STEP_BATCH_MAX];
-        if (wk->express)
-            atomic_fetch_add(&s->express_steps, 1ull);
-        else if (++sc->busy == sc->n) { /* every worker busy: the express worker looks */
+            news[SRV_STEP_BATCH_MAX], heavy = !wk->express && !light;
+        sc->heavy_busy += heavy;
+        if (heavy && sc->heavy_busy == sc->n) { /* every worker on a heavy step */
             sc->express_poked = 1;
             pthread_cond_broadcast(&sc->cond);
         }
@@ -622,6 +625,8 @@ static void *worker_main(void *arg)
         double began = srv_now_ms();
         int awake[SRV_STEP_BATCH_MAX], nawake = run_sessions(s, wk, group, n, news, awake);
         double held_ms = nawake ? (srv_now_ms() - began) / nawake : 0.0;
+        if (wk->express)
+            atomic_fetch_add(&s->express_steps, (unsigned long long)nawake);
         for (int k = 0; k < n; k++) {
             srv_session *ss = group[k];
             if (news[k])
@@ -632,7 +637,7 @@ static void *worker_main(void *arg)
             ss->due_ms = early || ss->due_ms + period < now ? now + period : ss->due_ms + period;
         }
         pthread_mutex_lock(&sc->lock);
-        sc->busy -= !wk->express;
+        sc->heavy_busy -= heavy;
         for (int k = 0; k < n; k++) {
             double *cost = &group[k]->frame_cost_ms, ms = awake[k] ? held_ms : 0.0;
             *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;
@@ -644,9 +649,24 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* --step-batch resolved: 64 where the backend batches (CUDA), else 1. */
+static int batch_max_of(const srv *s)
+{
+    return s->cfg.step_batch                 ? s->cfg.step_batch
+           : sim_backend_batches(s->backend) ? SRV_STEP_BATCH_MAX
+                                             : 1;
+}
+
+int srv_express_worker_on(const srv *s)
+{
+    /* Not by default where the workers batch (CUDA): there a batch's cost shared by its
+     * sessions looks short, and the express worker would step them one launch each. */
+    return s->cfg.express_worker >= 0 ? s->cfg.express_worker : batch_max_of(s) == 1;
+}
+
 int srv_worker_start(srv *s)
 {
-    int n = s->cfg.workers, nw = n + (s->cfg.express_worker != 0); /* and the express worker */
+    int n = s->cfg.workers, nw = n + srv_express_worker_on(s); /* and the express worker */
     sched *sc = calloc(1, sizeof *sc);
     worker *w = sc ? calloc((size_t)nw, sizeof *w) : NULL;
     if (!w) {
@@ -674,9 +694,7 @@ int srv_worker_start(srv *s)
         }
     }
     sc->n = n;
-    sc->batch_max = s->cfg.step_batch                 ? s->cfg.step_batch
-                    : sim_backend_batches(s->backend) ? SRV_STEP_BATCH_MAX
-                                                      : 1;
+    sc->batch_max = batch_max_of(s);
     sc->nw = nw;
     s->sched = sc;
     for (int k = 0; k < nw; k++)

@@ -43,8 +43,9 @@ typedef struct srv_config {
     /// half a period. 0: automatic (SRV_STEP_BATCH_MAX where the backend batches, CUDA; 1 on
     /// the CPU, where the workers' parallelism is worth more).
     int step_batch;
-    /// 1: an express worker steps the short light sessions while every worker is stepping
-    /// (sched.c); 0: none, light sessions wait for a worker to come free.
+    /// 1: an express worker steps the short light sessions while every worker is on a heavy
+    /// step (sched.c); 0: none, light sessions wait for a worker to come free; -1: 1 where
+    /// the workers do not batch (the CPU), else 0 (srv_express_worker_on).
     int express_worker;
     int max_sessions;
     int max_clients_per_session;
@@ -421,6 +422,8 @@ struct srv {
 
 /* sched.c */
 int srv_worker_start(srv *s);
+/// Whether the workers have the express worker beside them (--express-worker resolved).
+int srv_express_worker_on(const srv *s);
 /// Stop and join the workers; srv_worker_free once the WebSocket thread is gone too.
 void srv_worker_stop(srv *s);
 void srv_worker_free(srv *s);

@@ -10,6 +10,7 @@ static sim_status cpu_sweeps(sim_truss *t, int sweeps, char *err, size_t err_sz)
               threads = t->threads > 0 ? t->threads
                         : t->b         ? t->b->threads
                                        : 1;
+    (void)threads; /* unused without OpenMP (tsan-check) */
     for (int s = 0; s < sweeps; s++)
         for (int c = 0; c < 4; c++) {
             /* Rows of one colour are independent; a small beam is not worth the threads. */
