@@ -1018,8 +1018,11 @@ int srv_http_start(srv *s, char *err, size_t err_sz)
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 128) != 0 ||
         getsockname(fd, (struct sockaddr *)&addr, &alen) != 0) {
-        snprintf(err, err_sz, "HTTP: cannot listen on %s:%d (%s)", s->cfg.bind, s->cfg.http_port,
-                 strerror(errno));
+        int e = errno;
+        snprintf(err, err_sz, "HTTP: cannot listen on %s:%d (%s)%s", s->cfg.bind, s->cfg.http_port,
+                 strerror(e),
+                 e == EADDRINUSE ? ": another program has the port; --http-port 0 picks a free one"
+                                 : "");
         if (fd >= 0)
             close(fd);
         return -1;

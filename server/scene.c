@@ -67,16 +67,14 @@ int srv_create_fields(const cJSON *opts, const char *scene, const char *const *k
             ok = !strcmp(f->string, known[k]);
         if (ok)
             continue;
-        char takes[160] = "";
-        size_t at = 0;
+        /* Every field it takes, "scene" first: a misspelt "scene" is told what it missed. */
+        char takes[200] = "scene";
+        size_t at = strlen(takes);
         for (int k = 0; known[k] && at < sizeof takes; k++)
             at += (size_t)snprintf(takes + at, sizeof takes - at, "%s%s",
-                                   k == 0         ? ""
-                                   : known[k + 1] ? ", "
-                                                  : " and ",
-                                   known[k]);
-        snprintf(err, err_sz, "unknown field \"%s\": %s takes %s", f->string, scene,
-                 known[0] ? takes : "no options");
+                                   known[k + 1] ? ", " : " and ", known[k]);
+        snprintf(err, err_sz, "unknown field \"%s\": a %s session's body takes %s", f->string,
+                 scene, takes);
         return 400;
     }
     return 201;

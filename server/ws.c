@@ -1078,7 +1078,10 @@ int srv_ws_start(srv *s, char *err, size_t err_sz)
                  ? lws_create_context(&info)
                  : NULL;
     if (!w->ctx) {
-        snprintf(err, err_sz, "WebSocket: cannot listen on %s:%d", s->cfg.bind, s->cfg.ws_port);
+        snprintf(err, err_sz,
+                 "WebSocket: cannot listen on %s:%d (libwebsockets says why above: error 98 is "
+                 "a port another program has; --ws-port 0 picks a free one)",
+                 s->cfg.bind, s->cfg.ws_port);
         ws_free(w);
         return -1;
     }

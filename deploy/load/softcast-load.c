@@ -380,9 +380,10 @@ static void create_session(run *R, int i)
         snprintf(body, sizeof body, "{\"scene\":\"volume\"}");
     char *reply = NULL;
     int status = http_request(o, "POST", "/api/sessions", o->key[0] ? o->key : NULL, body, &reply);
+    if (status < 0)
+        die("creating session %d: %s", i, reply ? reply : "no answer");
     if (status != 201)
-        die("creating session %d: %s%d %s", i, status < 0 ? "" : "HTTP ", status < 0 ? 0 : status,
-            reply ? reply : "");
+        die("creating session %d: HTTP %d %s", i, status, reply ? reply : "");
     cJSON *j = cJSON_Parse(reply);
     free(reply);
     if (!j)

@@ -47,7 +47,7 @@ test('a NIfTI dropped on the lobby: upload and loading progress, then a session 
   const page = await ctx.newPage();
   await page.goto(`${srv.base}/`);
   await page.locator('#dropzone').waitFor({ state: 'visible', timeout: 10000 });
-  await page.waitForFunction(() => /Uploads up to 200\.0 MB/.test(document.querySelector('#upload-status').textContent), null, { timeout: 10000 });
+  await page.waitForFunction(() => /Uploads up to 200\.0 MiB/.test(document.querySelector('#upload-status').textContent), null, { timeout: 10000 });
   await page.screenshot({ path: `${OUT}/upload-lobby.png` });
   // A drop as the browser makes one: a DataTransfer holding the file.
   const bytes = [...fs.readFileSync(ct)];
@@ -61,7 +61,7 @@ test('a NIfTI dropped on the lobby: upload and loading progress, then a session 
   const phases = await page.evaluate(() => JSON.parse(sessionStorage.getItem('softcast-upload-phases') ?? '[]'));
   const up = phases.filter((p) => p.phase === 'uploading'), load = phases.filter((p) => p.phase === 'loading');
   assert.ok(up.length >= 1 && up.at(-1).value === 1, `upload progress: ${JSON.stringify(up)}`);
-  assert.match(up.at(-1).text, /Uploading pelvis-ct\.nii: 0\.7 of 0\.7 MB/);
+  assert.match(up.at(-1).text, /Uploading pelvis-ct\.nii: 0\.7 of 0\.7 MiB/);
   assert.ok(load.length >= 1 && load.every((p) => p.value > 0 && p.value < 1), `loading progress: ${JSON.stringify(load)}`);
   assert.ok(load.some((p) => /Loading on the server: (queued|reading|fitting|body|surfaces)/.test(p.text)));
   assert.equal(phases.at(-1).phase, 'ready');

@@ -45,13 +45,13 @@ test('health, create, list, get, unknown session is 404', async () => {
 
 test('a session\'s options: a misspelt or unknown field, or a fraction where an integer goes, is refused by name in every scene', async () => {
   const cases = [
-    [{ scene: 'volume', dim: [32, 32, 32] }, /unknown field "dim": volume takes dims and preset/],
+    [{ scene: 'volume', dim: [32, 32, 32] }, /unknown field "dim": a volume session's body takes scene, dims and preset/],
     [{ Scene: 'volume' }, /unknown field "Scene"/],
     [{ scene: 'volume', dims: [32.5, 32, 32] }, /"dims" entries must be integers 8 to 4096/],
-    [{ scene: 'cloth', character: 3 }, /unknown field "character": cloth takes characters/],
+    [{ scene: 'cloth', character: 3 }, /unknown field "character": a cloth session's body takes scene and characters/],
     [{ scene: 'cloth', characters: 2.5 }, /"characters" must be an integer/],
-    [{ scene: 'softbody', modle: 'surface' }, /unknown field "modle": softbody takes model and particles/],
-    [{ scene: 'growth', model: 'truss', cell: [4, 4] }, /unknown field "cell": growth takes model, seed, three_d and cells/],
+    [{ scene: 'softbody', modle: 'surface' }, /unknown field "modle": a softbody session's body takes scene, model and particles/],
+    [{ scene: 'growth', model: 'truss', cell: [4, 4] }, /unknown field "cell": a growth session's body takes scene, model, seed, three_d and cells/],
   ];
   for (const [body, why] of cases) {
     const r = await api(srv.base, 'POST', '/api/sessions', body);

@@ -60,7 +60,7 @@ export class Classroom {
     if (t.state === 'stopped') {
       this.downloadPath = t.download;
       this.downloadLink.hidden = false;
-      this.downloadLink.textContent = `Download recording (${t.end_frame - t.start_frame} frames, ${(t.bytes / 1048576).toFixed(1)} MB)`;
+      this.downloadLink.textContent = `Download recording (${t.end_frame - t.start_frame} frames, ${(t.bytes / 1048576).toFixed(1)} MiB)`;
     }
   }
 

@@ -15,7 +15,9 @@ export class Stats {
       }
       const lat = conn.latencies.slice(-30).sort((a, b) => a - b);
       const med = lat.length ? lat[lat.length >> 1].toFixed(0) : '-';
-      el.textContent = `${this.drawnAt.length} fps   latency ${med} ms\n${kbps.toFixed(1)} kB/s   frame ${st.frame}\n${conn.state}`;
+      // A scene at rest sends nothing: say so, rather than a bare "0 fps" that looks stalled.
+      const rate = this.drawnAt.length || !conn.connected ? `${this.drawnAt.length} fps` : 'at rest';
+      el.textContent = `${rate}   latency ${med} ms\n${kbps.toFixed(1)} kB/s   frame ${st.frame}\n${conn.state}`;
     }, 250);
   }
 

@@ -178,7 +178,7 @@ export function uploadCard(root, { api, open }) {
     const mb = (n) => (n / 1048576).toFixed(1);
     xhr.upload.onprogress = (e) => {
       const total = e.lengthComputable ? e.total : blob.size;
-      show('uploading', `Uploading ${name}: ${mb(e.loaded)} of ${mb(total)} MB`, total ? e.loaded / total : 0);
+      show('uploading', `Uploading ${name}: ${mb(e.loaded)} of ${mb(total)} MiB`, total ? e.loaded / total : 0);
     };
     xhr.onload = () => {
       let j = null;
@@ -230,7 +230,7 @@ export function uploadCard(root, { api, open }) {
 
   // The volumes the server keeps, each a button that starts a session on it.
   api('GET', '/api/volumes').then((v) => {
-    const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
+    const mb = (n) => `${(n / 1048576).toFixed(1)} MiB`;
     status.textContent = `Uploads up to ${mb(v.upload_limit)}${v.kept ? '; kept on the server' : ''}.`;
     if (!v.volumes.length) return;
     kept.append(h('h3', {}, 'Volumes on this server'), h('ul', {}, v.volumes.map((x) => h('li', {},
