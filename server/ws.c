@@ -1074,9 +1074,12 @@ int srv_ws_start(srv *s, char *err, size_t err_sz)
     info.protocols = k_protocols;
     info.user = w;
     info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
-    w->ctx = w->rooms && w->news && w->taking && w->queued && make_schemas(w) == 0
-                 ? lws_create_context(&info)
-                 : NULL;
+    if (!(w->rooms && w->news && w->taking && w->queued && make_schemas(w) == 0)) {
+        snprintf(err, err_sz, "WebSocket: out of memory");
+        ws_free(w);
+        return -1;
+    }
+    w->ctx = lws_create_context(&info);
     if (!w->ctx) {
         snprintf(err, err_sz,
                  "WebSocket: cannot listen on %s:%d (libwebsockets says why above: error 98 is "

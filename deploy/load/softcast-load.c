@@ -284,17 +284,21 @@ static int http_request(const opts *o, const char *method, const char *path, con
         *body = strdup(gai_strerror(rc));
         return -1;
     }
-    int fd = -1;
+    int fd = -1, why = 0;
     for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            close(fd);
+        if (fd < 0 || connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            why = errno; /* before close() may change it */
+            if (fd >= 0)
+                close(fd);
             fd = -1;
         }
     }
     freeaddrinfo(ai);
     if (fd < 0) {
-        *body = strdup(strerror(errno));
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s:%d: %s", o->host, o->port, strerror(why));
+        *body = strdup(msg);
         return -1;
     }
     struct timeval tv = {30, 0}; /* a server that never answers does not hang the tool */

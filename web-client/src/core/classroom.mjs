@@ -26,7 +26,7 @@ export class Classroom {
     });
     this.requestBtn = root.querySelector('#request-control');
     this.requestBtn.addEventListener('click', () => {
-      this.conn.send('request_control');
+      if (!this.conn.send('request_control')) return; // not connected: nothing was asked
       this.askedOf = this.drivenBy; // pending while that driver drives
       this.requestBtn.textContent = 'Asked the driver';
       this.requestBtn.disabled = true;
@@ -34,6 +34,7 @@ export class Classroom {
       clearTimeout(this.askAgain);
       this.askAgain = setTimeout(() => {
         if (this.askedOf === undefined || this.driver) return;
+        this.ignoredBy = this.askedOf; // "Ask again" while that driver drives
         this.askedOf = undefined;
         this.requestBtn.textContent = 'Ask again';
         this.requestBtn.disabled = false;
@@ -111,7 +112,7 @@ export class Classroom {
     const closed = !st.driver && st.control_open === false;
     if (this.driver || closed || !st.driver || st.driver !== this.askedOf) this.askedOf = undefined;
     const waiting = this.askedOf !== undefined;
-    const again = this.requestBtn.textContent === 'Ask again' && st.driver;
+    const again = !waiting && st.driver && st.driver === this.ignoredBy;
     this.requestBtn.textContent = closed ? 'Control is closed' : waiting ? 'Asked the driver' : again ? 'Ask again' : 'Request control';
     this.requestBtn.disabled = closed || waiting;
     if (!this.driver) this.requests.replaceChildren();

@@ -15,8 +15,10 @@ export class Stats {
       }
       const lat = conn.latencies.slice(-30).sort((a, b) => a - b);
       const med = lat.length ? lat[lat.length >> 1].toFixed(0) : '-';
-      // A scene at rest sends nothing: say so, rather than a bare "0 fps" that looks stalled.
-      const rate = this.drawnAt.length || !conn.connected ? `${this.drawnAt.length} fps` : 'at rest';
+      // A scene at rest sends nothing: say so, rather than a bare "0 fps" that looks stalled;
+      // with events of this page still waiting for their frame it is "0 fps", not at rest.
+      const rest = !this.drawnAt.length && conn.connected && conn.sent.size === 0;
+      const rate = rest ? 'at rest' : `${this.drawnAt.length} fps`;
       el.textContent = `${rate}   latency ${med} ms\n${kbps.toFixed(1)} kB/s   frame ${st.frame}\n${conn.state}`;
     }, 250);
   }
