@@ -155,7 +155,7 @@ $(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libso
 $(REL)/tests/bench/bench_cloth.o $(REL)/tests/bench/bench_softbody_peer.o: REL_CFLAGS += $(BENCH_DEFS)
 $(REL)/tests/bench/%.cpp.o: tests/bench/%.cpp $(BUILD)/rel.flags
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror $(if $(BULLET_H),$(BENCH_DEFS) -isystem /usr/include/bullet) \
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror $(BENCH_DEFS) $(if $(BULLET_H),-isystem /usr/include/bullet) \
 	    -MMD -MP -c -o $@ $<
 
 bench-bin: $(BUILD)/softcast-bench

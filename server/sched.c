@@ -1,13 +1,12 @@
 /* sched.c: the simulation workers. They share every session, each at its own beat: a worker
  * takes a due session that no other worker steps (a light one first, then the most overdue;
- * while every worker is stepping, the express worker takes the short light ones),
- * takes what applies now from the
- * session's inbox and applies it straight to the scene (the frame boundary: the inbox is the only
- * queue), steps the scene (scene.h), encodes one object frame for all its clients (the encoder
- * keys, appends, moves and holds each object; a snapshot when a client needs one) and publishes it,
- * then tells the WebSocket thread (srv_session_news). A session with no clients sleeps; a settled
- * scene costs nothing and sends nothing until an event. Runs on the worker threads; other threads
- * only poke them (srv_worker_poke). */
+ * while every worker is on a heavy step, the express worker takes the short light ones),
+ * takes what applies now from the session's inbox and applies it straight to the scene (the frame
+ * boundary: the inbox is the only queue), steps the scene (scene.h), encodes one object frame for
+ * all its clients (the encoder keys, appends, moves and holds each object; a snapshot when a client
+ * needs one) and publishes it, then tells the WebSocket thread (srv_session_news). A session with
+ * no clients sleeps; a settled scene costs nothing and sends nothing until an event. Runs on the
+ * worker threads; other threads only poke them (srv_worker_poke). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -414,13 +413,20 @@ void srv_worker_poke(srv *s, uint32_t slot)
     pthread_mutex_unlock(&sc->lock);
 }
 
+/* The absolute monotonic time `ms` as pthread_cond_timedwait takes it. */
+static struct timespec abs_time(double ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ms / 1000.0);
+    ts.tv_nsec = (long)(fmod(ms, 1000.0) * 1e6);
+    return ts;
+}
+
 /* Sleep until the absolute monotonic time `until_ms`, or until poked or stopped (sc->lock
  * held). */
 static void wait_until(sched *sc, srv *s, double until_ms)
 {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(until_ms / 1000.0);
-    ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
+    struct timespec ts = abs_time(until_ms);
     while (!sc->poked && !atomic_load(&s->stop))
         if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
             break;
@@ -432,9 +438,7 @@ static void wait_until(sched *sc, srv *s, double until_ms)
  * take it is that worker's: the express worker leaves it. */
 static void wait_express(sched *sc, srv *s, double until_ms)
 {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(until_ms / 1000.0);
-    ts.tv_nsec = (long)(fmod(until_ms, 1000.0) * 1e6);
+    struct timespec ts = abs_time(until_ms);
     while (!sc->express_poked && !(sc->poked && sc->heavy_busy == sc->n) && !atomic_load(&s->stop))
         if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
             break;
@@ -473,23 +477,26 @@ static double wants_step_at(const srv_session *ss, int pending, double period)
     return pending && early < ss->due_ms ? early : ss->due_ms;
 }
 
-/* Whether a session is light: its frames at the rate it asks for take no more than its share
- * of the workers (their time over the live sessions at the last look; a session stepped early
- * for events waiting asks for two frames a beat). */
-static int is_light(const sched *sc, const srv_session *ss, double at, double period)
+/* What a turn among the live sessions (at the last look) costs: a frame of each, at this
+ * session's cost. */
+static double turn_ms(const sched *sc, const srv_session *ss)
 {
     int live = atomic_load(&sc->live);
-    double turn = ss->frame_cost_ms * (live > 1 ? live : 1);
-    return turn * (at < ss->due_ms ? 2 : 1) <= sc->n * period;
+    return ss->frame_cost_ms * (live > 1 ? live : 1);
+}
+
+/* Whether a session is light: its frames at the rate it asks for take no more than its share
+ * of the workers (a session stepped early for events waiting asks for two frames a beat). */
+static int is_light(const sched *sc, const srv_session *ss, double at, double period)
+{
+    return turn_ms(sc, ss) * (at < ss->due_ms ? 2 : 1) <= sc->n * period;
 }
 
 /* Whether a due session goes before the others: a light one; or one that has waited past
  * what its turn among them takes (a session starved by light ones comes first all the same). */
 static int goes_first(const sched *sc, const srv_session *ss, double at, double now, double period)
 {
-    int live = atomic_load(&sc->live);
-    double turn = ss->frame_cost_ms * (live > 1 ? live : 1);
-    return is_light(sc, ss, at, period) || now - at > turn + 2 * period;
+    return is_light(sc, ss, at, period) || now - at > turn_ms(sc, ss) + 2 * period;
 }
 
 /* Whether the express worker may step a session: a light one whose frames measured short. */
@@ -598,7 +605,7 @@ static void *worker_main(void *arg)
         }
         double now = srv_now_ms(), wake_at;
         if (wk->express && sc->heavy_busy < sc->n) { /* a worker may take what is due */
-            wait_express(sc, s, now + period);
+            wait_express(sc, s, now + 1000.0); /* express_poked wakes it; the time: a backstop */
             continue;
         }
         srv_session *group[SRV_STEP_BATCH_MAX];

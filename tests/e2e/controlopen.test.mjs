@@ -5,8 +5,9 @@
 // shows it, checked; a viewer's hides it. Unchecked, the server's state says closed (a raw
 // viewer socket beside the pages reads it); once the driver has left, the viewer's page says
 // "Control is closed" and a request is refused. The control link's page comes back showing
-// the box unchecked, checks it, and once it has left the viewer asks and drives. Every wait
-// is bounded and waits for what the page or the socket shows.
+// the box unchecked, checks it; the viewer asks it, and unanswered for 20 s (the page's clock
+// jumped) may ask again; once it has left the viewer asks and drives. Every wait is bounded
+// and waits for what the page or the socket shows.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openPage, closePage } from './browser.mjs';
@@ -39,10 +40,12 @@ test('the driver closes control from its checkbox: a viewer cannot take it while
     try {
       const s = (await api(srv.base, 'POST', '/api/sessions', {})).json;
       // A page of its own (context) per link; actions wait at most 15 s.
-      const open = async (url, role) => {
+      // clock: the page's timers under Playwright's clock (time still flows; a test may jump it).
+      const open = async (url, role, { clock = false } = {}) => {
         const ctx = await browser.newContext({ viewport: { width: 1000, height: 650 } });
         ctx.setDefaultTimeout(15000);
         ctx.setDefaultNavigationTimeout(15000);
+        if (clock) await ctx.clock.install();
         const page = await ctx.newPage();
         await page.goto(`${srv.base}/${new URL(url).search}`);
         await until(page, (r) => window.softcast?.st.state?.role === r && !document.querySelector('#badge').hidden, role,
@@ -63,7 +66,7 @@ test('the driver closes control from its checkbox: a viewer cannot take it while
       assert.equal(d.request.hidden, true, 'the driver is offered "Request control"');
 
       // A viewer's page: the row hidden, the request button there.
-      const viewer = await open(s.join_url, 'viewer');
+      const viewer = await open(s.join_url, 'viewer', { clock: true });
       await until(viewer, () => window.softcast.st.state.driver !== null, null, 'the viewer sees a driver');
       let v = await shows(viewer);
       assert.equal(v.rowHidden, true, `a viewer's page shows the control-open row: ${JSON.stringify(v)}`);
@@ -126,6 +129,15 @@ test('the driver closes control from its checkbox: a viewer cannot take it while
         'the driver shown the viewer\'s request');
       v = await shows(viewer);
       assert.deepEqual(v.request, { hidden: false, text: 'Asked the driver', disabled: true });
+      // Unanswered for 20 s (the page's clock jumped): the viewer may ask again.
+      await viewer.clock.fastForward(21000);
+      await until(viewer, () => document.querySelector('#request-control').textContent === 'Ask again' &&
+        !document.querySelector('#request-control').disabled, null, 'the unanswered request may be made again');
+      await viewer.click('#request-control');
+      await until(viewer, () => document.querySelector('#request-control').textContent === 'Asked the driver', null,
+        'asked again');
+      await until(driver2, () => document.querySelectorAll('#requests [data-from]').length === 1, null,
+        'the second request shown once (the driver\'s list holds one per viewer)');
 
       // The driver leaves again: with control open the viewer asks and drives at once, and
       // now its own page shows the row, checked.

@@ -340,4 +340,11 @@ export default [
     replace: 'if (this.driver || closed) this.askedOf = undefined;',
     build, test: controlOpen, caught_by: `${controlOpenBy} (the button still "Asked the driver" once nobody drives)`,
   },
+  {
+    name: 'an unanswered request never offered again (the 20 s "Ask again" never comes)',
+    file: 'web-client/src/core/classroom.mjs',
+    find: '      }, ASK_AGAIN_MS);',
+    replace: '      }, ASK_AGAIN_MS * 1000);',
+    build, test: controlOpen, caught_by: `${controlOpenBy} (no "Ask again" after 20 s)`,
+  },
 ];
