@@ -450,77 +450,125 @@ static void metrics_line(char **out, size_t *len, size_t *cap, const char *fmt, 
     }
 }
 
+/* The per-session metrics: name (after softcast_session_), type, help, value (of ss, under
+ * its lock) and the decimals it is printed with. One table, so that each has its HELP and
+ * TYPE and the exposition lists a metric's samples together (Prometheus' text format). */
+#define SESSION_METRICS(X)                                                                       \
+    X(step_ms, gauge, "Simulation step time of the last frame, ms.", ss->last_step_ms, 4)        \
+    X(encode_ms, gauge, "Encoding time of the last frame encoded, ms.", ss->last_encode_ms, 4)   \
+    X(step_ms_mean, gauge, "Mean simulation step time over the session's frames, ms.",           \
+      ss->frames ? ss->step_ms_sum / (double)ss->frames : 0.0, 4)                                \
+    X(encodes_total, counter, "Frames encoded.", (double)ss->encodes, 0)                         \
+    X(encode_ms_mean, gauge, "Mean encoding time over the frames encoded, ms.",                  \
+      ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0, 4)                            \
+    X(frames_total, counter, "Simulation steps taken.", (double)ss->frames, 0)                   \
+    X(batched_steps_total, counter, "Steps taken in batches of two or more (--step-batch).",     \
+      (double)ss->batched_steps, 0)                                                              \
+    X(frames_sent_total, counter, "Frames sent, one per client that got it.",                    \
+      (double)ss->frames_sent, 0)                                                                \
+    X(bytes_sent_total, counter, "Bytes of frames sent to clients.", (double)ss->bytes_sent, 0)  \
+    X(clients, gauge, "WebSocket clients joined.", (double)ss->nclients, 0)                      \
+    X(events_total, counter, "Interaction events applied.", (double)ss->events, 0)               \
+    X(errors_total, counter, "Errors sent to the session's clients.", (double)ss->errors, 0)     \
+    X(event_to_frame_ms, gauge,                                                                  \
+      "Mean time from the oldest event a step applied to the step's end, ms.",                   \
+      ss->latency_n ? ss->latency_ms_sum / (double)ss->latency_n : 0.0, 4)                       \
+    X(backlog_bytes_peak, gauge, "Largest send backlog of one client, bytes.",                   \
+      (double)ss->backlog_peak, 0)                                                               \
+    X(inbox_bytes, gauge, "Bytes of events waiting in the inbox.", (double)ss->inbox.used, 0)    \
+    X(inbox_events, gauge, "Events waiting in the inbox.", (double)ss->inbox.count, 0)           \
+    X(inbox_bytes_peak, gauge, "Largest inbox fill, bytes.", (double)ss->inbox.peak, 0)          \
+    X(viewer_queries, gauge, "Viewers' queries waiting for the next frame.", (double)ss->nquery, \
+      0)                                                                                         \
+    X(viewer_queries_replaced_total, counter,                                                    \
+      "Viewers' queries replaced by a newer one before a frame answered them.",                  \
+      (double)ss->queries_replaced, 0)                                                           \
+    X(client_visits_total, counter,                                                              \
+      "Clients of the session the WebSocket thread looked at on its wakes.",                     \
+      (double)ss->client_visits, 0)
+
+#define COUNT_METRIC(name, type, help, value, decimals) +1
+enum { N_SESSION_METRICS = 0 SESSION_METRICS(COUNT_METRIC) };
+#undef COUNT_METRIC
+
+typedef struct session_sample {
+    char id[SRV_ID_LEN];
+    double v[N_SESSION_METRICS];
+} session_sample;
+
+/* Each session's values, taken under its lock: *n of them (NULL when out of memory). */
+static session_sample *session_samples(srv *s, int *n)
+{
+    *n = 0;
+    session_sample *out = calloc((size_t)s->cfg.max_sessions, sizeof *out);
+    if (!out)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->cfg.max_sessions; i++) {
+        srv_session *ss = s->slots[i];
+        if (!ss)
+            continue;
+        session_sample *o = &out[(*n)++];
+        pthread_mutex_lock(&ss->lock);
+        snprintf(o->id, sizeof o->id, "%s", ss->id);
+        int k = 0;
+#define TAKE_METRIC(name, type, help, value, decimals) o->v[k++] = (value);
+        SESSION_METRICS(TAKE_METRIC)
+#undef TAKE_METRIC
+        pthread_mutex_unlock(&ss->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return out;
+}
+
 static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
 {
     char *o = NULL;
     size_t len = 0, cap = 0;
 #define M(...) metrics_line(&o, &len, &cap, __VA_ARGS__)
-    M("# HELP softcast_session_step_ms Simulation step time of the last frame.\n"
-      "# TYPE softcast_session_step_ms gauge\n");
-    pthread_mutex_lock(&s->lock);
-    int nsessions = s->nsessions;
-    for (int i = 0; i < s->cfg.max_sessions; i++) {
-        srv_session *ss = s->slots[i];
-        if (!ss)
-            continue;
-        pthread_mutex_lock(&ss->lock);
-        double lat = ss->latency_n ? ss->latency_ms_sum / (double)ss->latency_n : 0.0;
-        M("softcast_session_step_ms{session=\"%s\"} %.4f\n", ss->id, ss->last_step_ms);
-        M("softcast_session_encode_ms{session=\"%s\"} %.4f\n", ss->id, ss->last_encode_ms);
-        M("softcast_session_step_ms_mean{session=\"%s\"} %.4f\n", ss->id,
-          ss->frames ? ss->step_ms_sum / (double)ss->frames : 0.0);
-        M("softcast_session_encodes_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->encodes);
-        M("softcast_session_encode_ms_mean{session=\"%s\"} %.4f\n", ss->id,
-          ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0);
-        M("softcast_session_frames_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->frames);
-        M("softcast_session_batched_steps_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->batched_steps);
-        M("softcast_session_frames_sent_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->frames_sent);
-        M("softcast_session_bytes_sent_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->bytes_sent);
-        M("softcast_session_clients{session=\"%s\"} %d\n", ss->id, ss->nclients);
-        M("softcast_session_events_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->events);
-        M("softcast_session_errors_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->errors);
-        M("softcast_session_event_to_frame_ms{session=\"%s\"} %.4f\n", ss->id, lat);
-        M("softcast_session_backlog_bytes_peak{session=\"%s\"} %zu\n", ss->id, ss->backlog_peak);
-        M("softcast_session_inbox_bytes{session=\"%s\"} %u\n", ss->id, ss->inbox.used);
-        M("softcast_session_inbox_events{session=\"%s\"} %u\n", ss->id, ss->inbox.count);
-        M("softcast_session_inbox_bytes_peak{session=\"%s\"} %u\n", ss->id, ss->inbox.peak);
-        M("softcast_session_viewer_queries{session=\"%s\"} %d\n", ss->id, ss->nquery);
-        M("softcast_session_viewer_queries_replaced_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->queries_replaced);
-        M("softcast_session_client_visits_total{session=\"%s\"} %llu\n", ss->id,
-          (unsigned long long)ss->client_visits);
-        pthread_mutex_unlock(&ss->lock);
-    }
-    pthread_mutex_unlock(&s->lock);
-    M("# TYPE softcast_sessions gauge\nsoftcast_sessions %d\n", nsessions);
-    M("# TYPE softcast_clients gauge\nsoftcast_clients %d\n", atomic_load(&s->nclients));
-    M("# TYPE softcast_inbox_capacity_bytes gauge\nsoftcast_inbox_capacity_bytes %u\n",
+    int n;
+    session_sample *smp = session_samples(s, &n);
+    if (!smp)
+        return send_error(conn, 503, "out of memory", "no memory for the metrics");
+    int k = 0;
+#define PRINT_METRIC(name, type, help, value, decimals)                                           \
+    M("# HELP softcast_session_" #name " " help "\n# TYPE softcast_session_" #name " " #type      \
+      "\n");                                                                                      \
+    for (int i = 0; i < n; i++)                                                                   \
+        M("softcast_session_" #name "{session=\"%s\"} %.*f\n", smp[i].id, decimals, smp[i].v[k]); \
+    k++;
+    SESSION_METRICS(PRINT_METRIC)
+#undef PRINT_METRIC
+    free(smp);
+    /* The server's own: name, type, help, then its sample. */
+#define G(name, type, help, fmt, ...)                                                        \
+    M("# HELP softcast_" name " " help "\n# TYPE softcast_" name " " type "\nsoftcast_" name \
+      " " fmt "\n",                                                                          \
+      __VA_ARGS__)
+    G("sessions", "gauge", "Sessions held.", "%d", n);
+    G("clients", "gauge", "WebSocket clients joined, all sessions.", "%d",
+      atomic_load(&s->nclients));
+    G("inbox_capacity_bytes", "gauge", "Bytes of events a session's inbox holds.", "%u",
       (unsigned)(SRV_INBOX_BYTES - SRV_INBOX_CONTROL));
-    M("# TYPE softcast_frames_sent_total counter\nsoftcast_frames_sent_total %llu\n",
+    G("frames_sent_total", "counter", "Frames sent, all sessions.", "%llu",
       (unsigned long long)atomic_load(&s->total_frames_sent));
-    M("# TYPE softcast_bytes_sent_total counter\nsoftcast_bytes_sent_total %llu\n",
+    G("bytes_sent_total", "counter", "Bytes of frames sent, all sessions.", "%llu",
       (unsigned long long)atomic_load(&s->total_bytes_sent));
-    M("# TYPE softcast_errors_total counter\nsoftcast_errors_total %llu\n",
+    G("errors_total", "counter", "Errors sent to clients, all sessions.", "%llu",
       (unsigned long long)atomic_load(&s->total_errors));
-    M("# HELP softcast_batched_steps_total Session steps taken in batches of two or more "
-      "(--step-batch).\n# TYPE softcast_batched_steps_total counter\n"
-      "softcast_batched_steps_total %llu\n",
-      (unsigned long long)atomic_load(&s->batched_steps));
-    M("# TYPE softcast_step_batches_total counter\nsoftcast_step_batches_total %llu\n",
+    G("batched_steps_total", "counter",
+      "Session steps taken in batches of two or more "
+      "(--step-batch).",
+      "%llu", (unsigned long long)atomic_load(&s->batched_steps));
+    G("step_batches_total", "counter", "Batches of two or more steps taken (--step-batch).", "%llu",
       (unsigned long long)atomic_load(&s->step_batches));
-    M("# HELP softcast_express_steps_total Light sessions' steps taken by the express worker "
-      "while every worker was stepping.\n# TYPE softcast_express_steps_total counter\n"
-      "softcast_express_steps_total %llu\n",
-      (unsigned long long)atomic_load(&s->express_steps));
-    M("# TYPE softcast_uptime_seconds gauge\nsoftcast_uptime_seconds %.1f\n",
+    G("express_steps_total", "counter",
+      "Light sessions' steps taken by the express worker "
+      "while every worker was stepping.",
+      "%llu", (unsigned long long)atomic_load(&s->express_steps));
+    G("uptime_seconds", "gauge", "Seconds since the server started.", "%.1f",
       (srv_now_ms() - (double)s->started_ms) / 1000.0);
+#undef G
 #undef M
     enum MHD_Result r = send_body(conn, 200, "text/plain; version=0.0.4", o ? o : "", len);
     free(o);

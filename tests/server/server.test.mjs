@@ -43,6 +43,51 @@ test('health, create, list, get, unknown session is 404', async () => {
   assert.match(m.text, /softcast_sessions \d+/);
 });
 
+// Prometheus' text format (prometheus.io/docs/instrumenting/exposition_formats): a metric's
+// samples are one group, after its HELP and TYPE; a counter's name ends in _total.
+test('/metrics: every metric has HELP and TYPE, and its samples (one per session) together', async () => {
+  const made = [];
+  for (let k = 0; k < 2; k++) {
+    const c = await api(srv.base, 'POST', '/api/sessions', { scene: 'volume', dims: [16, 16, 8] });
+    assert.equal(c.status, 201, c.text);
+    made.push(c.json);
+  }
+  try {
+    const text = (await api(srv.base, 'GET', '/metrics')).text;
+    const help = new Map(), type = new Map(), samples = new Map();
+    let current = null;
+    for (const line of text.split('\n').filter(Boolean)) {
+      const h = line.match(/^# (HELP|TYPE) (\w+) (.+)$/);
+      if (h) {
+        assert.ok(!samples.has(h[2]), `${h[1]} of ${h[2]} after its samples`);
+        (h[1] === 'HELP' ? help : type).set(h[2], h[3]);
+        continue;
+      }
+      const m = line.match(/^(\w+)(\{session="([^"]+)"\})? (-?[0-9.]+)$/);
+      assert.ok(m, `not a sample: ${line}`);
+      if (m[1] !== current) {
+        assert.ok(!samples.has(m[1]), `${m[1]}'s samples are not together`);
+        current = m[1];
+        samples.set(m[1], []);
+      }
+      samples.get(m[1]).push(m[3]);
+    }
+    assert.ok(samples.size >= 20, `${samples.size} metrics`);
+    for (const [name, of] of samples) {
+      assert.ok(help.get(name)?.length > 5, `${name} has no HELP`);
+      assert.ok(['gauge', 'counter'].includes(type.get(name)), `${name}'s TYPE ${type.get(name)}`);
+      if (type.get(name) === 'counter') assert.match(name, /_total$/);
+      if (name.startsWith('softcast_session_')) {
+        for (const { id } of made) assert.ok(of.includes(id), `${name} lacks session ${id}`);
+        assert.equal(new Set(of).size, of.length, `${name} lists a session twice`);
+      }
+    }
+    assert.ok(samples.has('softcast_session_step_ms') && samples.has('softcast_express_steps_total'));
+  } finally {
+    for (const c of made) await api(srv.base, 'DELETE', `/api/sessions/${c.id}`, undefined, { authorization: `Bearer ${c.control_token}` });
+  }
+});
+
 test('a session\'s options: a misspelt or unknown field, or a fraction where an integer goes, is refused by name in every scene', async () => {
   const cases = [
     [{ scene: 'volume', dim: [32, 32, 32] }, /unknown field "dim": a volume session's body takes scene, dims and preset/],
