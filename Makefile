@@ -118,8 +118,12 @@ REL_SIM_O = $(SIM_C:%.c=$(REL)/%.o) $(SIM_CPP:%.cpp=$(REL)/%.cpp.o) \
 TST_SIM_O = $(SIM_C:%.c=$(TST)/%.o) $(SIM_CPP:%.cpp=$(TST)/%.cpp.o) \
             $(if $(CUDA_LIBDIR),$(SIM_CU:%.cu=$(REL)/%.cu.o))
 
-.PHONY: all deps test-deps test mutants bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
-all: deps $(BUILD)/softcast-bench $(BUILD)/softcast-server $(BUILD)/softcast-load web
+.PHONY: all build-all deps test-deps test mutants bench-client run bench cuda-check format-check format clean sim bench-bin protocol-vectors web
+# The build runs after deps, never beside it (make -jN): what deps installs (NIfTI, GDCM,
+# Bullet) is looked for when the flags are written, so a compile must not start before it.
+all: deps
+	@$(MAKE) --no-print-directory build-all
+build-all: $(BUILD)/softcast-bench $(BUILD)/softcast-server $(BUILD)/softcast-load web
 
 # The browser client: npm packages from the committed lock file, bundled by esbuild into
 # web-client/dist/: app.js (the page) and wire.js (its Web Worker: the socket and the frame
@@ -149,11 +153,16 @@ $(BUILD)/libsoftcast-sim.a: $(REL_SIM_O)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libsoftcast-sim.a
-	$(CC) $(OPENMP) -o $@ $^ $(BULLET_LIBS) $(LIBS)
+$(BUILD)/softcast-bench: $(BENCH_C:%.c=$(REL)/%.o) $(BENCH_CXX_O) $(BUILD)/libsoftcast-sim.a \
+                        $(BUILD)/bench.flags
+	$(CC) $(OPENMP) -o $@ $(filter-out %.flags,$^) $(BULLET_LIBS) $(LIBS)
 
-$(REL)/tests/bench/bench_cloth.o $(REL)/tests/bench/bench_softbody_peer.o: REL_CFLAGS += $(BENCH_DEFS)
-$(REL)/tests/bench/%.cpp.o: tests/bench/%.cpp $(BUILD)/rel.flags
+# Their own rule, not a target-specific REL_CFLAGS: make would hand that to rel.flags too.
+$(REL)/tests/bench/bench_cloth.o $(REL)/tests/bench/bench_softbody_peer.o: $(REL)/%.o: %.c \
+        $(BUILD)/rel.flags $(BUILD)/bench.flags
+	@mkdir -p $(@D)
+	$(CC) $(REL_CFLAGS) $(BENCH_DEFS) -c -o $@ $<
+$(REL)/tests/bench/%.cpp.o: tests/bench/%.cpp $(BUILD)/rel.flags $(BUILD)/bench.flags
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror $(BENCH_DEFS) $(if $(BULLET_H),-isystem /usr/include/bullet) \
 	    -MMD -MP -c -o $@ $<
@@ -274,10 +283,12 @@ $(BUILD)/softcast-protogen: $(REL)/tests/protocol/gen_vectors.o $(PROTO_C:%.c=$(
 # objects depend on it, so a change of configuration (the NIfTI library installed after a
 # first build, CUDA found, OPT changed) rebuilds what it affects.
 .PHONY: FORCE
-$(BUILD)/rel.flags $(BUILD)/test.flags: $(BUILD)/%.flags: FORCE
+$(BUILD)/rel.flags $(BUILD)/test.flags $(BUILD)/bench.flags: $(BUILD)/%.flags: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' '$(FLAGS_$*)' | cmp -s - $@ 2>/dev/null || printf '%s\n' '$(FLAGS_$*)' >$@
-FLAGS_rel = $(CC) $(REL_CFLAGS) $(CXX) $(REL_CXXFLAGS) $(LIBS) $(BENCH_DEFS)
+FLAGS_rel = $(CC) $(REL_CFLAGS) $(CXX) $(REL_CXXFLAGS) $(LIBS)
+# The bench's peer (Bullet): only the bench's objects and link follow it.
+FLAGS_bench = $(BENCH_DEFS) $(BULLET_LIBS)
 FLAGS_test = $(CC) $(TST_CFLAGS) $(CXX) $(TST_CXXFLAGS) $(LIBS)
 
 $(REL)/%.o: %.c $(BUILD)/rel.flags
