@@ -199,6 +199,7 @@ static void block_range(const sim_volume_state *s, int64_t b, int r[6])
  * s->cand_next, each queued once (cand_stamp against pass_id). */
 typedef struct {
     int64_t lo[CM_RELAX_PHASES], hi[CM_RELAX_PHASES], end; /* end: appended so far */
+    int npull; /* phases of the elastic (pull) iterations: the repair's begin at npull */
     uint8_t
         classes[CM_RELAX_PHASES]; /* bit c: class c's elements of the phase's parity are in it */
 } relax_work;
@@ -309,6 +310,36 @@ static void queue_seeds(sim_volume_state *s, int phase, int64_t *n)
         queue_relax(s, s->seed_exp[k], n);
 }
 
+/* Whether position p is outside the lattice box grown by the margin: what relaxation's clip
+ * to the box would change (cm_relax_element_at). */
+static int outside_box(const cm_kparams *kp, const float *p)
+{
+    const float hi[3] = {(float)(kp->nx - 1) + kp->margin, (float)(kp->ny - 1) + kp->margin,
+                         (float)(kp->nz - 1) + kp->margin};
+    for (int b = 0; b < 3; b++)
+        if (p[b] < -kp->margin || p[b] > hi[b])
+            return 1;
+    return 0;
+}
+
+/* The repair's first candidates of the phase beyond the usual ones: the elements a pull
+ * iteration left outside the box (s->outside), or, when those are unknown, every element of
+ * the active blocks (whatever is away from its lattice point is in one). */
+static void queue_outside(sim_volume_state *s, int phase, int64_t *n)
+{
+    if (s->outside_unknown) {
+        for (int64_t k = 0; k < s->nactive; k++) {
+            int r[6];
+            block_range(s, s->blk_active[k], r);
+            queue_phase_range(s, phase, r, n);
+        }
+        return;
+    }
+    for (int64_t k = 0; k < s->noutside; k++)
+        if (cm_relax_phase(&s->kp, s->outside[k], s->flags) == phase)
+            queue_relax(s, s->outside[k], n);
+}
+
 /* Phase h's candidates: the elements an evaluation could move. One moves only when it moved at
  * its last evaluation (phase h - P: not at rest yet) or a neighbour moved since (phases h - P + 1
  * to h - 1); before any has been evaluated this frame (h < P), the elements in and beside the
@@ -332,6 +363,8 @@ static int64_t relax_candidates(sim_volume_state *s, const relax_work *w, int h,
     } else
         for (int64_t k = w->lo[phase]; k < w->hi[phase]; k++)
             queue_relax(s, s->cand[k % cap], &n);
+    if (h >= w->npull && h < w->npull + CM_RELAX_PHASES)
+        queue_outside(s, phase, &n);
     /* back = 2 is skipped: an element's neighbours have the other parity (x + y + z), and a
      * phase's parity is its own (cm_relax_phase_of), so phase h - 2's moves have no
      * neighbour in phase h. */
@@ -374,6 +407,15 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
         if (s->scratch_status[k])
             memcpy(&s->pos[i * 3], o, sizeof o);
     }
+    /* What a pull iteration looked at outside the box, the repair looks at again. */
+    for (int64_t k = 0; pull && !s->full_sweeps && k < n; k++) {
+        if (s->outside_unknown || !outside_box(kp, &s->pos[(size_t)cand[k] * 3]))
+            continue;
+        if (s->noutside == s->seed_cap)
+            s->outside_unknown = 1;
+        else
+            s->outside[s->noutside++] = cand[k];
+    }
     int phase = h % CM_RELAX_PHASES;
     w->lo[phase] = w->end;
     /* Moved in the last elastic iteration or in the repair: the pull may move it (or a
@@ -402,6 +444,7 @@ static int64_t relax(sim_volume_state *s)
     int nphases = npull + (npull > 0 ? CM_RELAX_PHASES * CM_REPAIR_ITERATIONS : 0);
     relax_work w;
     memset(&w, 0, sizeof w);
+    w.npull = npull;
     for (int phase = 0; phase < CM_RELAX_PHASES; phase++)
         for (int c = 0; c < CM_NCLASS; c++)
             if (cm_relax_phase_of(&s->kp, c, 0, 0, phase & 1) == phase)
@@ -416,6 +459,8 @@ static int64_t relax(sim_volume_state *s)
         int64_t n = relax_candidates(s, &w, h, nb_init);
         evaluated += n;
         relax_evaluate(s, &w, h, n, npull);
+        if (h == npull + CM_RELAX_PHASES - 1) /* the repair's first iteration looked at them */
+            s->noutside = 0, s->outside_unknown = 0;
         int64_t recent = 0; /* moved in the last CM_RELAX_PHASES phases */
         for (int q = 0; q < CM_RELAX_PHASES; q++)
             recent += w.hi[q] - w.lo[q];
@@ -554,7 +599,6 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             cm_vel_out o =
                 cm_velocity_element_at(kp, i, x_, y_, z_, s->pos, s->pos_prev, s->vel, s->flags);
             if (o.speed > 0.0f) {
-                any_v = 1;
                 kin += (double)o.speed * (double)o.speed;
                 sp[s->flags[i] & CM_CLASS_MASK] += (double)o.speed;
             }
@@ -565,6 +609,9 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             if (!vel_bits_zero(&s->vel[i * 3]))
                 moving |= 1ull << row_;
         }
+        /* Any velocity the full sweeps' inertial step would apply (a NaN one too, whose speed
+         * is no number): its block is one the inertial step visits. */
+        any_v = moving != 0;
         /* A row left out did not move: its largest displacement is the one it had. */
         float maxd = 0.0f;
         for (int row = 0; row < VOL_BLOCK_ROWS; row++)

@@ -525,11 +525,11 @@ SIM_HD static inline cm_vel_out cm_velocity_element_at(const cm_kparams *kp, int
         dx[0] = dx[1] = dx[2] = 0.0f;
     float v[3];
     /* Still (no correction, no velocity: most of a touched block): every condition gives
-     * V = +0, so the divisions and the square root are skipped, with the same bits. That
-     * needs a dead zone (the formulas can give -0, which only the dead zone turns to +0)
-     * and a finite displacement (an infinite one makes damp NaN under C, and V NaN). */
+     * V = +0 (a -0 too: it has no length, below), so the divisions and the square root are
+     * skipped, with the same bits. That needs a finite displacement (an infinite one makes
+     * damp NaN under C, and V NaN). */
     int still = dx[0] == 0.0f && dx[1] == 0.0f && dx[2] == 0.0f && V[0] == 0.0f && V[1] == 0.0f &&
-                V[2] == 0.0f && kp->dead_zone > 0.0f && disp2 < CM_UNREACHED;
+                V[2] == 0.0f && disp2 < CM_UNREACHED;
     if (still || kp->condition == 0 || s <= 0.0f || (f & CM_FLAG_GRABBED)) {
         v[0] = v[1] = v[2] = 0.0f;
     } else if (kp->condition == 1) {
@@ -547,7 +547,10 @@ SIM_HD static inline cm_vel_out cm_velocity_element_at(const cm_kparams *kp, int
             v[b] *= sc;
         vlen = kp->v_max;
     }
-    if (vlen < kp->dead_zone) {
+    /* Below the dead zone, or too small for its length to be a float (the squares underflow,
+     * or -0): no velocity, +0 in every bit, so that a velocity is non-zero exactly when the
+     * speed is (the CPU backend's rows and blocks with motion rest on that). */
+    if (vlen < kp->dead_zone || vlen == 0.0f) {
         v[0] = v[1] = v[2] = 0.0f;
         vlen = 0.0f;
     }

@@ -112,7 +112,18 @@ struct sim_volume_state {
     int64_t nseed_cur, nseed_next, seed_cap;
     uint32_t *seed_exp; /* (7 seed_cap) seed_cur and its neighbours, by phase (take_seeds) */
     int64_t seed_at[CM_RELAX_PHASES + 1];
-    uint8_t *seeded;        /* (nelem) 1: in seed_next */
+    uint8_t *seeded; /* (nelem) 1: in seed_next */
+    /* Elements a pull iteration of relaxation looked at outside the lattice box grown by the
+     * margin, since the last repair began: the repair's first iteration looks at them again.
+     * A band may hold an element out there; a pull iteration then leaves it where it is,
+     * while a clip-only (repair) one, with the same neighbours, clips it to the box (the
+     * band accepts the box within CM_BAND_TOL). Inside the box, an element a pull iteration
+     * left alone a repair iteration leaves alone too (see relax in cpu.c). outside_unknown:
+     * more than seed_cap of them; the repair's first iteration looks at every element of the
+     * active blocks. */
+    uint32_t *outside; /* (seed_cap) */
+    int64_t noutside;
+    int outside_unknown;
     double *blk_kinetic;    /* (nblocks) per-block sums, reduced in block order */
     float *blk_maxdisp;     /* (nblocks) */
     double *blk_speed;      /* (nblocks x SIM_NTISSUE) */

@@ -146,7 +146,7 @@ size_t sim_volume_state_bytes(const sim_volume_state *s)
     size_t n = (size_t)s->nelem, nb = (size_t)s->nblocks;
     size_t per_elem = 3 * 3 * sizeof(float) + 1 + sizeof(float) + 4 * sizeof(uint32_t) +
                       3 * sizeof(float) + sizeof(float) + 1 + 1 /* seeded */ +
-                      9 * sizeof(uint32_t) / 8 /* the seed lists */;
+                      10 * sizeof(uint32_t) / 8 /* the seed lists, the outside list */;
     size_t grab = (size_t)VOL_MAX_GRAB * (2 * sizeof(uint32_t) + 6 * sizeof(float));
     size_t per_block = sizeof *s->blk_flags + 2 * sizeof(uint32_t) + 1 + sizeof(double) +
                        sizeof(float) + SIM_NTISSUE * sizeof(double) + sizeof(int64_t) + 1 +
@@ -204,6 +204,7 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
     s->seed_next = sc_calloc((size_t)s->seed_cap, sizeof(uint32_t));
     s->seed_exp = sc_calloc(7 * (size_t)s->seed_cap, sizeof(uint32_t));
     s->seeded = sc_calloc(n, 1);
+    s->outside = sc_calloc((size_t)s->seed_cap, sizeof(uint32_t));
     s->blk_kinetic = sc_calloc(nb, sizeof(double));
     s->blk_maxdisp = sc_calloc(nb, sizeof(float));
     s->blk_speed = sc_calloc(nb * SIM_NTISSUE, sizeof(double));
@@ -221,9 +222,10 @@ sim_status sim_volume_state_create(sim_volume_state **out, const sim_volume_mode
         !s->grab_start || !s->grab_old || !s->cand || !s->cand_next || !s->cand_stamp ||
         !s->reached || !s->scratch_pos || !s->scratch_t || !s->scratch_status || !s->blk_flags ||
         !s->blk_list || !s->blk_active || !s->blk_listed || !s->seed_cur || !s->seed_next ||
-        !s->seed_exp || !s->seeded || !s->blk_kinetic || !s->blk_maxdisp || !s->blk_nonfinite ||
-        !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen || !s->blk_rows ||
-        !s->row_maxdisp || !s->stamp_log || !s->stamp_log_gen || !s->run_scratch || !s->run_bits) {
+        !s->seed_exp || !s->seeded || !s->outside || !s->blk_kinetic || !s->blk_maxdisp ||
+        !s->blk_nonfinite || !s->blk_classes || !s->blk_speed || !s->probe_pos || !s->blk_pos_gen ||
+        !s->blk_rows || !s->row_maxdisp || !s->stamp_log || !s->stamp_log_gen || !s->run_scratch ||
+        !s->run_bits) {
         sim_volume_state_destroy(s);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM,
                                    "state: out of memory for %zu elements", n);
@@ -271,6 +273,7 @@ void sim_volume_state_destroy(sim_volume_state *s)
     free(s->seed_next);
     free(s->seed_exp);
     free(s->seeded);
+    free(s->outside);
     free(s->blk_kinetic);
     free(s->blk_maxdisp);
     free(s->blk_speed);
@@ -418,6 +421,124 @@ static sim_status measure_probe(sim_volume_state *s, sim_volume_metrics *mt, cha
     return SIM_OK;
 }
 
+/* Element i is within the hand's reach (centre c, per-axis weights w, radius squared r2):
+ * tissue, not air (grabbing air moves nothing anyone can see). */
+static int grab_reaches(const sim_volume_state *s, int64_t i, const float c[3], const float w[3],
+                        float r2)
+{
+    if ((s->flags[i] & CM_CLASS_MASK) == SIM_TISSUE_AIR)
+        return 0;
+    float d2 = 0.0f;
+    for (int b = 0; b < 3; b++) {
+        float d = (s->pos[i * 3 + b] - c[b]) * w[b];
+        d2 += d * d;
+    }
+    return !(d2 > r2);
+}
+
+/* The elements of the lattice box e[6] ([x0,x1) x [y0,y1) x [z0,z1)) within reach, appended
+ * to grab_idx at *n; 0 once more than VOL_MAX_GRAB were found. */
+static int grab_box(sim_volume_state *s, const int e[6], const float c[3], const float w[3],
+                    float r2, int *n)
+{
+    for (int z = e[4]; z < e[5]; z++)
+        for (int y = e[2]; y < e[3]; y++)
+            for (int x = e[0]; x < e[1]; x++) {
+                int64_t i = x + (int64_t)s->kp.nx * (y + (int64_t)s->kp.ny * z);
+                if (!grab_reaches(s, i, c, w, r2))
+                    continue;
+                if (*n == VOL_MAX_GRAB)
+                    return 0;
+                s->grab_idx[(*n)++] = (uint32_t)i;
+            }
+    return 1;
+}
+
+/* Block b's elements: [x0,x1) x [y0,y1) x [z0,z1). */
+static void block_box(const sim_volume_state *s, int64_t b, int e[6])
+{
+    int64_t bc[3] = {b % s->bx, (b / s->bx) % s->by, b / ((int64_t)s->bx * s->by)};
+    int n[3] = {s->kp.nx, s->kp.ny, s->kp.nz};
+    for (int a = 0; a < 3; a++) {
+        e[2 * a] = (int)bc[a] << VOL_BLOCK_SHIFT;
+        e[2 * a + 1] = e[2 * a] + VOL_BLOCK < n[a] ? e[2 * a] + VOL_BLOCK : n[a];
+    }
+}
+
+static int cmp_index(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The elements within the hand's reach (grab_reaches), in index order, into grab_idx; -1 past
+ * VOL_MAX_GRAB. On the CPU backend the cost follows the reach, not the volume: an element
+ * that is not in an active block is at its lattice point (a block leaves the list only with
+ * nothing displaced), so of those only the reach's lattice box is looked at; of the active
+ * blocks, those whose elements, each within its block's largest displacement of its lattice
+ * point, may lie in that box. A block touched since the velocity step measured it (a move,
+ * a release, a parameter change) or holding a non-finite position is looked at whole. The
+ * CUDA backend keeps no block bookkeeping on the host, and full_sweeps is the tests'
+ * reference: they look at every element. The same set either way. */
+static int grab_select(sim_volume_state *s, const float c[3], const float w[3], float radius)
+{
+    float r2 = radius * radius;
+    int n = 0;
+    if (s->impl != &vol_cpu_backend || s->full_sweeps) {
+        for (int64_t i = 0; i < s->nelem; i++)
+            if (grab_reaches(s, i, c, w, r2)) {
+                if (n == VOL_MAX_GRAB)
+                    return -1;
+                s->grab_idx[n++] = (uint32_t)i;
+            }
+        return n;
+    }
+    /* The reach's lattice box, a lattice unit wider each way for rounding: lo..hi. */
+    int dims[3] = {s->kp.nx, s->kp.ny, s->kp.nz}, box[6];
+    double lo[3], hi[3];
+    for (int a = 0; a < 3; a++) {
+        double rb = (double)radius / (double)w[a];
+        lo[a] = (double)c[a] - rb - 1.0;
+        hi[a] = (double)c[a] + rb + 1.0;
+        box[2 * a] = lo[a] <= 0.0 ? 0 : lo[a] >= dims[a] ? dims[a] : (int)ceil(lo[a]);
+        box[2 * a + 1] = hi[a] < 0.0 ? 0 : hi[a] >= dims[a] - 1 ? dims[a] : (int)floor(hi[a]) + 1;
+    }
+    for (int64_t k = 0; k < s->nactive; k++) {
+        int64_t b = s->blk_active[k];
+        int e[6], reach = 1;
+        block_box(s, b, e);
+        double m = (s->blk_flags[b] & BLK_TOUCHED) || s->blk_nonfinite[b]
+                       ? (double)INFINITY
+                       : (double)s->blk_maxdisp[b] * 1.001 + 1e-3;
+        for (int a = 0; a < 3; a++)
+            reach &= e[2 * a] - m <= hi[a] && e[2 * a + 1] - 1 + m >= lo[a];
+        if (reach && !grab_box(s, e, c, w, r2, &n))
+            return -1;
+    }
+    if (box[0] < box[1] && box[2] < box[3] && box[4] < box[5]) {
+        int bb[6];
+        for (int a = 0; a < 6; a++)
+            bb[a] = (box[a] - (a & 1)) >> VOL_BLOCK_SHIFT; /* first and last block per axis */
+        for (int bz = bb[4]; bz <= bb[5]; bz++)
+            for (int by = bb[2]; by <= bb[3]; by++)
+                for (int bx = bb[0]; bx <= bb[1]; bx++) {
+                    int64_t b = bx + (int64_t)s->bx * (by + (int64_t)s->by * bz);
+                    if (s->blk_listed[b])
+                        continue; /* active: looked at above */
+                    int e[6];
+                    block_box(s, b, e);
+                    for (int a = 0; a < 6; a += 2) { /* the block's part of the box */
+                        e[a] = e[a] > box[a] ? e[a] : box[a];
+                        e[a + 1] = e[a + 1] < box[a + 1] ? e[a + 1] : box[a + 1];
+                    }
+                    if (!grab_box(s, e, c, w, r2, &n))
+                        return -1;
+                }
+    }
+    qsort(s->grab_idx, (size_t)n, sizeof *s->grab_idx, cmp_index);
+    return n;
+}
+
 static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, uint32_t *old,
                              char *err, size_t err_sz)
 {
@@ -429,31 +550,18 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
     to_lattice(s, ev->space, ev->point, c);
     for (int b = 0; b < 3; b++)
         w[b] = ev->space == SIM_SPACE_WORLD ? s->m->vol.spacing_mm[b] : 1.0f;
-    float r2 = ev->radius * ev->radius;
-    int n = 0;
-    for (int64_t i = 0; i < s->nelem; i++) {
-        if ((s->flags[i] & CM_CLASS_MASK) == SIM_TISSUE_AIR)
-            continue; /* grabbing air moves nothing anyone can see */
-        float d2 = 0.0f;
-        for (int b = 0; b < 3; b++) {
-            float d = (s->pos[i * 3 + b] - c[b]) * w[b];
-            d2 += d * d;
-        }
-        if (d2 > r2)
-            continue;
-        if (n == VOL_MAX_GRAB) {
-            for (int g = 0; g < n; g++)
-                s->flags[s->grab_idx[g]] &= (uint8_t)~CM_FLAG_GRABBED;
-            s->ngrab = 0;
-            s->impl->sync_grab(s, old, nold, NULL, 0);
-            return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
-                                       "grab: radius %g selects more than %d elements",
-                                       (double)ev->radius, VOL_MAX_GRAB);
-        }
-        s->grab_idx[n] = (uint32_t)i;
-        memcpy(&s->grab_start[n * 3], &s->pos[i * 3], 3 * sizeof(float));
+    int n = grab_select(s, c, w, ev->radius);
+    if (n < 0) {
+        s->ngrab = 0;
+        s->impl->sync_grab(s, old, nold, NULL, 0);
+        return (sim_status)sc_fail(err, err_sz, SIM_ERR_LIMIT,
+                                   "grab: radius %g selects more than %d elements",
+                                   (double)ev->radius, VOL_MAX_GRAB);
+    }
+    for (int g = 0; g < n; g++) {
+        uint32_t i = s->grab_idx[g];
+        memcpy(&s->grab_start[g * 3], &s->pos[(size_t)i * 3], 3 * sizeof(float));
         s->flags[i] |= CM_FLAG_GRABBED;
-        n++;
     }
     s->ngrab = n;
     set_probe(s);

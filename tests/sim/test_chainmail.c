@@ -775,7 +775,8 @@ static void velocity_formulas(const cm_kparams *kp, int cls, const float X[3], c
     if (vlen > kp->v_max)
         for (int b = 0; b < 3; b++)
             v[b] *= kp->v_max / vlen;
-    if ((vlen > kp->v_max ? kp->v_max : vlen) < kp->dead_zone)
+    /* Below the dead zone, or of no length (a -0, or squares that underflow): +0. */
+    if ((vlen > kp->v_max ? kp->v_max : vlen) < kp->dead_zone || vlen == 0.0f)
         v[0] = v[1] = v[2] = 0.0f;
     memcpy(out, v, sizeof v);
 }

@@ -448,7 +448,8 @@ TEST(rows_the_hand_holds_and_bone_going_home_give_the_same_state_as_full_sweeps)
 
 /* One random session on the phantom: its state hash and metrics after every frame, on
  * candidates and rows (full_sweeps 0) or on every element (1). Grabs anywhere with radius 1
- * to 5 (a hand may hold bone, and whole rows), drags, releases; a condition switch; a
+ * to 5 (a hand may hold bone, and whole rows), drags, releases, grabs again where a drag left
+ * the tissue (in the step of a move, or a frame after the release); a condition switch; a
  * parameter change that reclassifies, caps the speed and sets the dead zone to 0 or not; a
  * snapshot restored. */
 typedef struct sweep_frame {
@@ -479,19 +480,36 @@ static int random_session(int full_sweeps, uint32_t seed, const int dims[3], int
         p.dead_zone = 0.0f;
     int ok = vs_set_params(s, &p) == SIM_OK;
     sc_blob snap = {0};
-    float at[3] = {0.0f, 0.0f, 0.0f};
+    float at[3] = {0.0f, 0.0f, 0.0f}, drift[3] = {0.0f, 0.0f, 0.0f};
     for (int f = 0; f < frames && ok; f++) {
         int phase = f % 30;
         if (phase == 0) {
-            for (int b = 0; b < 3; b++)
+            for (int b = 0; b < 3; b++) {
                 at[b] = vs_uniform(&rng, 0.0f, (float)(dims[b] - 1));
+                drift[b] = 0.0f;
+            }
             ok &= vs_push(s, SIM_EV_GRAB, at, vs_uniform(&rng, 1.0f, 5.0f)) == SIM_OK;
+            /* Drags go one way on one axis, so that tissue ends far from its lattice point. */
+            drift[(f / 30) % 3] = (f / 90) % 2 ? -1.0f : 1.0f;
         } else if (phase < 8) {
             for (int b = 0; b < 3; b++)
-                at[b] += vs_uniform(&rng, -1.5f, 1.5f);
+                at[b] += vs_uniform(&rng, -1.5f, 1.5f) + drift[b];
             ok &= vs_push(s, SIM_EV_MOVE, at, 0) == SIM_OK;
+            /* A jump of the hand and a new grab in the same step: the grab finds the tissue
+             * where the jump put it, further from its lattice point than the last frame
+             * measured. */
+            if (phase == 5 && (seed & 1)) {
+                for (int b = 0; b < 3; b++)
+                    at[b] += 6.0f * drift[b];
+                ok &= vs_push(s, SIM_EV_MOVE, at, 0) == SIM_OK;
+                ok &= vs_push(s, SIM_EV_GRAB, at, vs_uniform(&rng, 1.0f, 3.0f)) == SIM_OK;
+            }
         } else if (phase == 8) {
             ok &= vs_push(s, SIM_EV_RELEASE, NULL, 0) == SIM_OK;
+        } else if (phase == 9 && (seed & 2)) {
+            /* A grab where the hand left the tissue, a frame after the release: what lies
+             * there is away from its lattice point (grab_select's displacement bound). */
+            ok &= vs_push(s, SIM_EV_GRAB, at, vs_uniform(&rng, 1.0f, 2.0f)) == SIM_OK;
         }
         if (f == frames / 4)
             ok &= sim_volume_state_save(s, &snap, err, sizeof err) == SIM_OK;
