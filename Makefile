@@ -140,8 +140,9 @@ web-client/dist/app.js: $(WEB_SRC) web-client/node_modules/.package-lock.json
 deps:
 	@deploy/install-deps.sh
 
-# The tests also need Debian's Chromium (the browser end-to-end tests).
-test-deps:
+# The tests also need Debian's Chromium (the browser end-to-end tests). After deps, never
+# beside it (make -jN): two package installs at once fight over dpkg's lock.
+test-deps: deps
 	@deploy/install-deps.sh --test
 
 sim: $(BUILD)/libsoftcast-sim.a

@@ -453,38 +453,44 @@ static void metrics_line(char **out, size_t *len, size_t *cap, const char *fmt, 
 /* The per-session metrics: name (after softcast_session_), type, help, value (of ss, under
  * its lock) and the decimals it is printed with. One table, so that each has its HELP and
  * TYPE and the exposition lists a metric's samples together (Prometheus' text format). */
-#define SESSION_METRICS(X)                                                                       \
-    X(step_ms, gauge, "Simulation step time of the last frame, ms.", ss->last_step_ms, 4)        \
-    X(encode_ms, gauge, "Encoding time of the last frame encoded, ms.", ss->last_encode_ms, 4)   \
-    X(step_ms_mean, gauge, "Mean simulation step time over the session's frames, ms.",           \
-      ss->frames ? ss->step_ms_sum / (double)ss->frames : 0.0, 4)                                \
-    X(encodes_total, counter, "Frames encoded.", (double)ss->encodes, 0)                         \
-    X(encode_ms_mean, gauge, "Mean encoding time over the frames encoded, ms.",                  \
-      ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0, 4)                            \
-    X(frames_total, counter, "Simulation steps taken.", (double)ss->frames, 0)                   \
-    X(batched_steps_total, counter, "Steps taken in batches of two or more (--step-batch).",     \
-      (double)ss->batched_steps, 0)                                                              \
-    X(frames_sent_total, counter, "Frames sent, one per client that got it.",                    \
-      (double)ss->frames_sent, 0)                                                                \
-    X(bytes_sent_total, counter, "Bytes of frames sent to clients.", (double)ss->bytes_sent, 0)  \
-    X(clients, gauge, "WebSocket clients joined.", (double)ss->nclients, 0)                      \
-    X(events_total, counter, "Interaction events applied.", (double)ss->events, 0)               \
-    X(errors_total, counter, "Errors sent to the session's clients.", (double)ss->errors, 0)     \
-    X(event_to_frame_ms, gauge,                                                                  \
-      "Mean time from the oldest event a step applied to the step's end, ms.",                   \
-      ss->latency_n ? ss->latency_ms_sum / (double)ss->latency_n : 0.0, 4)                       \
-    X(backlog_bytes_peak, gauge, "Largest send backlog of one client, bytes.",                   \
-      (double)ss->backlog_peak, 0)                                                               \
-    X(inbox_bytes, gauge, "Bytes of events waiting in the inbox.", (double)ss->inbox.used, 0)    \
-    X(inbox_events, gauge, "Events waiting in the inbox.", (double)ss->inbox.count, 0)           \
-    X(inbox_bytes_peak, gauge, "Largest inbox fill, bytes.", (double)ss->inbox.peak, 0)          \
-    X(viewer_queries, gauge, "Viewers' queries waiting for the next frame.", (double)ss->nquery, \
-      0)                                                                                         \
-    X(viewer_queries_replaced_total, counter,                                                    \
-      "Viewers' queries replaced by a newer one before a frame answered them.",                  \
-      (double)ss->queries_replaced, 0)                                                           \
-    X(client_visits_total, counter,                                                              \
-      "Clients of the session the WebSocket thread looked at on its wakes.",                     \
+#define SESSION_METRICS(X)                                                                        \
+    X(step_ms, gauge, "Simulation step time of the last frame, ms.", ss->last_step_ms, 4)         \
+    X(encode_ms, gauge, "Time of the last encoding pass (a frame, or a snapshot), ms.",           \
+      ss->last_encode_ms, 4)                                                                      \
+    X(step_ms_mean, gauge, "Mean simulation step time over the session's frames, ms.",            \
+      ss->frames ? ss->step_ms_sum / (double)ss->frames : 0.0, 4)                                 \
+    X(encodes_total, counter, "Encoding passes (frames and snapshots), failed ones included.",    \
+      (double)ss->encodes, 0)                                                                     \
+    X(encode_ms_mean, gauge, "Mean time of an encoding pass, ms.",                                \
+      ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0, 4)                             \
+    X(frames_total, counter, "Frames the workers ran (a paused session's take no step).",         \
+      (double)ss->frames, 0)                                                                      \
+    X(batched_steps_total, counter, "Steps taken in batches of two or more (--step-batch).",      \
+      (double)ss->batched_steps, 0)                                                               \
+    X(frames_sent_total, counter, "Frames sent, one per client that got it.",                     \
+      (double)ss->frames_sent, 0)                                                                 \
+    X(bytes_sent_total, counter, "Bytes of frames sent to clients.", (double)ss->bytes_sent, 0)   \
+    X(clients, gauge, "WebSocket clients joined.", (double)ss->nclients, 0)                       \
+    X(events_total, counter,                                                                      \
+      "Items its clients sent that were taken in: events, control items (pause, resume, record, " \
+      "seek) and viewers' queries.",                                                              \
+      (double)ss->events, 0)                                                                      \
+    X(errors_total, counter, "Errors sent to the session's clients.", (double)ss->errors, 0)      \
+    X(event_to_frame_ms, gauge,                                                                   \
+      "Mean time from the oldest event a frame took to the frame published, ms.",                 \
+      ss->latency_n ? ss->latency_ms_sum / (double)ss->latency_n : 0.0, 4)                        \
+    X(backlog_bytes_peak, gauge, "Largest send backlog of one client, bytes.",                    \
+      (double)ss->backlog_peak, 0)                                                                \
+    X(inbox_bytes, gauge, "Bytes of events waiting in the inbox.", (double)ss->inbox.used, 0)     \
+    X(inbox_events, gauge, "Events waiting in the inbox.", (double)ss->inbox.count, 0)            \
+    X(inbox_bytes_peak, gauge, "Largest inbox fill, bytes.", (double)ss->inbox.peak, 0)           \
+    X(viewer_queries, gauge, "Viewers' queries waiting for the next frame.", (double)ss->nquery,  \
+      0)                                                                                          \
+    X(viewer_queries_replaced_total, counter,                                                     \
+      "Viewers' queries replaced by a newer one before a frame answered them.",                   \
+      (double)ss->queries_replaced, 0)                                                            \
+    X(client_visits_total, counter,                                                               \
+      "Clients of the session the WebSocket thread looked at on its wakes.",                      \
       (double)ss->client_visits, 0)
 
 #define COUNT_METRIC(name, type, help, value, decimals) +1

@@ -407,9 +407,11 @@ static void relax_evaluate(sim_volume_state *s, relax_work *w, int h, int64_t n,
         if (s->scratch_status[k])
             memcpy(&s->pos[i * 3], o, sizeof o);
     }
-    /* What a pull iteration looked at outside the box, the repair looks at again. */
+    /* What a pull iteration left outside the box, the repair looks at again (what it moved
+     * is looked at again anyway). */
     for (int64_t k = 0; pull && !s->full_sweeps && k < n; k++) {
-        if (s->outside_unknown || !outside_box(kp, &s->pos[(size_t)cand[k] * 3]))
+        if (s->scratch_status[k] || s->outside_unknown ||
+            !outside_box(kp, &s->pos[(size_t)cand[k] * 3]))
             continue;
         if (s->noutside == s->seed_cap)
             s->outside_unknown = 1;

@@ -106,7 +106,9 @@ void vol_blocks_from_state(sim_volume_state *s)
         s->blk_maxdisp[b] = cm_maxf(s->blk_maxdisp[b], *row_max);
         if (d != 0.0f) /* NaN too: the velocity step visits the block and the guard sees it */
             s->blk_flags[b] |= BLK_DIRTY | BLK_TOUCHED | BLK_RIGID;
-        if (V[0] != 0.0f || V[1] != 0.0f || V[2] != 0.0f)
+        uint32_t vbits[3]; /* any bit: a -0 too (an older kernel's), which full sweeps turn +0 */
+        memcpy(vbits, V, sizeof vbits);
+        if (vbits[0] | vbits[1] | vbits[2])
             s->blk_flags[b] |= BLK_VEL;
     }
 }
@@ -437,9 +439,9 @@ static int grab_reaches(const sim_volume_state *s, int64_t i, const float c[3], 
 }
 
 /* The elements of the lattice box e[6] ([x0,x1) x [y0,y1) x [z0,z1)) within reach, appended
- * to grab_idx at *n; 0 once more than VOL_MAX_GRAB were found. */
-static int grab_box(sim_volume_state *s, const int e[6], const float c[3], const float w[3],
-                    float r2, int *n)
+ * to sel at *n; 0 once more than VOL_MAX_GRAB were found. */
+static int grab_box(const sim_volume_state *s, const int e[6], const float c[3], const float w[3],
+                    float r2, uint32_t *sel, int *n)
 {
     for (int z = e[4]; z < e[5]; z++)
         for (int y = e[2]; y < e[3]; y++)
@@ -449,7 +451,7 @@ static int grab_box(sim_volume_state *s, const int e[6], const float c[3], const
                     continue;
                 if (*n == VOL_MAX_GRAB)
                     return 0;
-                s->grab_idx[(*n)++] = (uint32_t)i;
+                sel[(*n)++] = (uint32_t)i;
             }
     return 1;
 }
@@ -471,35 +473,43 @@ static int cmp_index(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The elements within the hand's reach (grab_reaches), in index order, into grab_idx; -1 past
- * VOL_MAX_GRAB. On the CPU backend the cost follows the reach, not the volume: an element
- * that is not in an active block is at its lattice point (a block leaves the list only with
- * nothing displaced), so of those only the reach's lattice box is looked at; of the active
- * blocks, those whose elements, each within its block's largest displacement of its lattice
- * point, may lie in that box. A block touched since the velocity step measured it (a move,
- * a release, a parameter change) or holding a non-finite position is looked at whole. The
- * CUDA backend keeps no block bookkeeping on the host, and full_sweeps is the tests'
- * reference: they look at every element. The same set either way. */
-static int grab_select(sim_volume_state *s, const float c[3], const float w[3], float radius)
+/* The elements within the hand's reach (grab_reaches), in index order, into sel (room for
+ * VOL_MAX_GRAB); -1 past that. On the CPU backend the cost follows the reach, not the volume:
+ * an element that is not in an active block is at its lattice point (a block leaves the list
+ * only with nothing displaced), so of those only the reach's lattice box is looked at; of the
+ * active blocks, those whose elements, each within its block's largest displacement of its
+ * lattice point, may lie in that box. A block touched since the velocity step measured it (a
+ * move, a release, a parameter change) or holding a non-finite position is looked at whole.
+ * The CUDA backend keeps no block bookkeeping on the host, and full_sweeps is the tests'
+ * reference: they look at every element, as does a reach whose float distance rounds by
+ * more than the box allows (its square overflows, or it reaches 2^20 lattice units out).
+ * The same set either way. */
+static int grab_select(sim_volume_state *s, const float c[3], const float w[3], float radius,
+                       uint32_t *sel)
 {
     float r2 = radius * radius;
-    int n = 0;
-    if (s->impl != &vol_cpu_backend || s->full_sweeps) {
+    int n = 0, far = !(r2 < INFINITY);
+    double rb[3];
+    for (int a = 0; a < 3; a++) {
+        rb[a] = (double)radius / (double)w[a];
+        far |= !(fabs((double)c[a]) + rb[a] < 1048576.0);
+    }
+    if (s->impl != &vol_cpu_backend || s->full_sweeps || far) {
         for (int64_t i = 0; i < s->nelem; i++)
             if (grab_reaches(s, i, c, w, r2)) {
                 if (n == VOL_MAX_GRAB)
                     return -1;
-                s->grab_idx[n++] = (uint32_t)i;
+                sel[n++] = (uint32_t)i;
             }
         return n;
     }
-    /* The reach's lattice box, a lattice unit wider each way for rounding: lo..hi. */
+    /* The reach's lattice box, a lattice unit wider each way: within 2^20 lattice units the
+     * float distance of grab_reaches rounds by less than half of one. */
     int dims[3] = {s->kp.nx, s->kp.ny, s->kp.nz}, box[6];
     double lo[3], hi[3];
     for (int a = 0; a < 3; a++) {
-        double rb = (double)radius / (double)w[a];
-        lo[a] = (double)c[a] - rb - 1.0;
-        hi[a] = (double)c[a] + rb + 1.0;
+        lo[a] = (double)c[a] - rb[a] - 1.0;
+        hi[a] = (double)c[a] + rb[a] + 1.0;
         box[2 * a] = lo[a] <= 0.0 ? 0 : lo[a] >= dims[a] ? dims[a] : (int)ceil(lo[a]);
         box[2 * a + 1] = hi[a] < 0.0 ? 0 : hi[a] >= dims[a] - 1 ? dims[a] : (int)floor(hi[a]) + 1;
     }
@@ -512,7 +522,7 @@ static int grab_select(sim_volume_state *s, const float c[3], const float w[3], 
                        : (double)s->blk_maxdisp[b] * 1.001 + 1e-3;
         for (int a = 0; a < 3; a++)
             reach &= e[2 * a] - m <= hi[a] && e[2 * a + 1] - 1 + m >= lo[a];
-        if (reach && !grab_box(s, e, c, w, r2, &n))
+        if (reach && !grab_box(s, e, c, w, r2, sel, &n))
             return -1;
     }
     if (box[0] < box[1] && box[2] < box[3] && box[4] < box[5]) {
@@ -531,11 +541,11 @@ static int grab_select(sim_volume_state *s, const float c[3], const float w[3], 
                         e[a] = e[a] > box[a] ? e[a] : box[a];
                         e[a + 1] = e[a + 1] < box[a + 1] ? e[a + 1] : box[a + 1];
                     }
-                    if (!grab_box(s, e, c, w, r2, &n))
+                    if (!grab_box(s, e, c, w, r2, sel, &n))
                         return -1;
                 }
     }
-    qsort(s->grab_idx, (size_t)n, sizeof *s->grab_idx, cmp_index);
+    qsort(sel, (size_t)n, sizeof *sel, cmp_index);
     return n;
 }
 
@@ -550,7 +560,10 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
     to_lattice(s, ev->space, ev->point, c);
     for (int b = 0; b < 3; b++)
         w[b] = ev->space == SIM_SPACE_WORLD ? s->m->vol.spacing_mm[b] : 1.0f;
-    int n = grab_select(s, c, w, ev->radius);
+    /* Selected into scratch (free between frames, room for the volume): a grab refused leaves
+     * the last grab's elements where the probe reads them. */
+    uint32_t *sel = s->cand_next;
+    int n = grab_select(s, c, w, ev->radius, sel);
     if (n < 0) {
         s->ngrab = 0;
         s->impl->sync_grab(s, old, nold, NULL, 0);
@@ -558,6 +571,7 @@ static sim_status apply_grab(sim_volume_state *s, const sim_volume_event *ev, ui
                                    "grab: radius %g selects more than %d elements",
                                    (double)ev->radius, VOL_MAX_GRAB);
     }
+    memcpy(s->grab_idx, sel, (size_t)n * sizeof *sel);
     for (int g = 0; g < n; g++) {
         uint32_t i = s->grab_idx[g];
         memcpy(&s->grab_start[g * 3], &s->pos[(size_t)i * 3], 3 * sizeof(float));

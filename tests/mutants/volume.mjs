@@ -165,6 +165,27 @@ export default [
     build: tests, test: run('random_sessions_on_candidates_and_rows_equal_full_sweeps_short'), caught_by: 'random_sessions_on_candidates_and_rows_equal_full_sweeps_short',
   },
   {
+    name: 'grab: a reach far out or huge worked out on the blocks (its float distance rounds past the box, or its square overflows)',
+    file: 'sim/volume/volume_state.c',
+    find: '    if (s->impl != &vol_cpu_backend || s->full_sweeps || far) {',
+    replace: '    if (s->impl != &vol_cpu_backend || s->full_sweeps || (far && 0)) {',
+    build: tests, test: run('a_far_or_huge_grab'), caught_by: 'a_far_or_huge_grab_takes_the_full_scans_set',
+  },
+  {
+    name: 'grab: a refused grab overwrites the last grab\'s elements (the probe reads others)',
+    file: 'sim/volume/volume_state.c',
+    find: '    uint32_t *sel = s->cand_next;',
+    replace: '    uint32_t *sel = s->grab_idx;',
+    build: tests, test: run('a_refused_grab'), caught_by: 'a_refused_grab_leaves_the_probe_on_the_last_grab',
+  },
+  {
+    name: 'restore: a velocity of -0 does not flag its block (the CPU never turns it +0)',
+    file: 'sim/volume/volume_state.c',
+    find: '        if (vbits[0] | vbits[1] | vbits[2])',
+    replace: '        if (V[0] != 0.0f || V[1] != 0.0f || V[2] != 0.0f || (vbits[0] & 0))',
+    build: tests, test: run('a_restored_minus_zero'), caught_by: 'a_restored_minus_zero_velocity_steps_as_the_full_sweeps',
+  },
+  {
     name: 'relaxation: the repair does not look again at what a pull iteration left outside the box (full sweeps clip it to the box)',
     file: 'sim/volume/cpu.c',
     find: '    if (h >= w->npull && h < w->npull + CM_RELAX_PHASES)',

@@ -579,6 +579,141 @@ TEST(random_sessions_on_candidates_and_rows_equal_full_sweeps_short)
     random_sessions_equal_full_sweeps(13, 16, 90);
 }
 
+/* One grab applied at once on a fresh 64x16x16 uniform block of spacing sp (mm), on the
+ * blocks (full_sweeps 0) or on every element (1): the grabbed set into idx, its size (or -1
+ * when refused). */
+static int grab_set(int full_sweeps, float sp, sim_space space, const float at[3], float radius,
+                    uint32_t *idx)
+{
+    sim_volume v;
+    vs_scene sc;
+    char err[256];
+    if (vs_uniform_volume(&v, 64, 16, 16, 40.0f) != SIM_OK)
+        return -2;
+    v.spacing_mm[0] = v.spacing_mm[1] = v.spacing_mm[2] = sp;
+    if (vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) != SIM_OK) {
+        sim_volume_free(&v);
+        return -2;
+    }
+    sc.state->full_sweeps = full_sweeps;
+    sim_volume_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = SIM_EV_GRAB;
+    ev.space = space;
+    memcpy(ev.point, at, sizeof ev.point);
+    ev.radius = radius;
+    int n = sim_volume_apply_event(sc.state, &ev, err, sizeof err) == SIM_OK ? sc.state->ngrab : -1;
+    if (n > 0)
+        memcpy(idx, sc.state->grab_idx, (size_t)n * sizeof *idx);
+    done(&sc, &v);
+    return n;
+}
+
+/* Reaches far out or huge, where the float distance rounds by more than a lattice unit or
+ * the radius's square overflows: the blocks' grab takes the full scan's set. */
+TEST(a_far_or_huge_grab_takes_the_full_scans_set)
+{
+    static const struct {
+        float sp;
+        sim_space space;
+        float at[3], radius;
+    } cases[] = {
+        {1.0f, SIM_SPACE_LATTICE, {1e9f, 5.0f, 5.0f}, 999999936.0f},
+        {1.0f, SIM_SPACE_LATTICE, {1e30f, 0.0f, 0.0f}, 1e20f},
+        {1e-4f, SIM_SPACE_WORLD, {1e4f, 0.0f, 0.0f}, 9999.997f},
+        {1.0f, SIM_SPACE_LATTICE, {3e5f, 8.0f, 8.0f}, 299990.0f},
+        {1.0f, SIM_SPACE_LATTICE, {31.5f, 7.5f, 7.5f}, 2.5f},
+    };
+    uint32_t *a = calloc(VOL_MAX_GRAB, sizeof *a), *b = calloc(VOL_MAX_GRAB, sizeof *b);
+    REQUIRE(a && b);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        int na = grab_set(0, cases[k].sp, cases[k].space, cases[k].at, cases[k].radius, a);
+        int nb = grab_set(1, cases[k].sp, cases[k].space, cases[k].at, cases[k].radius, b);
+        CHECKF(na == nb && (na <= 0 || !memcmp(a, b, (size_t)na * sizeof *a)),
+               "case %zu: the blocks' grab takes %d elements, the full scan %d", k, na, nb);
+        CHECKF(nb != 0, "case %zu grabs nothing: it tests nothing", k);
+    }
+    free(a);
+    free(b);
+}
+
+/* A grab refused (it would hold more than VOL_MAX_GRAB elements) leaves the last grab's
+ * elements where the probe reads them, on the blocks and on every element alike. */
+TEST(a_refused_grab_leaves_the_probe_on_the_last_grab)
+{
+    uint32_t first[64];
+    uint64_t hash[2];
+    float disp[2][3];
+    for (int full = 0; full < 2; full++) {
+        sim_volume v;
+        vs_scene sc;
+        char err[256];
+        REQUIRE(vs_uniform_volume(&v, 64, 64, 64, 40.0f) == SIM_OK);
+        REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+        sim_volume_state *s = sc.state;
+        s->full_sweeps = full;
+        float at[3] = {32.0f, 32.0f, 32.0f}, to[3] = {32.0f, 34.0f, 32.0f};
+        sim_volume_metrics mt;
+        REQUIRE(vs_push(s, SIM_EV_GRAB, at, 2.0f) == SIM_OK);
+        REQUIRE(vs_push(s, SIM_EV_MOVE, to, 0.0f) == SIM_OK);
+        REQUIRE(sim_volume_step(s, &mt, err, sizeof err) == SIM_OK);
+        int nprobe = s->nprobe;
+        REQUIRE(nprobe > 0 && nprobe <= 64);
+        if (!full)
+            memcpy(first, s->grab_idx, (size_t)nprobe * sizeof *first);
+        sim_volume_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = SIM_EV_GRAB;
+        ev.space = SIM_SPACE_LATTICE;
+        memcpy(ev.point, at, sizeof at);
+        ev.radius = 30.0f; /* about 113,000 elements */
+        CHECK(sim_volume_apply_event(s, &ev, err, sizeof err) == SIM_ERR_LIMIT);
+        CHECK(s->nprobe == nprobe && !memcmp(s->grab_idx, first, (size_t)nprobe * sizeof *first));
+        for (int f = 0; f < 3; f++)
+            REQUIRE(sim_volume_step(s, &mt, err, sizeof err) == SIM_OK);
+        hash[full] = sim_volume_state_hash(s);
+        memcpy(disp[full], mt.probe_disp, sizeof disp[full]);
+        done(&sc, &v);
+    }
+    CHECK(hash[0] == hash[1] && !memcmp(disp[0], disp[1], sizeof disp[0]));
+}
+
+/* A snapshot holding a velocity of -0 at home (an older kernel kept them, with the dead
+ * zone at 0): restored, its block is one the velocity step visits, as every block is for the
+ * full sweeps, which turn it +0. */
+TEST(a_restored_minus_zero_velocity_steps_as_the_full_sweeps)
+{
+    uint64_t hash[2];
+    for (int full = 0; full < 2; full++) {
+        sim_volume v;
+        vs_scene sc;
+        char err[256];
+        sc_blob snap = {0};
+        REQUIRE(vs_uniform_volume(&v, 24, 24, 24, 40.0f) == SIM_OK);
+        REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+        sim_volume_state *s = sc.state;
+        s->full_sweeps = full;
+        s->vel[(size_t)(5 + 24 * (6 + 24 * 7)) * 3 + 1] = -0.0f;
+        REQUIRE(sim_volume_state_save(s, &snap, err, sizeof err) == SIM_OK);
+        REQUIRE(sim_volume_state_restore(s, snap.p, snap.n, err, sizeof err) == SIM_OK);
+        sim_volume_metrics mt;
+        for (int f = 0; f < 2; f++) { /* an event, so that the frames run */
+            sim_volume_event ev;
+            memset(&ev, 0, sizeof ev);
+            ev.type = SIM_EV_SET_CONDITION;
+            ev.condition = SIM_CONDITION_C;
+            REQUIRE(sim_volume_push_event(s, &ev, err, sizeof err) == SIM_OK);
+            REQUIRE(sim_volume_step(s, &mt, err, sizeof err) == SIM_OK);
+            CHECK(!mt.skipped);
+        }
+        hash[full] = sim_volume_state_hash(s);
+        sc_blob_free(&snap);
+        done(&sc, &v);
+    }
+    CHECKF(hash[0] == hash[1], "blocks %016llx, full sweeps %016llx", (unsigned long long)hash[0],
+           (unsigned long long)hash[1]);
+}
+
 /* A parameter change reaches the tissue that is away from home, and costs nothing where
  * everything is home. With no elastic memory (home_weight 0) a pull leaves a dent; once
  * settled, giving the memory back must bring the dent home. On a volume at rest a change
