@@ -107,7 +107,9 @@ test('a heavy session beside a small one: the small one keeps its frame rate and
     `beside the heavy one (its steps ${heavyStepMs.toFixed(0)} and ${heavyStepMsAfter.toFixed(0)} ms) ` +
     `${beside.fps.toFixed(1)} frames/s, p99 ${beside.lat.p99.toFixed(1)} ms`);
   assert.ok(Math.max(heavyStepMs, heavyStepMsAfter) > 2 * PERIOD_MS, `the heavy session is not heavy: ${heavyStepMs} ms a step`);
-  assert.ok(beside.fps >= 0.9 * alone.fps, `frames/s ${beside.fps} beside, ${alone.fps} alone`);
+  // What this catches is a rate that falls to a frame per heavy step (under 1 frame/s);
+  // 0.9 once failed a CI run on 2 cores with nothing wrong (36.0 beside, 40.4 alone).
+  assert.ok(beside.fps >= 0.8 * alone.fps, `frames/s ${beside.fps} beside, ${alone.fps} alone`);
   assert.ok(beside.lat.p99 <= 2 * PERIOD_MS, `p99 ${beside.lat.p99} ms beside the heavy session`);
   for (const s of [heavy, filler, small])
     await api(srv.base, 'DELETE', `/api/sessions/${s.id}`, undefined, { authorization: `Bearer ${s.control_token}` });
