@@ -563,15 +563,13 @@ static enum MHD_Result metrics(srv *s, struct MHD_Connection *conn)
     G("errors_total", "counter", "Errors sent to clients, all sessions.", "%llu",
       (unsigned long long)atomic_load(&s->total_errors));
     G("batched_steps_total", "counter",
-      "Session steps taken in batches of two or more "
-      "(--step-batch).",
-      "%llu", (unsigned long long)atomic_load(&s->batched_steps));
+      "Session steps taken in batches of two or more (--step-batch).", "%llu",
+      (unsigned long long)atomic_load(&s->batched_steps));
     G("step_batches_total", "counter", "Batches of two or more steps taken (--step-batch).", "%llu",
       (unsigned long long)atomic_load(&s->step_batches));
     G("express_steps_total", "counter",
-      "Light sessions' steps taken by the express worker "
-      "while every worker was stepping.",
-      "%llu", (unsigned long long)atomic_load(&s->express_steps));
+      "Light sessions' steps taken by the express worker while every worker was stepping.", "%llu",
+      (unsigned long long)atomic_load(&s->express_steps));
     G("uptime_seconds", "gauge", "Seconds since the server started.", "%.1f",
       (srv_now_ms() - (double)s->started_ms) / 1000.0);
 #undef G

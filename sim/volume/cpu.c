@@ -138,12 +138,6 @@ static int64_t propagate(sim_volume_state *s, sim_volume_metrics *mt)
     return moved_count;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The active blocks with a flag of mask, into blk_list in block order (the order of every
  * sum, whatever the thread count), from the active list, which this also prunes of blocks
  * with no flag and no displacement left: the cost is the active blocks', not the volume's. */
@@ -168,21 +162,8 @@ static int64_t list_blocks(sim_volume_state *s, uint16_t mask)
             s->blk_list[n++] = b;
     }
     s->nactive = keep;
-    qsort(s->blk_list, (size_t)n, sizeof *s->blk_list, cmp_u32);
+    qsort(s->blk_list, (size_t)n, sizeof *s->blk_list, vol_cmp_u32);
     return n;
-}
-
-/* Element range of block b: [x0,x1) x [y0,y1) x [z0,z1). */
-static void block_range(const sim_volume_state *s, int64_t b, int r[6])
-{
-    int bx = (int)(b % s->bx), by = (int)((b / s->bx) % s->by),
-        bz = (int)(b / ((int64_t)s->bx * s->by));
-    r[0] = bx * VOL_BLOCK;
-    r[1] = r[0] + VOL_BLOCK < s->kp.nx ? r[0] + VOL_BLOCK : s->kp.nx;
-    r[2] = by * VOL_BLOCK;
-    r[3] = r[2] + VOL_BLOCK < s->kp.ny ? r[2] + VOL_BLOCK : s->kp.ny;
-    r[4] = bz * VOL_BLOCK;
-    r[5] = r[4] + VOL_BLOCK < s->kp.nz ? r[4] + VOL_BLOCK : s->kp.nz;
 }
 
 #define FOR_BLOCK_ELEMENTS(s, r, i)                                                          \
@@ -238,7 +219,7 @@ static void queue_dirty_blocks(sim_volume_state *s, int phase, uint8_t classes, 
                      (int)(b / ((int64_t)s->bx * s->by))};
         const int nbk[3] = {s->bx, s->by, s->bz};
         int r[6];
-        block_range(s, b, r);
+        vol_block_range(s, b, r);
         if (s->blk_classes[b] & classes)
             queue_phase_range(s, phase, r, n);
         for (int d = 0; d < 6; d++) {
@@ -330,7 +311,7 @@ static void queue_outside(sim_volume_state *s, int phase, int64_t *n)
     if (s->outside_unknown) {
         for (int64_t k = 0; k < s->nactive; k++) {
             int r[6];
-            block_range(s, s->blk_active[k], r);
+            vol_block_range(s, s->blk_active[k], r);
             queue_phase_range(s, phase, r, n);
         }
         return;
@@ -487,7 +468,7 @@ static int64_t rigid_return(sim_volume_state *s)
     for (int64_t k = 0; k < n; k++) { /* sequential: the seed list must be in a fixed order */
         int64_t b = s->blk_list[k];
         int r[6], moved = 0;
-        block_range(s, b, r);
+        vol_block_range(s, b, r);
         FOR_BLOCK_ELEMENTS(s, r, i)
         {
             float o[3];
@@ -543,7 +524,7 @@ static void inertia(sim_volume_state *s)
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
         int r[6], moved = 0;
-        block_range(s, b, r);
+        vol_block_range(s, b, r);
         FOR_ROW_ELEMENTS(s, r, block_rows(s, b, r), i)
         {
             moved |= cm_inertia_element(kp, i, s->pos, s->pos_prev, s->vel, s->flags);
@@ -560,7 +541,7 @@ static void inertia(sim_volume_state *s)
             continue;
         s->blk_flags[b] &= (uint16_t)~BLK_INERT;
         int r[6];
-        block_range(s, b, r);
+        vol_block_range(s, b, r);
         FOR_ROW_ELEMENTS(s, r, block_rows(s, b, r), i)
         {
             const float *v = &s->vel[i * 3];
@@ -587,12 +568,12 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 4)
     for (int64_t k = 0; k < n; k++) {
         int64_t b = s->blk_list[k];
-        int r[6], any_v = 0;
+        int r[6];
         int64_t bad = 0;
         double kin = 0.0, sp[SIM_NTISSUE] = {0.0, 0.0, 0.0, 0.0};
         uint64_t moving = 0; /* rows that hold a velocity after the step */
         float *row_max = &s->row_maxdisp[b * VOL_BLOCK_ROWS];
-        block_range(s, b, r);
+        vol_block_range(s, b, r);
         uint64_t rows = block_rows(s, b, r);
         for (uint64_t m = rows; m; m &= m - 1)
             row_max[__builtin_ctzll(m)] = 0.0f;
@@ -611,9 +592,6 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
             if (!vel_bits_zero(&s->vel[i * 3]))
                 moving |= 1ull << row_;
         }
-        /* Any velocity the full sweeps' inertial step would apply (a NaN one too, whose speed
-         * is no number): its block is one the inertial step visits. */
-        any_v = moving != 0;
         /* A row left out did not move: its largest displacement is the one it had. */
         float maxd = 0.0f;
         for (int row = 0; row < VOL_BLOCK_ROWS; row++)
@@ -625,7 +603,7 @@ static void velocity(sim_volume_state *s, sim_volume_metrics *mt)
         s->blk_maxdisp[b] = maxd;
         s->blk_nonfinite[b] = bad;
         uint16_t f = (uint16_t)(s->blk_flags[b] & ~(BLK_TOUCHED | BLK_VEL));
-        if (any_v)
+        if (moving)       /* any velocity bit (a NaN one too, whose speed is no number) */
             f |= BLK_VEL; /* the next frame's inertial step moves it */
         s->blk_flags[b] = f;
     }

@@ -188,6 +188,26 @@ static inline int64_t vol_block_of(const sim_volume_state *s, int64_t i)
            (int64_t)s->bx * ((y >> VOL_BLOCK_SHIFT) + (int64_t)s->by * (z >> VOL_BLOCK_SHIFT));
 }
 
+/* The elements of block b: [x0,x1) x [y0,y1) x [z0,z1), into r[6]. */
+static inline void vol_block_range(const sim_volume_state *s, int64_t b, int r[6])
+{
+    int bx = (int)(b % s->bx), by = (int)((b / s->bx) % s->by),
+        bz = (int)(b / ((int64_t)s->bx * s->by));
+    r[0] = bx * VOL_BLOCK;
+    r[1] = r[0] + VOL_BLOCK < s->kp.nx ? r[0] + VOL_BLOCK : s->kp.nx;
+    r[2] = by * VOL_BLOCK;
+    r[3] = r[2] + VOL_BLOCK < s->kp.ny ? r[2] + VOL_BLOCK : s->kp.ny;
+    r[4] = bz * VOL_BLOCK;
+    r[5] = r[4] + VOL_BLOCK < s->kp.nz ? r[4] + VOL_BLOCK : s->kp.nz;
+}
+
+/* qsort's order of element and block ids (uint32_t), ascending. */
+static inline int vol_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Block b gets flags f, and joins the active list (sequential code only: the list is not
  * thread safe; a parallel step only sets flags on blocks it was handed from the list). */
 static inline void vol_flag_block(sim_volume_state *s, int64_t b, uint16_t f)

@@ -456,23 +456,6 @@ static int grab_box(const sim_volume_state *s, const int e[6], const float c[3],
     return 1;
 }
 
-/* Block b's elements: [x0,x1) x [y0,y1) x [z0,z1). */
-static void block_box(const sim_volume_state *s, int64_t b, int e[6])
-{
-    int64_t bc[3] = {b % s->bx, (b / s->bx) % s->by, b / ((int64_t)s->bx * s->by)};
-    int n[3] = {s->kp.nx, s->kp.ny, s->kp.nz};
-    for (int a = 0; a < 3; a++) {
-        e[2 * a] = (int)bc[a] << VOL_BLOCK_SHIFT;
-        e[2 * a + 1] = e[2 * a] + VOL_BLOCK < n[a] ? e[2 * a] + VOL_BLOCK : n[a];
-    }
-}
-
-static int cmp_index(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The elements within the hand's reach (grab_reaches), in index order, into sel (room for
  * VOL_MAX_GRAB); -1 past that. On the CPU backend the cost follows the reach, not the volume:
  * an element that is not in an active block is at its lattice point (a block leaves the list
@@ -516,7 +499,7 @@ static int grab_select(sim_volume_state *s, const float c[3], const float w[3], 
     for (int64_t k = 0; k < s->nactive; k++) {
         int64_t b = s->blk_active[k];
         int e[6], reach = 1;
-        block_box(s, b, e);
+        vol_block_range(s, b, e);
         double m = (s->blk_flags[b] & BLK_TOUCHED) || s->blk_nonfinite[b]
                        ? (double)INFINITY
                        : (double)s->blk_maxdisp[b] * 1.001 + 1e-3;
@@ -536,7 +519,7 @@ static int grab_select(sim_volume_state *s, const float c[3], const float w[3], 
                     if (s->blk_listed[b])
                         continue; /* active: looked at above */
                     int e[6];
-                    block_box(s, b, e);
+                    vol_block_range(s, b, e);
                     for (int a = 0; a < 6; a += 2) { /* the block's part of the box */
                         e[a] = e[a] > box[a] ? e[a] : box[a];
                         e[a + 1] = e[a + 1] < box[a + 1] ? e[a + 1] : box[a + 1];
@@ -545,7 +528,7 @@ static int grab_select(sim_volume_state *s, const float c[3], const float w[3], 
                         return -1;
                 }
     }
-    qsort(sel, (size_t)n, sizeof *sel, cmp_index);
+    qsort(sel, (size_t)n, sizeof *sel, vol_cmp_u32);
     return n;
 }
 

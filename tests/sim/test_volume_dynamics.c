@@ -583,8 +583,8 @@ TEST(random_sessions_on_candidates_and_rows_equal_full_sweeps_short)
 }
 
 /* One grab applied at once on a fresh 64x16x16 uniform block of spacing sp (mm), on the
- * blocks (full_sweeps 0) or on every element (1): the grabbed set into idx, its size (or -1
- * when refused). */
+ * blocks (full_sweeps 0) or on every element (1): the grabbed set into idx, its size (-1 when
+ * refused, -2 when the scene could not be made). */
 static int grab_set(int full_sweeps, float sp, sim_space space, const float at[3], float radius,
                     uint32_t *idx)
 {
@@ -634,6 +634,7 @@ TEST(a_far_or_huge_grab_takes_the_full_scans_set)
         int nb = grab_set(1, cases[k].sp, cases[k].space, cases[k].at, cases[k].radius, b);
         CHECKF(na == nb && (na <= 0 || !memcmp(a, b, (size_t)na * sizeof *a)),
                "case %zu: the blocks' grab takes %d elements, the full scan %d", k, na, nb);
+        CHECKF(na > -2 && nb > -2, "case %zu: no scene to grab in", k);
         CHECKF(nb != 0, "case %zu grabs nothing: it tests nothing", k);
     }
     free(a);
