@@ -463,6 +463,9 @@ static void metrics_line(char **out, size_t *len, size_t *cap, const char *fmt, 
       (double)ss->encodes, 0)                                                                     \
     X(encode_ms_mean, gauge, "Mean time of an encoding pass, ms.",                                \
       ss->encodes ? ss->encode_ms_sum / (double)ss->encodes : 0.0, 4)                             \
+    X(frame_cost_ms, gauge,                                                                       \
+      "What a frame holds a worker, ms, smoothed: the scheduler's measure of the session.",       \
+      ss->frame_cost_ms, 4)                                                                       \
     X(frames_total, counter, "Frames the workers ran (a paused session's take no step).",         \
       (double)ss->frames, 0)                                                                      \
     X(batched_steps_total, counter, "Steps taken in batches of two or more (--step-batch).",      \

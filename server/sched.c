@@ -358,9 +358,14 @@ static int frame_end(srv *s, frame_job *j)
 
 /* One frame of each session of the group (n of them, all of one scene when n > 1): those that
  * may, stepped together by the scene's step_many, the others alone. news[k]: session k's
- * clients have news; awake[k]: it stepped (not asleep, nobody watching). Returns how many
- * stepped. */
-static int run_sessions(srv *s, worker *wk, srv_session **group, int n, int *news, int *awake)
+ * clients have news; awake[k]: it stepped (not asleep, nobody watching); own_ms[k]: what its
+ * frame held the worker (wall time, its writes to the disk and its helper threads' time
+ * included): its own parts, and of a batch's step its share by what the backend measured
+ * of each. A session is charged its own frame, not the batch's: charged the batch's, a
+ * light session batched once with heavy ones looked heavy from then on, and was batched with
+ * them (waiting for their steps) for good. Returns how many stepped. */
+static int run_sessions(srv *s, worker *wk, srv_session **group, int n, int *news, int *awake,
+                        double *own_ms)
 {
     frame_job *jobs = wk->jobs;
     srv_scene_ctx *ctx[SRV_STEP_BATCH_MAX];
@@ -369,22 +374,31 @@ static int run_sessions(srv *s, worker *wk, srv_session **group, int n, int *new
     double ms[SRV_STEP_BATCH_MAX];
     int m = 0;
     for (int k = 0; k < n; k++) {
+        double t0 = srv_now_ms();
         memset(&jobs[k], 0, sizeof jobs[k]);
         jobs[k].ss = group[k];
         awake[k] = frame_begin(s, wk, &jobs[k]);
-        if (!awake[k])
-            continue;
-        nawake++;
-        if (n > 1 && frame_batches(&jobs[k])) {
-            ctx[m] = &jobs[k].c.pub;
-            scenes[m] = group[k]->scene_data;
-            which[m++] = k;
-        } else {
-            frame_step(s, &jobs[k]);
+        if (awake[k]) {
+            nawake++;
+            if (n > 1 && frame_batches(&jobs[k])) {
+                ctx[m] = &jobs[k].c.pub;
+                scenes[m] = group[k]->scene_data;
+                which[m++] = k;
+            } else {
+                frame_step(s, &jobs[k]);
+            }
         }
+        own_ms[k] = srv_now_ms() - t0;
     }
-    if (m > 0)
+    if (m > 0) {
+        double t0 = srv_now_ms(), measured = 0;
         group[which[0]]->scene->step_many(ctx, scenes, m, changed, ms);
+        double held = srv_now_ms() - t0;
+        for (int r = 0; r < m; r++)
+            measured += ms[r] > 0 ? ms[r] : 0;
+        for (int r = 0; r < m; r++) /* by the backend's measures; alike where it has none */
+            own_ms[which[r]] += measured > 0 ? held * (ms[r] > 0 ? ms[r] : 0) / measured : held / m;
+    }
     if (m > 1) {
         atomic_fetch_add(&s->batched_steps, (unsigned long long)m);
         atomic_fetch_add(&s->step_batches, 1ull);
@@ -396,8 +410,11 @@ static int run_sessions(srv *s, worker *wk, srv_session **group, int n, int *new
         j->batched = m > 1;
         j->ss->frame_no++;
     }
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n; k++) {
+        double t0 = srv_now_ms();
         news[k] = awake[k] && frame_end(s, &jobs[k]);
+        own_ms[k] += srv_now_ms() - t0;
+    }
     return nawake;
 }
 
@@ -626,12 +643,10 @@ static void *worker_main(void *arg)
             pthread_cond_broadcast(&sc->cond);
         }
         pthread_mutex_unlock(&sc->lock);
-        /* What the frames held the worker (wall time: what a share of the workers is, its
-         * writes to the disk and its helper threads' time included), shared alike by the
-         * sessions that stepped; one asleep cost nothing. */
-        double began = srv_now_ms();
-        int awake[SRV_STEP_BATCH_MAX], nawake = run_sessions(s, wk, group, n, news, awake);
-        double held_ms = nawake ? (srv_now_ms() - began) / nawake : 0.0;
+        /* What each frame held the worker (run_sessions); one asleep cost nothing. */
+        int awake[SRV_STEP_BATCH_MAX];
+        double own_ms[SRV_STEP_BATCH_MAX];
+        int nawake = run_sessions(s, wk, group, n, news, awake, own_ms);
         if (wk->express)
             atomic_fetch_add(&s->express_steps, (unsigned long long)nawake);
         for (int k = 0; k < n; k++) {
@@ -646,8 +661,8 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&sc->lock);
         sc->heavy_busy -= heavy;
         for (int k = 0; k < n; k++) {
-            double *cost = &group[k]->frame_cost_ms, ms = awake[k] ? held_ms : 0.0;
-            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;
+            double cost = group[k]->frame_cost_ms, ms = awake[k] ? own_ms[k] : 0.0;
+            group[k]->frame_cost_ms = cost > 0 ? 0.8 * cost + 0.2 * ms : ms;
             group[k]->stepping = 0;
             srv_session_put(s, group[k]);
         }

@@ -284,8 +284,9 @@ typedef struct srv_session {
     uint64_t frame_no;
     double step_at_ms, due_ms; /* last step and next beat, monotonic ms */
     int stepping;              /* a worker steps it now (sched.c's lock guards it) */
-    double frame_cost_ms; /* what a frame held its worker, ms, smoothed, for the pick (sched.c's
-                             lock) */
+    /* What a frame held its worker, ms, smoothed, for the pick (written under sched.c's lock;
+     * atomic for /metrics, which reads it without). */
+    _Atomic double frame_cost_ms;
 
     /* Durability (durable.c): how to build it again (srv_origin_options or srv_origin_file,
      * set by its maker before it is ready; NULL: not kept), and its log and snapshots (NULL:

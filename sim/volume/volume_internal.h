@@ -168,7 +168,7 @@ struct sim_volume_state {
     uint32_t guard_resets; /* resets after a NaN or infinity (MuJoCo's mj_checkPos idea) */
     int settled;
     sim_volume_metrics last;
-    double step_t0; /* when the step under way began (sc_now_ms) */
+    double step_ms; /* the step under way's own time so far, ms (step_begin, the frame) */
 
     void *dev; /* backend private state */
     /* Tests only: the CPU backend visits every block, as the CUDA backend does, so a

@@ -717,10 +717,9 @@ sim_status sim_volume_apply_event(sim_volume_state *s, const sim_volume_event *e
 
 /* A step's first half: the queued events, then whether the frame needs the backend (*run; 0
  * when settled and nothing asked to move: the frame costs nothing). */
-static sim_status step_begin(sim_volume_state *s, sim_volume_metrics *mt, int *run, char *err,
-                             size_t err_sz)
+static sim_status take_events(sim_volume_state *s, sim_volume_metrics *mt, int *run, char *err,
+                              size_t err_sz)
 {
-    s->step_t0 = sc_now_ms();
     int had_events = s->qcount > 0;
     sim_status st = SIM_OK;
     /* Events apply in order; one that fails stops the loop and the rest wait for the
@@ -751,10 +750,22 @@ static sim_status step_begin(sim_volume_state *s, sim_volume_metrics *mt, int *r
     return st;
 }
 
+/* A step's first half, timed: the step's own time (s->step_ms) adds up its parts, so that
+ * states stepped together (sim_volume_step_many) each measure their own frame. */
+static sim_status step_begin(sim_volume_state *s, sim_volume_metrics *mt, int *run, char *err,
+                             size_t err_sz)
+{
+    double t0 = sc_now_ms();
+    sim_status st = take_events(s, mt, run, err, err_sz);
+    s->step_ms = sc_now_ms() - t0;
+    return st;
+}
+
 /* A step's second half, after the backend's frame (st: how the step went so far). */
 static sim_status step_end(sim_volume_state *s, sim_volume_metrics *mt, sim_status st, char *err,
                            size_t err_sz)
 {
+    double t0 = sc_now_ms();
     if (st == SIM_OK && mt->nonfinite > 0) {
         /* A blow-up costs this session its deformation, never the process. */
         s->guard_resets++;
@@ -770,7 +781,7 @@ static sim_status step_end(sim_volume_state *s, sim_volume_metrics *mt, sim_stat
     mt->last_seq = s->last_seq;
     mt->grabbed = s->ngrab;
     mt->grab_clamped = s->grab_clamped;
-    mt->total_ms = sc_now_ms() - s->step_t0;
+    mt->total_ms = s->step_ms + (sc_now_ms() - t0);
     s->last = *mt;
     /* The next frame's events, applied at once or queued, start from here. */
     s->grab_moved = 0;
@@ -787,7 +798,9 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
     if (st == SIM_OK && run) {
         vol_frame_in in;
         in.deform = s->grab_moved;
+        double t0 = sc_now_ms();
         st = s->impl->frame(s, &in, &mt, err, err_sz);
+        s->step_ms += sc_now_ms() - t0;
     }
     st = step_end(s, &mt, st, err, err_sz);
     if (metrics)
@@ -796,22 +809,28 @@ sim_status sim_volume_step(sim_volume_state *s, sim_volume_metrics *metrics, cha
 }
 
 /* The states' frames: in one batch where the backend has one (each launch covers every
- * state of the batch), else one after another. */
+ * state of the batch; its time shared alike), else one after another (each its own time). */
 static void frames_of(sim_volume_state *const *run, const vol_frame_in *in,
                       sim_volume_metrics *const *mt, sim_status *st, int n, char (*errs)[256])
 {
     const sim_volume_backend_i *impl = run[0]->impl;
     if (impl->frame_many && n > 1) {
+        double t0 = sc_now_ms();
         sim_status bst = impl->frame_many(run, in, mt, n, errs[0], sizeof errs[0]);
+        double share = (sc_now_ms() - t0) / n;
         for (int r = 0; r < n; r++) {
             st[r] = bst;
+            run[r]->step_ms += share;
             if (r > 0)
                 memcpy(errs[r], errs[0], sizeof errs[0]);
         }
         return;
     }
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
+        double t0 = sc_now_ms();
         st[r] = impl->frame(run[r], &in[r], mt[r], errs[r], sizeof errs[r]);
+        run[r]->step_ms += sc_now_ms() - t0;
+    }
 }
 
 sim_status sim_volume_step_many(sim_volume_state *const *states, int n, sim_volume_metrics *metrics,

@@ -178,8 +178,8 @@ export default [
   {
     name: 'a frame\'s cost never measured (every session looks light)',
     file: 'server/sched.c',
-    find: '            *cost = *cost > 0 ? 0.8 * *cost + 0.2 * ms : ms;',
-    replace: '            *cost = 0 * ms;',
+    find: '            group[k]->frame_cost_ms = cost > 0 ? 0.8 * cost + 0.2 * ms : ms;',
+    replace: '            group[k]->frame_cost_ms = 0 * cost * ms;',
     build: server,
     test: node('fairness', 'one worker, two heavy'),
     caught_by: 'fairness: one worker, two heavy sessions and a small one: the small one steps after every heavy step',
@@ -192,6 +192,15 @@ export default [
     build: server,
     test: node('fairness', 'stepped together'),
     caught_by: 'fairness: one worker, sessions stepped together: the small one is not batched with the heavy ones',
+  },
+  {
+    name: 'a batch charges each of its sessions its whole step (one at rest batched with heavy ones looks heavy for good)',
+    file: 'server/sched.c',
+    find: '            own_ms[which[r]] += measured > 0 ? held * (ms[r] > 0 ? ms[r] : 0) / measured : held / m;',
+    replace: '            own_ms[which[r]] += held + 0 * measured;',
+    build: server,
+    test: node('fairness', 'come to rest'),
+    caught_by: 'fairness: sessions stepped together: a heavy session come to rest is light again, not batched with the heavy ones',
   },
   {
     name: 'the express worker never steps a session (a light one waits for the heavy steps)',

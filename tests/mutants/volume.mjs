@@ -242,6 +242,13 @@ export default [
     build: tests, test: run('step_many_'), caught_by: 'step_many_equals_each_state_stepped_alone',
   },
   {
+    name: 'batch: a state\'s step time runs on from the states before it (one at rest after two dragged ones looks as costly as both)',
+    file: 'sim/volume/volume_state.c',
+    find: '        run[r]->step_ms += sc_now_ms() - t0;',
+    replace: '        run[r]->step_ms += sc_now_ms() - t0 + (r > 0 ? run[r - 1]->step_ms : 0);',
+    build: tests, test: run('step_many_times'), caught_by: 'step_many_times_each_state_by_its_own_frame',
+  },
+  {
     name: 'batch: one state\'s failure stops the others',
     file: 'sim/volume/volume_state.c',
     find: '        int go;\n        st[k] = step_begin(states[k], &mt[k], &go, errs[k], sizeof errs[k]);',
