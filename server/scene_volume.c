@@ -1012,12 +1012,11 @@ static void probe_view(vol_scene *v, const sim_volume_metrics *mt, uint64_t fram
 static int vol_stepped(srv_scene_ctx *c, vol_scene *v, const sim_volume_metrics *mt, sim_status st,
                        const char *err, double *ms)
 {
+    *ms = mt->total_ms; /* a failed step took its time too (the scheduler charges it) */
     if (st != SIM_OK) {
         fprintf(stderr, "softcast-server: session %s: step: %s\n", c->session_id, err);
-        *ms = 0;
         return 0;
     }
-    *ms = mt->total_ms;
     notice_grab_clamp(c, v, mt);
     /* The step makes frame c->frame + 1 (the worker numbers it after the step). */
     probe_view(v, mt, c->frame + 1, c->frame > 0 ? c->sim_time_s / (double)c->frame : 0.0);

@@ -49,9 +49,13 @@ typedef struct sched {
     int n;  /* workers (--workers) */
     int nw; /* threads: the workers and the express worker */
     worker *w;
-    pthread_mutex_t lock; /* guards poked and every session's stepping flag */
-    pthread_cond_t cond;  /* CLOCK_MONOTONIC; a poke or a session stepped */
-    int poked;
+    pthread_mutex_t lock; /* guards pokes and every session's stepping flag */
+    pthread_cond_t cond;  /* CLOCK_MONOTONIC; a poke, or every worker busy with a heavy step */
+    /* Pokes so far: a worker sleeps only while no poke came since it last looked at the
+     * sessions. A count, not a flag that the first worker awake clears: with a flag, two
+     * events for two sessions woke one of two idle workers, and the other session waited
+     * for a step of the first or for its own beat. */
+    unsigned long pokes;
     int heavy_busy;    /* workers stepping a session that is not light (is_light) now */
     int express_poked; /* every worker became busy with one: the express worker looks */
     atomic_int live;   /* ready sessions with clients or events, at the last look */
@@ -425,7 +429,7 @@ void srv_worker_poke(srv *s, uint32_t slot)
     if (!sc || sc->n <= 0)
         return;
     pthread_mutex_lock(&sc->lock);
-    sc->poked = 1;
+    sc->pokes++;
     pthread_cond_broadcast(&sc->cond);
     pthread_mutex_unlock(&sc->lock);
 }
@@ -439,29 +443,27 @@ static struct timespec abs_time(double ms)
     return ts;
 }
 
-/* Sleep until the absolute monotonic time `until_ms`, or until poked or stopped (sc->lock
- * held). */
-static void wait_until(sched *sc, srv *s, double until_ms)
+/* Sleep until the absolute monotonic time `until_ms`, a poke since the worker looked (seen:
+ * sc->pokes then), or the stop (sc->lock held). */
+static void wait_until(sched *sc, srv *s, double until_ms, unsigned long seen)
 {
     struct timespec ts = abs_time(until_ms);
-    while (!sc->poked && !atomic_load(&s->stop))
+    while (sc->pokes == seen && !atomic_load(&s->stop))
         if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
             break;
-    sc->poked = 0;
 }
 
 /* The express worker's wait (sc->lock held): until `until_ms`, its own poke (every worker
- * became busy with a heavy session) or, while they are, anyone's. A poke while a worker may
- * take it is that worker's: the express worker leaves it. */
-static void wait_express(sched *sc, srv *s, double until_ms)
+ * became busy with a heavy session) or, while they are, anyone's since it looked. A poke
+ * while a worker may take it is that worker's: the express worker leaves it. */
+static void wait_express(sched *sc, srv *s, double until_ms, unsigned long seen)
 {
     struct timespec ts = abs_time(until_ms);
-    while (!sc->express_poked && !(sc->poked && sc->heavy_busy == sc->n) && !atomic_load(&s->stop))
+    while (!sc->express_poked && !(sc->pokes != seen && sc->heavy_busy == sc->n) &&
+           !atomic_load(&s->stop))
         if (pthread_cond_timedwait(&sc->cond, &sc->lock, &ts) != 0)
             break;
     sc->express_poked = 0;
-    if (sc->heavy_busy == sc->n)
-        sc->poked = 0;
 }
 
 /* The live session in slot i with a reference held, and whether events wait that apply
@@ -621,8 +623,10 @@ static void *worker_main(void *arg)
             pthread_mutex_lock(&sc->lock);
         }
         double now = srv_now_ms(), wake_at;
+        unsigned long seen = sc->pokes;              /* what the pick below sees */
         if (wk->express && sc->heavy_busy < sc->n) { /* a worker may take what is due */
-            wait_express(sc, s, now + 1000.0); /* express_poked wakes it; the time: a backstop */
+            wait_express(sc, s, now + 1000.0,
+                         seen); /* express_poked wakes it; the time: a backstop */
             continue;
         }
         srv_session *group[SRV_STEP_BATCH_MAX];
@@ -630,9 +634,9 @@ static void *worker_main(void *arg)
         group[0] = pick_session(s, sc, wk, now, period, &wake_at, &light);
         if (!group[0]) {
             if (wk->express)
-                wait_express(sc, s, wake_at);
+                wait_express(sc, s, wake_at, seen);
             else
-                wait_until(sc, s, wake_at);
+                wait_until(sc, s, wake_at, seen);
             continue;
         }
         int n = wk->express ? 1 : pick_group(s, sc, now, period, light, group),
@@ -661,8 +665,13 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&sc->lock);
         sc->heavy_busy -= heavy;
         for (int k = 0; k < n; k++) {
-            double cost = group[k]->frame_cost_ms, ms = awake[k] ? own_ms[k] : 0.0;
-            group[k]->frame_cost_ms = cost > 0 ? 0.8 * cost + 0.2 * ms : ms;
+            /* A frame asleep or paused steps nothing: it says nothing of what the next
+             * running frame will cost (counted as cheap, a heavy session that slept through
+             * a page reload came back light, and its first step held its worker as a light
+             * one: the express worker stayed off, light sessions in its batch waited). */
+            double cost = group[k]->frame_cost_ms, ms = own_ms[k];
+            if (awake[k] && !wk->jobs[k].paused)
+                group[k]->frame_cost_ms = cost > 0 ? 0.8 * cost + 0.2 * ms : ms;
             group[k]->stepping = 0;
             srv_session_put(s, group[k]);
         }

@@ -844,6 +844,8 @@ sim_status sim_volume_step_many(sim_volume_state *const *states, int n, sim_volu
             continue;
         for (int j = 0; status && j < n; j++)
             status[j] = SIM_ERR_ARG;
+        if (metrics) /* nothing stepped: no frame, no time */
+            memset(metrics, 0, (size_t)n * sizeof *metrics);
         if (dup >= 0)
             snprintf(err, err_sz, "sim_volume_step_many: state %d is state %d again", k, dup);
         else
@@ -865,6 +867,8 @@ sim_status sim_volume_step_many(sim_volume_state *const *states, int n, sim_volu
         free(errs);
         for (int j = 0; status && j < n; j++)
             status[j] = SIM_ERR_NOMEM;
+        if (metrics)
+            memset(metrics, 0, (size_t)n * sizeof *metrics);
         snprintf(err, err_sz, "sim_volume_step_many: out of memory for %d states", n);
         return SIM_ERR_NOMEM;
     }

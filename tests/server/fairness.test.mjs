@@ -253,6 +253,45 @@ test('sessions stepped together: a heavy session come to rest is light again, no
   }
 });
 
+// A heavy session paused, or left by its last client, keeps its measure (issue 14, item 2):
+// a frame paused or asleep steps nothing and says nothing of what its next running frame
+// costs. Counted as cheap, a heavy session came back light after a pause or a page reload,
+// and its first step held its worker as a light one's (the express worker stayed off; in a
+// batch, light sessions waited for it). Its measure ends within half of what it was while
+// dragged, after 2 s paused and 2 s asleep (some 60 frames each at --rate 30).
+test('a heavy session paused or asleep keeps its measure of a frame', { timeout: 180000 }, async () => {
+  const one = await startServer(['--workers', '1', '--rate', String(RATE), '--max-elements', '2000000']);
+  const cost = async (s) => metric(one.base, 'softcast_session_frame_cost_ms', s.id);
+  const frames = async (s) => metric(one.base, 'softcast_session_frames_total', s.id);
+  try {
+    const dims = [64, 64, 40];
+    const heavy = await make({ dims }, one.base);
+    const d = await heavyDriver(heavy, dims);
+    let dragged, paused, asleep;
+    try {
+      await d.client.until(() => d.client.frames.length >= 6, 60000, 'the heavy session stepping');
+      await d.halt();
+      dragged = await cost(heavy);
+      assert.ok(dragged > 2 * PERIOD_MS, `the session is not heavy: ${dragged} ms a frame`);
+      d.client.send({ type: 'pause', seq: d.seq() });
+      await d.client.until(() => d.client.texts.some((t) => t.type === 'state' && t.paused), 10000, 'paused');
+      const f0 = await frames(heavy);
+      await tick(2000);
+      assert.ok(await frames(heavy) - f0 >= 10, 'the paused session was not looked at');
+      paused = await cost(heavy);
+    } finally {
+      await d.stop();
+    }
+    await tick(2000); // nobody watches: the session sleeps
+    asleep = await cost(heavy);
+    console.log(`# a heavy session's measure: dragged ${dragged.toFixed(1)} ms, after 2 s paused ${paused.toFixed(1)}, after 2 s asleep ${asleep.toFixed(1)}`);
+    assert.ok(paused >= 0.5 * dragged, `paused, it came to count as light: ${paused} ms a frame, ${dragged} dragged`);
+    assert.ok(asleep >= 0.5 * dragged, `asleep, it came to count as light: ${asleep} ms a frame, ${dragged} dragged`);
+  } finally {
+    assert.equal(await one.stop(), 0, one.stderr());
+  }
+});
+
 // Many busy sessions (issue 14, item 2): 16 sessions dragged at once on two workers, asked
 // for more frames than the server can step (240 a second each), so every session competes
 // for the cores. The scheduler must share them out: each session's frame rate within 25% of
