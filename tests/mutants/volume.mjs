@@ -249,6 +249,20 @@ export default [
     build: tests, test: run('step_many_times'), caught_by: 'step_many_times_each_state_by_its_own_frame',
   },
   {
+    name: 'grab room: the links ahead not counted (the grab may press the tissue ahead against the box)',
+    file: 'sim/volume/volume_state.c',
+    find: '                ahead[e] = kp->link_min[',
+    replace: '                ahead[e] = 0.0f * kp->link_min[',
+    build: tests, test: run('grab_room'), caught_by: 'grab_room_is_the_box_less_the_shortest_links_ahead_and_behind',
+  },
+  {
+    name: 'grab room: every grabbed element judged on the first line\'s sums',
+    file: 'sim/volume/volume_state.c',
+    find: '            for (; k < ng && (int64_t)(by_line[k] >> 32) == first; k++) {',
+    replace: '            for (; k < ng && first >= 0; k++) {',
+    build: tests, test: run('grab_room'), caught_by: 'grab_room_is_the_box_less_the_shortest_links_ahead_and_behind',
+  },
+  {
     name: 'batch: one state\'s failure stops the others',
     file: 'sim/volume/volume_state.c',
     find: '        int go;\n        st[k] = step_begin(states[k], &mt[k], &go, errs[k], sizeof errs[k]);',

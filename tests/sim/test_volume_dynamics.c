@@ -858,3 +858,84 @@ TEST(probe_follows_the_grab_after_release_and_rings_under_b_only)
            "B: crossed rest %d times, least %g", r[1].probe_disp_crossings,
            (double)r[1].probe_disp_min);
 }
+
+/* The room a grab may be moved by (grab_off_lo/hi), against the formula computed here from
+ * the parameters: along each axis, every grabbed element stays inside the lattice box grown
+ * by the margin with the links ahead of it on its lattice line (behind it, going the other
+ * way) at their shortest, each link as short as its softer end allows. Grabs on the
+ * anatomical phantom (four tissues on a line), dented first so that positions are off their
+ * lattice points: at the centre, at a face, at a corner, and one of thousands of elements
+ * (many lines, each walked once). */
+TEST(grab_room_is_the_box_less_the_shortest_links_ahead_and_behind)
+{
+    sim_volume v;
+    vs_scene sc;
+    char err[256];
+    REQUIRE(sim_volume_phantom(&v, 40, 36, 28, err, sizeof err) == SIM_OK);
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+    sim_volume_state *s = sc.state;
+    int n[3] = {v.nx, v.ny, v.nz};
+    int64_t nelem = (int64_t)v.nx * v.ny * v.nz, stride[3] = {1, v.nx, (int64_t)v.nx * v.ny};
+    float belly[3];
+    vs_belly_point(&v, sim_volume_get_params(s).hu_threshold[0], belly);
+    vs_push(s, SIM_EV_GRAB, belly, 4.0f);
+    for (int f = 0; f < 6; f++) {
+        float t[3] = {belly[0] + 0.5f * (float)f, belly[1] + (float)f, belly[2]};
+        vs_push(s, SIM_EV_MOVE, t, 0);
+        REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+    }
+    vs_push(s, SIM_EV_RELEASE, NULL, 0);
+    REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+    /* The centre; the belly (a face); the belly's lattice line at the last slice (a corner of
+     * the body, its room cut by the box along z too); the centre, wide. */
+    float grabs[4][4] = {{20.0f, 18.0f, 14.0f, 3.0f},
+                         {belly[0], belly[1], belly[2], 3.0f},
+                         {belly[0], belly[1], (float)(v.nz - 1), 4.0f},
+                         {20.0f, 18.0f, 14.0f, 11.0f}};
+    float *before = malloc((size_t)nelem * 3 * sizeof *before);
+    REQUIRE(before != NULL);
+    int held = 0;
+    for (int k = 0; k < 4; k++) {
+        memcpy(before, sim_volume_positions(s), (size_t)nelem * 3 * sizeof *before);
+        vs_push(s, SIM_EV_GRAB, grabs[k], grabs[k][3]);
+        REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+        const uint8_t *cls = sim_volume_classes(s);
+        sim_volume_params p = sim_volume_get_params(s);
+        CHECKF(s->ngrab > 0, "grab %d at (%g, %g, %g) took nothing", k, (double)grabs[k][0],
+               (double)grabs[k][1], (double)grabs[k][2]);
+        for (int a = 0; a < 3; a++) {
+            double lo = -1e30, hi = 1e30;
+            for (int g = 0; g < s->ngrab; g++) {
+                int64_t i = s->grab_idx[g];
+                int c = (int)(i / stride[a] % n[a]);
+                double ahead = 0, behind = 0;
+                for (int e = c; e + 1 < n[a]; e++) {
+                    int64_t x = i + (int64_t)(e - c) * stride[a];
+                    ahead += (double)fminf(p.tissue[cls[x]].min_len,
+                                           p.tissue[cls[x + stride[a]]].min_len);
+                }
+                for (int e = c; e > 0; e--) {
+                    int64_t x = i - (int64_t)(c - e) * stride[a];
+                    behind += (double)fminf(p.tissue[cls[x]].min_len,
+                                            p.tissue[cls[x - stride[a]]].min_len);
+                }
+                double at = (double)before[i * 3 + a], margin = (double)p.boundary_margin;
+                hi = fmin(hi, (n[a] - 1) + margin - ahead - at);
+                lo = fmax(lo, -margin + behind - at);
+            }
+            if (lo > hi)
+                lo = hi = 0.5 * (lo + hi);
+            CHECKF(fabs((double)s->grab_off_lo[a] - lo) < 1e-3 &&
+                       fabs((double)s->grab_off_hi[a] - hi) < 1e-3,
+                   "grab %d (%d elements), axis %d: room [%g, %g], the formula [%g, %g]", k,
+                   s->ngrab, a, (double)s->grab_off_lo[a], (double)s->grab_off_hi[a], lo, hi);
+        }
+        held += s->ngrab;
+        vs_push(s, SIM_EV_RELEASE, NULL, 0);
+        REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+    }
+    CHECKF(held > 2000, "the grabs held %d elements in all", held);
+    free(before);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+}
