@@ -594,9 +594,9 @@ static uint64_t *sort_by_high_word(uint64_t *v, uint64_t *tmp, int n)
  * on a line of n along axis a, at c: p + off <= (n - 1) + margin - (the shortest links from
  * c to the line's end), and p + off >= -margin + (those from c back to its start).
  * The grabbed elements of one line share its sums, so each line is walked once, its
- * elements grouped (sorted by line): walked once per element, a 57,777-element grab on
- * 256x256x128 took 54-57 ms a grab, 10-12 now (one thread). Out of memory: no room (the grab holds
- * still), SIM_ERR_NOMEM. */
+ * elements grouped (sorted by line). Walked once per element, a 57,777-element grab on
+ * 256x256x128 took 54-57 ms (its whole first frame; 10-12 ms now, one thread). Out of
+ * memory: no room (the grab holds still), SIM_ERR_NOMEM. */
 static sim_status grab_offset_range(sim_volume_state *s, char *err, size_t err_sz)
 {
     const cm_kparams *kp = &s->kp;
