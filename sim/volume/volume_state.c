@@ -603,9 +603,14 @@ static sim_status grab_offset_range(sim_volume_state *s, char *err, size_t err_s
     int n[3] = {kp->nx, kp->ny, kp->nz}, ng = s->ngrab;
     int nmax = n[0] > n[1] ? n[0] : n[1];
     nmax = nmax > n[2] ? nmax : n[2];
-    uint64_t *v = ng ? malloc((size_t)ng * 2 * sizeof *v) : NULL;
-    float *ahead = ng ? malloc((size_t)nmax * 2 * sizeof *ahead) : NULL, *behind = ahead + nmax;
-    if (ng && (!v || !ahead)) {
+    if (ng == 0) { /* nothing held: no bound */
+        for (int a = 0; a < 3; a++)
+            s->grab_off_lo[a] = -CM_UNREACHED, s->grab_off_hi[a] = CM_UNREACHED;
+        return SIM_OK;
+    }
+    uint64_t *v = malloc((size_t)ng * 2 * sizeof *v);
+    float *ahead = malloc((size_t)nmax * 2 * sizeof *ahead), *behind = ahead ? ahead + nmax : NULL;
+    if (!v || !ahead) {
         free(v), free(ahead);
         for (int a = 0; a < 3; a++)
             s->grab_off_lo[a] = s->grab_off_hi[a] = 0.0f;

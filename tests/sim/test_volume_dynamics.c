@@ -862,10 +862,49 @@ TEST(probe_follows_the_grab_after_release_and_rings_under_b_only)
 /* The room a grab may be moved by (grab_off_lo/hi), against the formula computed here from
  * the parameters: along each axis, every grabbed element stays inside the lattice box grown
  * by the margin with the links ahead of it on its lattice line (behind it, going the other
- * way) at their shortest, each link as short as its softer end allows. Grabs on the
- * anatomical phantom (four tissues on a line), dented first so that positions are off their
- * lattice points: at the centre, at a face, at a corner, and one of thousands of elements
- * (many lines, each walked once). */
+ * way) at their shortest, each link as short as its softer end allows. before: the
+ * positions when grabbed. Returns the elements held. */
+static int check_grab_room(const sim_volume_state *s, const sim_volume *v, const float *before,
+                           const char *what)
+{
+    const uint8_t *cls = sim_volume_classes((sim_volume_state *)s);
+    sim_volume_params p = sim_volume_get_params(s);
+    int n[3] = {v->nx, v->ny, v->nz};
+    int64_t stride[3] = {1, v->nx, (int64_t)v->nx * v->ny};
+    CHECKF(s->ngrab > 0, "%s: took nothing", what);
+    for (int a = 0; a < 3; a++) {
+        double lo = -1e30, hi = 1e30, margin = (double)p.boundary_margin;
+        for (int g = 0; g < s->ngrab; g++) {
+            int64_t i = s->grab_idx[g];
+            int c = (int)(i / stride[a] % n[a]);
+            double ahead = 0, behind = 0, at = (double)before[i * 3 + a];
+            for (int e = c; e + 1 < n[a]; e++) {
+                int64_t x = i + (int64_t)(e - c) * stride[a];
+                ahead +=
+                    (double)fminf(p.tissue[cls[x]].min_len, p.tissue[cls[x + stride[a]]].min_len);
+            }
+            for (int e = c; e > 0; e--) {
+                int64_t x = i - (int64_t)(c - e) * stride[a];
+                behind +=
+                    (double)fminf(p.tissue[cls[x]].min_len, p.tissue[cls[x - stride[a]]].min_len);
+            }
+            hi = fmin(hi, (n[a] - 1) + margin - ahead - at);
+            lo = fmax(lo, -margin + behind - at);
+        }
+        if (lo > hi)
+            lo = hi = 0.5 * (lo + hi);
+        CHECKF(fabs((double)s->grab_off_lo[a] - lo) < 1e-3 &&
+                   fabs((double)s->grab_off_hi[a] - hi) < 1e-3,
+               "%s (%d elements), axis %d: room [%g, %g], the formula [%g, %g]", what, s->ngrab, a,
+               (double)s->grab_off_lo[a], (double)s->grab_off_hi[a], lo, hi);
+    }
+    return s->ngrab;
+}
+
+/* On the anatomical phantom (four tissues on a line), dented first so that positions are off
+ * their lattice points: grabs at the centre, at a face, at a corner, and one of thousands of
+ * elements (many lines, each walked once); the wide one again after a parameter change
+ * while it is held (a new margin and shortest links); then a lattice two slices thick. */
 TEST(grab_room_is_the_box_less_the_shortest_links_ahead_and_behind)
 {
     sim_volume v;
@@ -874,8 +913,7 @@ TEST(grab_room_is_the_box_less_the_shortest_links_ahead_and_behind)
     REQUIRE(sim_volume_phantom(&v, 40, 36, 28, err, sizeof err) == SIM_OK);
     REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
     sim_volume_state *s = sc.state;
-    int n[3] = {v.nx, v.ny, v.nz};
-    int64_t nelem = (int64_t)v.nx * v.ny * v.nz, stride[3] = {1, v.nx, (int64_t)v.nx * v.ny};
+    int64_t nelem = (int64_t)v.nx * v.ny * v.nz;
     float belly[3];
     vs_belly_point(&v, sim_volume_get_params(s).hu_threshold[0], belly);
     vs_push(s, SIM_EV_GRAB, belly, 4.0f);
@@ -896,46 +934,42 @@ TEST(grab_room_is_the_box_less_the_shortest_links_ahead_and_behind)
     REQUIRE(before != NULL);
     int held = 0;
     for (int k = 0; k < 4; k++) {
+        char what[32];
+        snprintf(what, sizeof what, "grab %d", k);
         memcpy(before, sim_volume_positions(s), (size_t)nelem * 3 * sizeof *before);
         vs_push(s, SIM_EV_GRAB, grabs[k], grabs[k][3]);
         REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
-        const uint8_t *cls = sim_volume_classes(s);
-        sim_volume_params p = sim_volume_get_params(s);
-        CHECKF(s->ngrab > 0, "grab %d at (%g, %g, %g) took nothing", k, (double)grabs[k][0],
-               (double)grabs[k][1], (double)grabs[k][2]);
-        for (int a = 0; a < 3; a++) {
-            double lo = -1e30, hi = 1e30;
-            for (int g = 0; g < s->ngrab; g++) {
-                int64_t i = s->grab_idx[g];
-                int c = (int)(i / stride[a] % n[a]);
-                double ahead = 0, behind = 0;
-                for (int e = c; e + 1 < n[a]; e++) {
-                    int64_t x = i + (int64_t)(e - c) * stride[a];
-                    ahead += (double)fminf(p.tissue[cls[x]].min_len,
-                                           p.tissue[cls[x + stride[a]]].min_len);
-                }
-                for (int e = c; e > 0; e--) {
-                    int64_t x = i - (int64_t)(c - e) * stride[a];
-                    behind += (double)fminf(p.tissue[cls[x]].min_len,
-                                            p.tissue[cls[x - stride[a]]].min_len);
-                }
-                double at = (double)before[i * 3 + a], margin = (double)p.boundary_margin;
-                hi = fmin(hi, (n[a] - 1) + margin - ahead - at);
-                lo = fmax(lo, -margin + behind - at);
-            }
-            if (lo > hi)
-                lo = hi = 0.5 * (lo + hi);
-            CHECKF(fabs((double)s->grab_off_lo[a] - lo) < 1e-3 &&
-                       fabs((double)s->grab_off_hi[a] - hi) < 1e-3,
-                   "grab %d (%d elements), axis %d: room [%g, %g], the formula [%g, %g]", k,
-                   s->ngrab, a, (double)s->grab_off_lo[a], (double)s->grab_off_hi[a], lo, hi);
+        held += check_grab_room(s, &v, before, what);
+        if (k == 3) { /* held: new margin and shortest links */
+            sim_volume_params p = sim_volume_get_params(s);
+            p.boundary_margin *= 0.5f;
+            for (int t = 0; t < SIM_NTISSUE; t++)
+                p.tissue[t].min_len = 0.5f * (p.tissue[t].min_len + 1.0f);
+            REQUIRE(vs_set_params(s, &p) == SIM_OK);
+            REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
+            check_grab_room(s, &v, before, "after a parameter change");
         }
-        held += s->ngrab;
         vs_push(s, SIM_EV_RELEASE, NULL, 0);
         REQUIRE(sim_volume_step(s, NULL, err, sizeof err) == SIM_OK);
     }
     CHECKF(held > 2000, "the grabs held %d elements in all", held);
     free(before);
+    vs_scene_destroy(&sc);
+    sim_volume_free(&v);
+
+    REQUIRE(vs_uniform_volume(&v, 24, 20, 2, 0.0f) == SIM_OK); /* 2: a volume's least */
+    REQUIRE(vs_scene_create(&sc, &v, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
+    float at[3] = {20.0f, 3.0f, 0.0f};
+    vs_push(sc.state, SIM_EV_GRAB, at, 3.0f);
+    REQUIRE(sim_volume_step(sc.state, NULL, err, sizeof err) == SIM_OK);
+    /* Never moved: the positions when grabbed are the lattice points. */
+    float *rest = malloc((size_t)24 * 20 * 2 * 3 * sizeof *rest);
+    REQUIRE(rest != NULL);
+    for (int i = 0; i < 24 * 20 * 2; i++)
+        rest[i * 3] = (float)(i % 24), rest[i * 3 + 1] = (float)(i / 24 % 20),
+                 rest[i * 3 + 2] = (float)(i / (24 * 20));
+    check_grab_room(sc.state, &v, rest, "a lattice two slices thick");
+    free(rest);
     vs_scene_destroy(&sc);
     sim_volume_free(&v);
 }
