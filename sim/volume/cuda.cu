@@ -52,6 +52,15 @@ struct vol_cuda {
     float *h_stage;  /* pinned staging for grabbed positions */
     int rigid_maybe; /* a wave ran since rigid tissue was last found home: look again */
     uint32_t *h_stage_idx;
+    /* The wave's candidates, as the CPU's lists (sim/README.md): an element is evaluated in
+     * a pass only when stamped with that pass's number, ping-pong like X. A move stamps the
+     * mover's neighbours for the next pass, a wait the waiter: the CPU never looks again at
+     * an element because it moved itself, and evaluated again it may move again (its own
+     * move changes which neighbours lead it), so every element evaluated every pass gave
+     * another wave than the CPU's, in condition B one that swung to the pass cap. Numbers
+     * only grow (cand_base reserves a frame's range), so old stamps never match. */
+    uint32_t *cand[2];
+    uint32_t cand_base;
 };
 
 sim_status cuda_fail(char *err, size_t err_sz, cudaError_t e, const char *what)
@@ -99,6 +108,7 @@ struct sess_dev {
     cm_kparams kp;
     float *pos[2], *t[2]; /* X and wave times, ping-pong: run.par says which is current */
     float *pos_prev, *vel;
+    uint32_t *cand[2]; /* the wave's candidates (vol_cuda), with the parity of pos */
     const uint8_t *flags;
     const uint32_t *grab_idx;
     const float *grab_pos;
@@ -112,6 +122,7 @@ struct sess_run {
     int passes0;    /* wave passes run before this pass batch */
     int pass_limit; /* passes this state runs in this pass batch (its own schedule) */
     int iters;      /* relax_iterations */
+    uint32_t cand0; /* pass p's candidates are stamped cand0 + p */
 };
 
 /* The states a launch covers: state sid[k]'s blocks start at blk0[k]; blk0[m] is the grid. */
@@ -191,7 +202,28 @@ __global__ void k_seed_grab(blist L, bargs A)
     D.t[R.par][i] = 0.0f;
 }
 
-/* Pass k of a pass batch (Jacobi: from one buffer into the other). */
+/* Element i's neighbours that are not grabbed become candidates: stamped `stamp`. */
+__device__ void stamp_neighbours(const sess_dev &D, int64_t i, uint32_t *cand, uint32_t stamp)
+{
+    int x, y, z;
+    cm_coords(&D.kp, i, &x, &y, &z);
+    for (int d = 0; d < 6; d++) {
+        int64_t j = cm_neighbour(&D.kp, x, y, z, d);
+        if (j >= 0 && !(D.flags[j] & CM_FLAG_GRABBED))
+            cand[j] = stamp;
+    }
+}
+
+/* The first pass's candidates: the neighbours of the wave's seeds (reached at the frame's
+ * start: the grabbed set at the hand, the rigid tissue that stepped home). */
+__global__ void k_seed_frontier(blist L, bargs A)
+{
+    BATCH_ELEMENT(L, A)
+    if (D.t[R.par][i] < CM_UNREACHED)
+        stamp_neighbours(D, i, D.cand[R.par], R.cand0 + 1u);
+}
+
+/* Pass k of a pass batch (Jacobi: from one buffer into the other), on its candidates. */
 __global__ void k_propagate(blist L, bargs A, int k)
 {
     BATCH_ELEMENT(L, A)
@@ -200,10 +232,16 @@ __global__ void k_propagate(blist L, bargs A, int k)
     int src = (R.par + k) & 1;
     const float *pos = D.pos[src], *t_reach = D.t[src];
     float *pos_out = D.pos[src ^ 1], *t_out = D.t[src ^ 1];
+    uint32_t stamp = R.cand0 + (uint32_t)(R.passes0 + k + 1);
     float np[3], nt = t_reach[i];
-    int st = cm_propagate_element(&D.kp, i, pos, D.pos_prev, D.flags, t_reach,
-                                  (float)(R.passes0 + k + 1), np, &nt);
+    int st = D.cand[src][i] != stamp
+                 ? 0 /* not a candidate: carried over as it is */
+                 : cm_propagate_element(&D.kp, i, pos, D.pos_prev, D.flags, t_reach,
+                                        (float)(R.passes0 + k + 1), np, &nt);
+    if (st & CM_PROP_WAITING)
+        D.cand[src ^ 1][i] = stamp + 1u;
     if (st & CM_PROP_MOVED) {
+        stamp_neighbours(D, i, D.cand[src ^ 1], stamp + 1u);
         pos_out[i * 3 + 0] = np[0];
         pos_out[i * 3 + 1] = np[1];
         pos_out[i * 3 + 2] = np[2];
@@ -291,6 +329,8 @@ void cuda_fini(sim_volume_state *s)
     cudaFree(d->vel);
     cudaFree(d->t_reach);
     cudaFree(d->t_alt);
+    cudaFree(d->cand[0]);
+    cudaFree(d->cand[1]);
     cudaFree(d->flags);
     cudaFree(d->grab_idx);
     cudaFree(d->grab_pos);
@@ -320,6 +360,11 @@ sim_status cuda_init(sim_volume_state *s, char *err, size_t err_sz)
         e = cudaMalloc(&d->t_reach, n * sizeof(float));
     if (e == cudaSuccess)
         e = cudaMalloc(&d->t_alt, n * sizeof(float));
+    for (int k = 0; k < 2 && e == cudaSuccess; k++) {
+        e = cudaMalloc(&d->cand[k], n * sizeof(uint32_t));
+        if (e == cudaSuccess)
+            e = cudaMemset(d->cand[k], 0, n * sizeof(uint32_t));
+    }
     if (e == cudaSuccess)
         e = cudaMalloc(&d->flags, n);
     if (e == cudaSuccess)
@@ -343,13 +388,24 @@ sim_status cuda_upload_all(sim_volume_state *s, char *err, size_t err_sz)
     size_t n = (size_t)s->nelem;
     CU(cudaMemcpy(d->pos, s->pos, n * 3 * sizeof(float), cudaMemcpyHostToDevice),
        "upload positions");
-    /* Between frames X- equals X on every backend. */
-    CU(cudaMemcpy(d->pos_prev, d->pos, n * 3 * sizeof(float), cudaMemcpyDeviceToDevice), "copy X-");
+    /* X- as the host has it: between frames it equals X, but a move applied before a
+     * parameter change in the same step has moved X alone (copied from X, the grabbed
+     * elements had no displacement left and the frame's wave moved nothing). */
+    CU(cudaMemcpy(d->pos_prev, s->pos_prev, n * 3 * sizeof(float), cudaMemcpyHostToDevice),
+       "upload X-");
     CU(cudaMemcpy(d->vel, s->vel, n * 3 * sizeof(float), cudaMemcpyHostToDevice),
        "upload velocities");
     CU(cudaMemcpy(d->flags, s->flags, n, cudaMemcpyHostToDevice), "upload flags");
     k_fill<<<grid_for(s->nelem), kThreads>>>(d->t_reach, CM_UNREACHED, s->nelem);
     CU(cudaGetLastError(), "fill t_reach");
+    /* The grab's and the probe's elements (the probe reads grab_idx on the device): a
+     * restored state may hold either, and its next step may bring no move that uploads
+     * them; fresh device memory there made the probe read elements at random. */
+    int nidx = s->ngrab > s->nprobe ? s->ngrab : s->nprobe;
+    if (nidx > 0)
+        CU(cudaMemcpy(d->grab_idx, s->grab_idx, (size_t)nidx * sizeof(uint32_t),
+                      cudaMemcpyHostToDevice),
+           "upload grab indices");
     d->rigid_maybe = 1;
     s->host_valid = 1;
     return SIM_OK;
@@ -557,17 +613,31 @@ sim_status clear_counters(batch_ctx *b, int n, char *err, size_t err_sz)
  * that went home, passes until nothing moves or max_passes, then the violation they left.
  * Each state runs its own pass batches (kPassBatch passes, fewer at its max_passes) and
  * stops where it would alone; those still running share every launch. */
+/* The first pass's candidates of the states with a wave (every wave starts at parity 0, as
+ * batch_describe left the runs). */
+sim_status seed_frontier(batch_ctx *b, const int *wave, int n, char *err, size_t err_sz)
+{
+    TRY(set_list(b, L_WAVE, wave, n, err, err_sz));
+    bargs A = {b->desc, b->run, b->ctr, b->act, b->moved, n};
+    k_seed_frontier<<<list_grid(b, L_WAVE), kThreads>>>(list_of(b, L_WAVE), A);
+    CU(cudaGetLastError(), "the wave's first candidates");
+    return SIM_OK;
+}
+
 sim_status batch_waves(batch_ctx *b, sim_volume_state *const *S, const int *wave, int n,
                        sim_volume_metrics *const *mt, char *err, size_t err_sz)
 {
     int *live = (int *)calloc((size_t)n, sizeof(int));
     int *passes = (int *)calloc((size_t)n, sizeof(int));
+    int *counted = (int *)calloc((size_t)n, sizeof(int)); /* passes as the CPU counts them */
     unsigned long long *active = (unsigned long long *)calloc((size_t)n, sizeof *active);
-    if (!live || !passes || !active) {
-        free(live), free(passes), free(active);
+    if (!live || !passes || !counted || !active) {
+        free(live), free(passes), free(counted), free(active);
         return (sim_status)sc_fail(err, err_sz, SIM_ERR_NOMEM, "cuda: out of memory");
     }
     sim_status st = clear_counters(b, n, err, err_sz);
+    if (st == SIM_OK)
+        st = seed_frontier(b, wave, n, err, err_sz);
     for (int s = 0; s < n; s++)
         if (wave[s]) {
             dev_of(S[s])->rigid_maybe = 1;
@@ -610,7 +680,15 @@ sim_status batch_waves(batch_ctx *b, sim_volume_state *const *S, const int *wave
         st = read_counters(b, n, err, err_sz);
         for (int s = 0; s < n && st == SIM_OK; s++)
             if (live[s]) {
-                int lim = b->h_run[s].pass_limit;
+                int lim = b->h_run[s].pass_limit, ran = lim;
+                /* As the CPU counts them: up to the first pass that moved nothing and left
+                 * nothing waiting (the rest of the batch changed nothing). */
+                for (int k = 0; k < lim; k++)
+                    if (b->h_act[(size_t)k * n + s] == 0) {
+                        ran = k + 1;
+                        break;
+                    }
+                counted[s] = passes[s] + ran;
                 passes[s] += lim;
                 b->h_run[s].par = (b->h_run[s].par + lim) & 1;
                 active[s] = b->h_act[(size_t)(lim - 1) * n + s]; /* of its batch's last pass */
@@ -636,13 +714,13 @@ sim_status batch_waves(batch_ctx *b, sim_volume_state *const *S, const int *wave
         if (wave[s]) {
             float viol;
             memcpy(&viol, &b->h_ctr[s].max_viol_bits, sizeof viol);
-            mt[s]->passes = passes[s];
+            mt[s]->passes = counted[s];
             mt[s]->propagation_capped = active[s] > 0;
             mt[s]->max_violation = viol;
             /* The grabbed elements were seeded as reached: count only what the wave moved. */
             mt[s]->moved_elements = (int64_t)b->h_ctr[s].newly;
         }
-    free(live), free(passes), free(active);
+    free(live), free(passes), free(counted), free(active);
     return st;
 }
 
@@ -731,9 +809,21 @@ sim_status batch_describe(bframe *f, char *err, size_t err_sz)
         D->pos[0] = d->pos, D->pos[1] = d->pos_alt;
         D->t[0] = d->t_reach, D->t[1] = d->t_alt;
         D->pos_prev = d->pos_prev, D->vel = d->vel, D->flags = d->flags;
+        D->cand[0] = d->cand[0], D->cand[1] = d->cand[1];
+        /* This frame's stamps: cand_base + 1 .. + max_passes + 1 (reserved whether or not a
+         * wave runs); past 2^32, every stamp is cleared and the numbers start again. */
+        uint64_t span = (uint64_t)(st->params.max_passes > 0 ? st->params.max_passes : 0) + 2;
+        if ((uint64_t)d->cand_base + span > 0xffffffffull) {
+            for (int k = 0; k < 2; k++)
+                CU(cudaMemset(d->cand[k], 0, (size_t)st->nelem * sizeof(uint32_t)),
+                   "clear the wave's candidates");
+            d->cand_base = 0;
+        }
+        uint32_t cand0 = d->cand_base;
+        d->cand_base += (uint32_t)span;
         D->grab_idx = d->grab_idx, D->grab_pos = d->grab_pos, D->ngrab = st->ngrab;
         D->n = st->nelem;
-        sess_run R = {0, 0, 0, st->params.relax_iterations};
+        sess_run R = {0, 0, 0, st->params.relax_iterations, cand0};
         b->h_run[s] = R;
         st->host_valid = 0;
         f->on[s] = 1;
@@ -895,7 +985,9 @@ sim_status cuda_download(sim_volume_state *s, char *err, size_t err_sz)
        "download positions");
     CU(cudaMemcpy(s->vel, d->vel, n * 3 * sizeof(float), cudaMemcpyDeviceToHost),
        "download velocities");
-    memcpy(s->pos_prev, s->pos, n * 3 * sizeof(float));
+    /* X- too: equal to X between frames, not after a move applied this step. */
+    CU(cudaMemcpy(s->pos_prev, d->pos_prev, n * 3 * sizeof(float), cudaMemcpyDeviceToHost),
+       "download X-");
     s->host_valid = 1;
     vol_stamp_all(s); /* which blocks moved stays on the device: the surfaces look at all */
     return SIM_OK;
