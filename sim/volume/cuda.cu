@@ -609,10 +609,6 @@ sim_status clear_counters(batch_ctx *b, int n, char *err, size_t err_sz)
 
 #define LAUNCHED(what) CU(cudaGetLastError(), what)
 
-/* The propagation waves of the states in wave[]: from the seeded grabs or the rigid tissue
- * that went home, passes until nothing moves or max_passes, then the violation they left.
- * Each state runs its own pass batches (kPassBatch passes, fewer at its max_passes) and
- * stops where it would alone; those still running share every launch. */
 /* The first pass's candidates of the states with a wave (every wave starts at parity 0, as
  * batch_describe left the runs). */
 sim_status seed_frontier(batch_ctx *b, const int *wave, int n, char *err, size_t err_sz)
@@ -624,6 +620,10 @@ sim_status seed_frontier(batch_ctx *b, const int *wave, int n, char *err, size_t
     return SIM_OK;
 }
 
+/* The propagation waves of the states in wave[]: from the seeded grabs or the rigid tissue
+ * that went home, passes until nothing moves or max_passes, then the violation they left.
+ * Each state runs its own pass batches (kPassBatch passes, fewer at its max_passes) and
+ * stops where it would alone; those still running share every launch. */
 sim_status batch_waves(batch_ctx *b, sim_volume_state *const *S, const int *wave, int n,
                        sim_volume_metrics *const *mt, char *err, size_t err_sz)
 {
