@@ -625,8 +625,8 @@ static void *worker_main(void *arg)
         double now = srv_now_ms(), wake_at;
         unsigned long seen = sc->pokes;              /* what the pick below sees */
         if (wk->express && sc->heavy_busy < sc->n) { /* a worker may take what is due */
-            wait_express(sc, s, now + 1000.0,
-                         seen); /* express_poked wakes it; the time: a backstop */
+            /* express_poked wakes it; the time: a backstop */
+            wait_express(sc, s, now + 1000.0, seen);
             continue;
         }
         srv_session *group[SRV_STEP_BATCH_MAX];
@@ -647,7 +647,7 @@ static void *worker_main(void *arg)
             pthread_cond_broadcast(&sc->cond);
         }
         pthread_mutex_unlock(&sc->lock);
-        /* What each frame held the worker (run_sessions); one asleep cost nothing. */
+        /* What each frame held the worker (run_sessions). */
         int awake[SRV_STEP_BATCH_MAX];
         double own_ms[SRV_STEP_BATCH_MAX];
         int nawake = run_sessions(s, wk, group, n, news, awake, own_ms);

@@ -587,6 +587,13 @@ static uint64_t *sort_by_high_word(uint64_t *v, uint64_t *tmp, int n)
     return v;
 }
 
+/* The shortest link between elements i and j (neighbours): as short as its softer end. */
+static float shortest_link(const sim_volume_state *s, int64_t i, int64_t j)
+{
+    return s->kp
+        .link_min[(s->flags[i] & CM_CLASS_MASK) * CM_NCLASS + (s->flags[j] & CM_CLASS_MASK)];
+}
+
 /* The range of offsets along each axis that keeps every grabbed element inside the lattice
  * box grown by the margin, with room for the elements ahead of it on its lattice line
  * compressed to their shortest links (propagation pushes them ahead of the hand; without
@@ -634,16 +641,12 @@ static sim_status grab_offset_range(sim_volume_state *s, char *err, size_t err_s
             ahead[n[a] - 1] = 0.0f;
             for (int e = n[a] - 2; e >= 0; e--) {
                 int64_t i = first + (int64_t)e * stride;
-                ahead[e] = kp->link_min[(s->flags[i] & CM_CLASS_MASK) * CM_NCLASS +
-                                        (s->flags[i + stride] & CM_CLASS_MASK)] +
-                           ahead[e + 1];
+                ahead[e] = shortest_link(s, i, i + stride) + ahead[e + 1];
             }
             behind[0] = 0.0f;
             for (int e = 1; e < n[a]; e++) {
                 int64_t i = first + (int64_t)e * stride;
-                behind[e] = kp->link_min[(s->flags[i] & CM_CLASS_MASK) * CM_NCLASS +
-                                         (s->flags[i - stride] & CM_CLASS_MASK)] +
-                            behind[e - 1];
+                behind[e] = shortest_link(s, i, i - stride) + behind[e - 1];
             }
             for (; k < ng && (int64_t)(by_line[k] >> 32) == first; k++) {
                 int g = (int)(by_line[k] & 0xffffffffu), c[3];

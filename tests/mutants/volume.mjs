@@ -251,8 +251,8 @@ export default [
   {
     name: 'grab room: the links ahead not counted (the grab may press the tissue ahead against the box)',
     file: 'sim/volume/volume_state.c',
-    find: '                ahead[e] = kp->link_min[',
-    replace: '                ahead[e] = 0.0f * kp->link_min[',
+    find: '                ahead[e] = shortest_link(s, i, i + stride) + ahead[e + 1];',
+    replace: '                ahead[e] = 0.0f * shortest_link(s, i, i + stride) + ahead[e + 1];',
     build: tests, test: run('grab_room'), caught_by: 'grab_room_is_the_box_less_the_shortest_links_ahead_and_behind',
   },
   {

@@ -100,6 +100,16 @@ TEST(step_many_equals_each_state_stepped_alone)
     sim_volume_free(&vol);
 }
 
+/* n more states of the scene's model and backend; 0 when one could not be made. */
+static int create_states(const vs_scene *sc, sim_volume_state **st, int n)
+{
+    char err[256];
+    for (int k = 0; k < n; k++)
+        if (sim_volume_state_create(&st[k], sc->model, sc->backend, err, sizeof err) != SIM_OK)
+            return 0;
+    return 1;
+}
+
 /* A grab too large fails its own state, named in the error; the others step on. */
 TEST(step_many_fails_one_state_and_steps_the_others)
 {
@@ -110,8 +120,7 @@ TEST(step_many_fails_one_state_and_steps_the_others)
     REQUIRE(vs_uniform_volume(&vol, 44, 44, 36, 0.0f) == SIM_OK);
     REQUIRE(vs_scene_create(&sc, &vol, SIM_BACKEND_CPU, 2, err, sizeof err) == SIM_OK);
     sim_volume_state *st[3];
-    for (int k = 0; k < 3; k++)
-        REQUIRE(sim_volume_state_create(&st[k], sc.model, sc.backend, err, sizeof err) == SIM_OK);
+    REQUIRE(create_states(&sc, st, 3));
     float g[3] = {22.0f, 0.0f, 18.0f}, t[3] = {22.0f, 2.0f, 18.0f};
     for (int k = 0; k < 3; k++)
         vs_push(st[k], SIM_EV_GRAB, g, k == 1 ? 1000.0f : 2.5f); /* 1: every element */
@@ -173,12 +182,10 @@ TEST(step_many_times_each_state_by_its_own_frame)
     REQUIRE(vs_uniform_volume(&vol, 40, 40, 32, 0.0f) == SIM_OK);
     REQUIRE(vs_scene_create(&sc, &vol, SIM_BACKEND_CPU, 1, err, sizeof err) == SIM_OK);
     sim_volume_state *st[3];
-    for (int k = 0; k < 3; k++)
-        REQUIRE(sim_volume_state_create(&st[k], sc.model, sc.backend, err, sizeof err) == SIM_OK);
+    REQUIRE(create_states(&sc, st, 3));
     float g[3] = {20.0f, 0.0f, 16.0f};
     for (int k = 0; k < 2; k++) /* the last state stays at rest */
         vs_push(st[k], SIM_EV_GRAB, g, 6.0f);
-    int checked = 0;
     for (int f = 0; f < 6; f++) {
         float t[3] = {20.0f, (f % 2 ? 6.0f : -6.0f), 16.0f};
         for (int k = 0; k < 2; k++)
@@ -196,9 +203,7 @@ TEST(step_many_times_each_state_by_its_own_frame)
         CHECKF(mt[2].total_ms < 0.5 * mt[0].total_ms && mt[2].total_ms < 0.5 * mt[1].total_ms,
                "frame %d: the state at rest took %.3f ms beside %.3f and %.3f ms", f,
                mt[2].total_ms, mt[0].total_ms, mt[1].total_ms);
-        checked++;
     }
-    CHECK(checked == 6);
     for (int k = 0; k < 3; k++)
         sim_volume_state_destroy(st[k]);
     vs_scene_destroy(&sc);
